@@ -1,0 +1,171 @@
+"""Aggregation methods: the reference's AGGREGATION_METHODS as streaming accumulators.
+
+carbon 1.1.10 offers sum, avg, min, max, count and the percentiles p50, p75,
+p80, p90, p95, p99 and p999. It keeps every value of an interval in a list and
+applies a function to the list. Here sum/avg/min/max/count keep O(1) running
+state instead; the results are bit-for-bit those of the reference on CPython 3.11:
+
+* sum is sequential float addition starting at 0.0 (what builtin ``sum`` does
+  for floats before Python 3.12), avg is that sum divided by the count;
+* min/max replace the running value only when a new value compares strictly
+  smaller/larger, exactly like builtin ``min``/``max`` (so NaN handling matches);
+* percentile(f) sorts the values, takes rank = f * (n - 1) and interpolates
+  linearly between the two closest ranks with the reference's formula
+  ``v[lo] * (hi - rank) + v[hi] * (rank - lo)``.
+
+Every accumulator counts its values in ``n`` (the bufferedDatapoints gauge) and
+carries a ``dirty`` flag: set by ``add``, cleared by the buffer once emitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+
+class SumAccumulator:
+    """Running count and sequential float sum."""
+
+    __slots__ = ("n", "total", "dirty")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.total = 0.0
+        self.dirty = False
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        self.total += value
+        self.dirty = True
+
+    def value(self) -> float:
+        return self.total
+
+
+class AvgAccumulator(SumAccumulator):
+    """Sum divided by count."""
+
+    __slots__ = ()
+
+    def value(self) -> float:
+        return self.total / self.n
+
+
+class CountAccumulator(SumAccumulator):
+    """Number of values received (the sum is kept but unused)."""
+
+    __slots__ = ()
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        self.dirty = True
+
+    def value(self) -> float:
+        return float(self.n)
+
+
+class MinAccumulator:
+    """Smallest value, first-wins on ties and NaN like builtin ``min``."""
+
+    __slots__ = ("n", "best", "dirty")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.best = 0.0
+        self.dirty = False
+
+    def add(self, value: float) -> None:
+        if self.n == 0 or value < self.best:
+            self.best = value
+        self.n += 1
+        self.dirty = True
+
+    def value(self) -> float:
+        return self.best
+
+
+class MaxAccumulator(MinAccumulator):
+    """Largest value, first-wins on ties and NaN like builtin ``max``."""
+
+    __slots__ = ()
+
+    def add(self, value: float) -> None:
+        if self.n == 0 or value > self.best:
+            self.best = value
+        self.n += 1
+        self.dirty = True
+
+
+def percentile_of(values: Iterable[float], factor: float) -> float:
+    """The reference's percentile: linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    rank = factor * (len(ordered) - 1)
+    lo = math.floor(rank)
+    hi = math.ceil(rank)
+    if lo == hi:
+        return ordered[lo]
+    return ordered[lo] * (hi - rank) + ordered[hi] * (rank - lo)
+
+
+class PercentileAccumulator:
+    """Keeps every value; the percentile is computed on demand."""
+
+    __slots__ = ("values", "factor", "dirty")
+
+    def __init__(self, factor: float) -> None:
+        self.values: list[float] = []
+        self.factor = factor
+        self.dirty = False
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+        self.dirty = True
+
+    def value(self) -> float:
+        return percentile_of(self.values, self.factor)
+
+
+Accumulator = (SumAccumulator | MinAccumulator | PercentileAccumulator)
+
+
+class AggregationMethod:
+    """A named method: ``new()`` makes an empty accumulator for one interval."""
+
+    __slots__ = ("name", "new")
+
+    def __init__(self, name: str, new: Callable[[], Accumulator]) -> None:
+        self.name = name
+        self.new = new
+
+    def compute(self, values: Iterable[float]) -> float | None:
+        """Aggregate a whole sequence at once (None when it is empty)."""
+        acc = self.new()
+        for value in values:
+            acc.add(value)
+        return acc.value() if acc.n else None
+
+    def __repr__(self) -> str:
+        return "AggregationMethod(%r)" % self.name
+
+
+def _percentile(factor: float) -> Callable[[], PercentileAccumulator]:
+    return lambda: PercentileAccumulator(factor)
+
+
+PERCENTILES: dict[str, float] = {
+    "p50": 0.50, "p75": 0.75, "p80": 0.80, "p90": 0.90,
+    "p95": 0.95, "p99": 0.99, "p999": 0.999,
+}
+
+AGGREGATION_METHODS: dict[str, AggregationMethod] = {
+    "sum": AggregationMethod("sum", SumAccumulator),
+    "avg": AggregationMethod("avg", AvgAccumulator),
+    "min": AggregationMethod("min", MinAccumulator),
+    "max": AggregationMethod("max", MaxAccumulator),
+    **{name: AggregationMethod(name, _percentile(f)) for name, f in PERCENTILES.items()},
+    "count": AggregationMethod("count", CountAccumulator),
+}

@@ -1,0 +1,267 @@
+"""aggregation-rules.conf: parsing, matching and reloading.
+
+A rule line is ``output_template (frequency) = method input_pattern``; blank
+lines and lines starting with ``#`` are skipped. The input pattern becomes a
+regular expression exactly as carbon 1.1.10 builds it: the pattern is split on
+dots; a part containing ``<<field>>`` captures ``.+?`` (dots included), a part
+containing ``<field>`` captures ``[^.]+?``, a part that is just ``*`` matches
+``[^.]+``, any other ``*`` matches ``[^.]*`` and everything else is kept as regex
+text; parts are joined with ``\\.``, ``$`` is appended and names are matched from
+their start. ``<field>`` in the output template is replaced by the capture.
+
+Unlike the reference, every problem is found when the file is read (unknown
+method, bad frequency, invalid regex, an output field the input does not
+capture) and reported as a ConfigError naming file, line and reason. A literal
+``%`` in an output template works, and ``<<field>>`` there means ``<field>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+
+from cachetools import LRUCache
+
+from carbon.aggregator.methods import AGGREGATION_METHODS, AggregationMethod
+from carbon.config.errors import ConfigError
+
+RULE_SYNTAX = "expected 'output_template (frequency) = method input_pattern'"
+_OUTPUT_FIELD = re.compile(r"<<([^<>]+)>>|<([^<>]+)>")
+_NO_MATCH: tuple = ()
+
+
+def build_input_regex(input_pattern: str) -> str:
+    """The regex source carbon 1.1.10 builds for an input pattern."""
+    parts = []
+    for part in input_pattern.split("."):
+        if "<<" in part and ">>" in part:
+            i, j = part.find("<<"), part.find(">>")
+            parts.append("%s(?P<%s>.+?)%s" % (part[:i], part[i + 2:j], part[j + 2:]))
+            continue
+        i, j = part.find("<"), part.find(">")
+        if i > -1 and j > i:
+            parts.append("%s(?P<%s>[^.]+?)%s" % (part[:i], part[i + 1:j], part[j + 1:]))
+        elif part == "*":
+            parts.append("[^.]+")
+        else:
+            parts.append(part.replace("*", "[^.]*"))
+    return "\\.".join(parts) + "$"
+
+
+def _compile_template(output_pattern: str) -> tuple[str, list[str]]:
+    """A %-format string for the output template and the field names it uses."""
+    pieces: list[str] = []
+    fields: list[str] = []
+    pos = 0
+    for m in _OUTPUT_FIELD.finditer(output_pattern):
+        literal = output_pattern[pos:m.start()]
+        if "<" in literal or ">" in literal:
+            raise ValueError("output template %r has an unmatched '<' or '>'" % output_pattern)
+        field = m.group(1) or m.group(2)
+        pieces.append(literal.replace("%", "%%") + "%(" + field + ")s")
+        fields.append(field)
+        pos = m.end()
+    tail = output_pattern[pos:]
+    if "<" in tail or ">" in tail:
+        raise ValueError("output template %r has an unmatched '<' or '>'" % output_pattern)
+    pieces.append(tail.replace("%", "%%"))
+    return "".join(pieces), fields
+
+
+class AggregationRule:
+    """One parsed rule. ``match(name)`` gives the output name or None."""
+
+    __slots__ = ("input_pattern", "output_pattern", "method", "frequency", "regex",
+                 "template", "aggregation", "path", "line")
+
+    def __init__(self, input_pattern: str, output_pattern: str, method: str, frequency: int,
+                 path: str | None = None, line: int | None = None) -> None:
+        self.input_pattern = input_pattern
+        self.output_pattern = output_pattern
+        self.method = method
+        self.frequency = int(frequency)
+        self.path = path
+        self.line = line
+        if self.frequency <= 0:
+            raise ConfigError("frequency must be a positive number of seconds, got %d"
+                              % self.frequency, path, line)
+        if method not in AGGREGATION_METHODS:
+            raise ConfigError("Invalid aggregation method '%s' (valid: %s)"
+                              % (method, ", ".join(AGGREGATION_METHODS)), path, line)
+        self.aggregation: AggregationMethod = AGGREGATION_METHODS[method]
+        try:
+            self.regex = re.compile(build_input_regex(input_pattern))
+        except re.error as exc:
+            raise ConfigError("input pattern %r is not a valid regular expression: %s"
+                              % (input_pattern, exc), path, line) from None
+        try:
+            self.template, fields = _compile_template(output_pattern)
+        except ValueError as exc:
+            raise ConfigError(str(exc), path, line) from None
+        missing = [f for f in fields if f not in self.regex.groupindex]
+        if missing:
+            raise ConfigError("output template field(s) %s not captured by input pattern %r"
+                              % (", ".join("<%s>" % f for f in missing), input_pattern),
+                              path, line)
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        """Identity of the rule's meaning (used to keep buffers across reloads)."""
+        return (self.input_pattern, self.output_pattern, self.method, self.frequency)
+
+    def match(self, metric: str) -> str | None:
+        """The aggregate name ``metric`` feeds under this rule, or None."""
+        m = self.regex.match(metric)
+        if m is None:
+            return None
+        return self.template % m.groupdict()
+
+    def __repr__(self) -> str:
+        return "AggregationRule(%s (%d) = %s %s)" % (
+            self.output_pattern, self.frequency, self.method, self.input_pattern)
+
+
+def parse_rule(line: str, path: str | None = None, lineno: int | None = None) -> AggregationRule:
+    """Parse one (stripped, non-comment) rule line."""
+    if "=" not in line:
+        raise ConfigError("%s, got %r" % (RULE_SYNTAX, line), path, lineno)
+    left, right = line.split("=", 1)
+    left_parts, right_parts = left.split(), right.split()
+    if len(left_parts) != 2:
+        raise ConfigError("%s: left of '=' must be 'output_template (frequency)', got %r"
+                          % (RULE_SYNTAX, left.strip()), path, lineno)
+    if len(right_parts) != 2:
+        raise ConfigError("%s: right of '=' must be 'method input_pattern', got %r"
+                          % (RULE_SYNTAX, right.strip()), path, lineno)
+    output_pattern, frequency_text = left_parts
+    method, input_pattern = right_parts
+    try:
+        frequency = int(frequency_text.lstrip("(").rstrip(")"))
+    except ValueError:
+        raise ConfigError("frequency must be an integer number of seconds like (60), got %r"
+                          % frequency_text, path, lineno) from None
+    return AggregationRule(input_pattern, output_pattern, method, frequency, path, lineno)
+
+
+class RuleSet:
+    """An immutable list of rules plus a bounded LRU cache of name -> matches."""
+
+    def __init__(self, rules: list[AggregationRule] | tuple[AggregationRule, ...] = (),
+                 cache_size: int = 100000, path: str | None = None) -> None:
+        self.rules: tuple[AggregationRule, ...] = tuple(rules)
+        self.cache_size = cache_size
+        self.path = path
+        self._cache: LRUCache | None = LRUCache(cache_size) if cache_size > 0 else None
+        self._by_key = {}
+        for rule in self.rules:
+            self._by_key.setdefault(rule.key, rule)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __iter__(self) -> Iterator[AggregationRule]:
+        return iter(self.rules)
+
+    def matches(self, metric: str) -> tuple[tuple[AggregationRule, str], ...]:
+        """Cached (rule, output) pairs for ``metric`` in rule order; () if none.
+
+        Internal fast path: the returned tuple is shared, do not modify it.
+        """
+        cache = self._cache
+        if cache is not None:
+            try:
+                return cache[metric]
+            except KeyError:
+                pass
+        found = []
+        for rule in self.rules:
+            m = rule.regex.match(metric)
+            if m is not None:
+                found.append((rule, rule.template % m.groupdict()))
+        result = tuple(found) if found else _NO_MATCH
+        if cache is not None:
+            cache[metric] = result
+        return result
+
+    def get_aggregate_metrics(self, metric: str) -> list[tuple[AggregationRule, str]]:
+        """Every (rule, output_name) ``metric`` feeds, in rule order."""
+        return list(self.matches(metric))
+
+    def get_aggregate_metric(self, metric: str) -> str | None:
+        """The first matching rule's output name, or None."""
+        found = self.matches(metric)
+        return found[0][1] if found else None
+
+    def find_rule(self, key: tuple[str, str, str, int]) -> AggregationRule | None:
+        """The first rule with this ``AggregationRule.key``, or None."""
+        return self._by_key.get(key)
+
+    @property
+    def cached_names(self) -> int:
+        """How many names the match cache currently holds."""
+        return len(self._cache) if self._cache is not None else 0
+
+
+def parse_rules(text: str, path: str | None = None, cache_size: int = 100000) -> RuleSet:
+    """Parse the whole text of an aggregation-rules file."""
+    rules = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        rules.append(parse_rule(line, path, lineno))
+    return RuleSet(rules, cache_size, path)
+
+
+def load_rules(path: str, cache_size: int = 100000) -> RuleSet:
+    """Read and parse an aggregation-rules file; ConfigError if missing or invalid."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("cannot read aggregation rules: %s" % exc, path) from None
+    return parse_rules(text, path, cache_size)
+
+
+def reload_rules(path: str, current: RuleSet) -> tuple[RuleSet, ConfigError | None]:
+    """Load ``path`` again; on any error keep ``current`` and return the error to log.
+
+    A missing file is an error too (the reference would drop every rule).
+    """
+    try:
+        return load_rules(path, current.cache_size), None
+    except ConfigError as exc:
+        return current, exc
+
+
+class RulesFile:
+    """Polls an aggregation-rules file's mtime and reloads it when it changes.
+
+    The daemon calls ``check()`` from a LoopingCall (the reference polls every
+    10 seconds). A file that fails to parse is not retried until it changes again.
+    """
+
+    def __init__(self, path: str, cache_size: int = 100000) -> None:
+        self.path = path
+        self.ruleset = load_rules(path, cache_size)
+        self._mtime = _mtime(path)
+
+    def check(self) -> tuple[bool, ConfigError | None]:
+        """(rules were replaced, error to log). Old rules stay on error."""
+        mtime = _mtime(self.path)
+        if mtime == self._mtime:
+            return False, None
+        self._mtime = mtime
+        new, error = reload_rules(self.path, self.ruleset)
+        if error is not None:
+            return False, error
+        self.ruleset = new
+        return True, None
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None

@@ -1,0 +1,119 @@
+"""The metric cache: datapoints waiting to be written, compact and thread-safe.
+
+Points of one metric live in one ``array('d')`` as interleaved timestamp, value
+pairs (16 bytes a point plus one small object per metric), far smaller than a
+dict of float objects. Duplicates are resolved when read or drained: the last
+value received for a timestamp wins, as in carbon.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from typing import Iterator
+
+from carbon.pipeline import Batch
+
+Points = list[tuple[float, float]]
+
+
+def dedupe_sorted(raw: array) -> Points:
+    """Interleaved (ts, value) pairs -> sorted unique points, last value winning."""
+    latest: dict[float, float] = {}
+    it = iter(raw)
+    for stamp in it:
+        latest[stamp] = next(it)
+    return sorted(latest.items())
+
+
+class MetricCache:
+    """Metric name -> pending points, with a datapoint count for MAX_CACHE_SIZE.
+
+    The reactor thread adds whole batches (``add_batch``); the writer thread
+    removes one metric at a time (``pop``). A single lock guards both, taken
+    once per batch, not once per point.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.data: dict[str, array] = {}
+        self.size = 0
+        self.first_seen: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self.data
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def add_batch(self, batch: Batch, limit: float = float("inf")) -> int:
+        """Add points; returns how many were accepted before ``limit`` was reached."""
+        data = self.data
+        with self.lock:
+            room = limit - self.size
+            if room <= 0:
+                return 0
+            if room < len(batch):
+                batch = batch[:int(room)]
+            for metric, stamp, value in batch:
+                points = data.get(metric)
+                if points is None:
+                    data[metric] = array("d", (stamp, value))
+                else:
+                    points.append(stamp)
+                    points.append(value)
+            self.size += len(batch)
+        return len(batch)
+
+    def restore(self, metric: str, points: Points) -> None:
+        """Put points back (e.g. a create that has to wait), keeping newer ones newer."""
+        flat = array("d")
+        for stamp, value in points:
+            flat.append(stamp)
+            flat.append(value)
+        with self.lock:
+            current = self.data.get(metric)
+            if current is not None:
+                flat.extend(current)
+            self.data[metric] = flat
+            self.size += len(points)
+
+    def pop(self, metric: str) -> Points:
+        """Remove a metric and return its points sorted by time, duplicates resolved."""
+        with self.lock:
+            raw = self.data.pop(metric, None)
+            if raw is None:
+                return []
+            self.size -= len(raw) // 2
+        return dedupe_sorted(raw)
+
+    def get(self, metric: str) -> Points:
+        """The points of a metric (for carbonlink), without removing them."""
+        with self.lock:
+            raw = self.data.get(metric)
+            raw = array("d", raw) if raw is not None else None
+        return dedupe_sorted(raw) if raw is not None else []
+
+    def count(self, metric: str) -> int:
+        raw = self.data.get(metric)
+        return len(raw) // 2 if raw is not None else 0
+
+    def counts(self) -> list[tuple[str, int]]:
+        """(metric, pending points) for every metric: a snapshot for strategies."""
+        with self.lock:
+            return [(metric, len(raw) >> 1) for metric, raw in self.data.items()]
+
+    def oldest(self) -> list[tuple[str, float]]:
+        """(metric, oldest pending timestamp) for every metric."""
+        with self.lock:
+            return [(metric, min(raw[::2])) for metric, raw in self.data.items()]
+
+    def names(self) -> list[str]:
+        with self.lock:
+            return list(self.data)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())

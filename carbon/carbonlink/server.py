@@ -1,0 +1,126 @@
+"""Carbonlink (port 7002): graphite-web reads the cache's pending points here.
+
+Framing as carbon 1.1.10: a 4-byte big-endian length, then a pickle. Requests
+go through the safe unpickler; responses are pickles (protocol 2) of the
+reference's exact shapes.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import traceback
+from typing import Any
+
+from twisted.internet.error import ConnectionDone
+from twisted.internet.protocol import Factory, Protocol
+
+from carbon.cache.store import MetricCache
+from carbon.instrumentation.stats import Stats
+from carbon.logs import CarbonLog
+from carbon.receivers.unpickler import PICKLE_ERRORS, loads
+
+MAX_REQUEST_LENGTH = 1024 ** 3
+
+
+class CarbonLinkHandler:
+    """Answers carbonlink requests from the cache and the storage backend."""
+
+    def __init__(self, cache: MetricCache, database: Any, settings: Any, stats: Stats,
+                 log: CarbonLog) -> None:
+        self.cache = cache
+        self.database = database
+        self.settings = settings
+        self.stats = stats
+        self.log = log
+
+    def handle(self, request: Any, peer: str = "peer") -> dict:
+        if not isinstance(request, dict) or "type" not in request:
+            return {"error": "Invalid request"}
+        kind = request["type"]
+        if kind == "cache-query":
+            metric = request.get("metric")
+            points = self.cache.get(metric) if isinstance(metric, str) else []
+            if self.settings.LOG_CACHE_HITS:
+                self.log.query('[%s] cache query for "%s" returned %d values'
+                               % (peer, metric, len(points)))
+            self.stats.increment("cacheQueries")
+            return {"datapoints": points}
+        if kind == "cache-query-bulk":
+            metrics = request.get("metrics") or []
+            by_metric = {m: self.cache.get(m) for m in metrics if isinstance(m, str)}
+            if self.settings.LOG_CACHE_HITS:
+                self.log.query('[%s] cache query bulk for "%d" metrics returned %d values'
+                               % (peer, len(metrics), sum(len(v) for v in by_metric.values())))
+            self.stats.increment("cacheBulkQueries")
+            self.stats.append("cacheBulkQuerySize", len(metrics))
+            return {"datapointsByMetric": by_metric}
+        if kind == "get-metadata":
+            try:
+                return {"value": self.database.get_metadata(request["metric"], request["key"])}
+            except Exception:
+                self.log.err()
+                return {"error": traceback.format_exc()}
+        if kind == "set-metadata":
+            try:
+                old = self.database.set_metadata(request["metric"], request["key"],
+                                                 request["value"])
+                return {"old_value": old, "new_value": request["value"]}
+            except Exception:
+                self.log.err()
+                return {"error": traceback.format_exc()}
+        return {"error": 'Invalid request type "%s"' % kind}
+
+
+class CarbonLinkProtocol(Protocol):
+    """One carbonlink client connection."""
+
+    def __init__(self, handler: CarbonLinkHandler) -> None:
+        self.handler = handler
+        self.buffer = b""
+        self.peer = "peer"
+
+    def connectionMade(self) -> None:  # noqa: N802
+        peer = self.transport.getPeer()
+        self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
+        self.handler.log.query("%s connected" % self.peer)
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        if reason is None or reason.check(ConnectionDone):
+            self.handler.log.query("%s disconnected" % self.peer)
+        else:
+            self.handler.log.query("%s connection lost: %s" % (self.peer, reason.value))
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        buffer = self.buffer + data
+        offset = 0
+        out = []
+        insecure = bool(self.handler.settings.USE_INSECURE_UNPICKLER)
+        while len(buffer) - offset >= 4:
+            (length,) = struct.unpack_from("!I", buffer, offset)
+            if length > MAX_REQUEST_LENGTH:
+                self.transport.loseConnection()
+                return
+            end = offset + 4 + length
+            if end > len(buffer):
+                break
+            try:
+                request = loads(buffer[offset + 4:end], insecure)
+            except PICKLE_ERRORS as exc:
+                self.handler.log.query("[%s] invalid request: %s; closing" % (self.peer, exc))
+                self.transport.loseConnection()
+                return
+            response = pickle.dumps(self.handler.handle(request, self.peer), protocol=2)
+            out.append(struct.pack("!I", len(response)) + response)
+            offset = end
+        self.buffer = buffer[offset:]
+        if out:
+            self.transport.write(b"".join(out))
+
+
+class CarbonLinkFactory(Factory):
+    def __init__(self, handler: CarbonLinkHandler) -> None:
+        self.handler = handler
+
+    def buildProtocol(self, addr: Any) -> CarbonLinkProtocol:  # noqa: N802
+        return CarbonLinkProtocol(self.handler)

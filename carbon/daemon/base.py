@@ -1,0 +1,111 @@
+"""What every daemon shares: receivers -> pipeline -> sink, self-metrics, shutdown."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from twisted.internet import defer, task
+
+from carbon.config.patternlist import PatternList
+from carbon.config.settings import Settings
+from carbon.instrumentation.reporter import Reporter
+from carbon.instrumentation.stats import Stats
+from carbon.logs import CarbonLog
+from carbon.pipeline import Pipeline, Processor, Sink
+from carbon.processors.filters import ListFilter
+from carbon.receivers.context import ReceiverContext
+from carbon.receivers.flow import FlowControl
+from carbon.receivers.listeners import start_receivers
+
+
+class Daemon:
+    """A daemon is a composition of shared stages.
+
+    Subclasses build their sink (``make_sink``), optional extra processors
+    (``make_processors``) and say how self-metrics are reported
+    (``make_reporter``). ``start`` opens the ports; ``shutdown`` (a 'before
+    shutdown' trigger) stops input and lets the sink persist what it holds.
+    """
+
+    metric_kind = "agents"
+
+    def __init__(self, settings: Settings, log: CarbonLog, reactor: Any) -> None:
+        self.settings = settings
+        self.log = log
+        self.reactor = reactor
+        self.stats = Stats()
+        self.flow = FlowControl(bool(settings.USE_FLOW_CONTROL))
+        self.loops: list[task.LoopingCall] = []
+        self.ports: list[Any] = []
+        self.list_filter = self._make_list_filter()
+        self.sink = self.make_sink()
+        processors: list[Processor] = [self.list_filter] if self.list_filter else []
+        processors.extend(self.make_processors())
+        self.pipeline = Pipeline(processors, self.sink)
+        self.receivers = ReceiverContext(settings, self.pipeline, self.stats, self.flow, log)
+        self.reporter = self.make_reporter()
+
+    # -- parts subclasses provide ---------------------------------------
+    def make_sink(self) -> Sink:
+        raise NotImplementedError
+
+    def make_processors(self) -> list[Processor]:
+        return []
+
+    def make_reporter(self) -> Reporter:
+        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+                        gauges={"activeConnections": lambda: len(self.receivers.connections)})
+
+    def _make_list_filter(self) -> ListFilter | None:
+        settings = self.settings
+        if not settings.USE_WHITELIST:
+            return None
+        conf_dir = settings.get("CONF_DIR", ".")
+        white = settings.get("whitelist") or os.path.join(conf_dir, "whitelist.conf")
+        black = settings.get("blacklist") or os.path.join(conf_dir, "blacklist.conf")
+        return ListFilter(PatternList(white), PatternList(black), self.stats)
+
+    # -- lifecycle ------------------------------------------------------
+    def every(self, seconds: float, func: Any, *args: Any) -> None:
+        loop = task.LoopingCall(func, *args)
+        loop.clock = self.reactor
+        self.loops.append(loop)
+        loop.start(seconds, now=False)
+
+    def start(self) -> None:
+        """Start the sink's services, then the receivers, then periodic tasks."""
+        self.start_sink()
+        self.ports = start_receivers(self.reactor, self.receivers)
+        interval = float(self.settings.CARBON_METRIC_INTERVAL or 0)
+        if interval > 0:
+            self.every(interval, self.reporter.report)
+        self.every(float(self.settings.get("BAD_LINE_LOG_INTERVAL", 60)), self.flush_logs)
+        if self.list_filter is not None:
+            self.every(10, self.list_filter.reload)
+        self.reactor.addSystemEventTrigger("before", "shutdown", self.shutdown)
+
+    def start_sink(self) -> None:
+        """Start whatever the sink needs (writer thread, destination clients)."""
+
+    def flush_logs(self) -> None:
+        self.receivers.flush_logs()
+
+    def stop_input(self) -> defer.Deferred:
+        """Stop accepting and reading: pause live connections, close listening ports."""
+        self.flow.enabled = True
+        self.flow.pause("shutdown")
+        for loop in self.loops:
+            if loop.running:
+                loop.stop()
+        waits = [defer.maybeDeferred(port.stopListening) for port in self.ports]
+        return defer.DeferredList(waits)
+
+    @defer.inlineCallbacks
+    def shutdown(self) -> Any:
+        yield self.stop_input()
+        yield self.stop_sink()
+        self.log.msg("%s shut down cleanly" % self.settings.get("program", "carbon"))
+
+    def stop_sink(self) -> defer.Deferred:
+        return defer.succeed(None)

@@ -1,0 +1,112 @@
+"""Turns a daemon's per-interval Stats into carbon's self-metrics.
+
+Names follow carbon 1.1.10: ``carbon.agents.<host>-<instance>.*`` for caches,
+``carbon.relays.<host>-<instance>.*`` for relays and
+``carbon.aggregator.<host>-<instance>.*`` for aggregators.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from carbon.instrumentation.stats import Stats
+from carbon.pipeline import Batch
+
+PAGESIZE = os.sysconf("SC_PAGESIZE")
+
+
+def memory_usage() -> int:
+    """Resident bytes of this process (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGESIZE
+
+
+class CpuMeter:
+    """CPU usage percent since the previous call."""
+
+    def __init__(self) -> None:
+        self.last_cpu = time.process_time()
+        self.last_wall = time.time()
+
+    def percent(self) -> float:
+        cpu, wall = time.process_time(), time.time()
+        used = (cpu - self.last_cpu) / max(wall - self.last_wall, 1e-6) * 100.0
+        self.last_cpu, self.last_wall = cpu, wall
+        return used
+
+
+def metric_prefix(settings: Any, kind: str) -> str:
+    """``carbon.agents.host-a`` (kind is agents, relays or aggregator)."""
+    host = socket.gethostname().replace(".", "_")
+    instance = settings.get("instance")
+    name = "%s-%s" % (host, instance) if instance else host
+    return "%s.%s.%s" % (settings.CARBON_METRIC_PREFIX, kind, name)
+
+
+class Reporter:
+    """Builds the interval's self-metrics and hands them to ``emit``.
+
+    ``gauges`` are callables evaluated at report time (cache size, connections).
+    ``extra`` lets a daemon add its own derived values from the interval's stats.
+    """
+
+    def __init__(self, settings: Any, kind: str, stats: Stats,
+                 emit: Callable[[Batch], None],
+                 gauges: dict[str, Callable[[], float]] | None = None,
+                 extra: Callable[[dict, dict, Callable[[str, float], None]], None] | None = None
+                 ) -> None:
+        self.prefix = metric_prefix(settings, kind)
+        self.stats = stats
+        self.emit = emit
+        self.gauges = gauges or {}
+        self.extra = extra
+        self.cpu = CpuMeter()
+
+    def report(self, now: float | None = None) -> Batch:
+        now = time.time() if now is None else now
+        counters, samples = self.stats.snapshot_and_reset()
+        batch: Batch = []
+
+        def record(name: str, value: float) -> None:
+            batch.append(("%s.%s" % (self.prefix, name), now, float(value)))
+
+        for name, gauge in self.gauges.items():
+            record(name, gauge())
+        if self.extra is not None:
+            self.extra(counters, samples, record)
+        record("metricsReceived", counters.get("metricsReceived", 0))
+        record("blacklistMatches", counters.get("blacklistMatches", 0))
+        record("whitelistRejects", counters.get("whitelistRejects", 0))
+        record("invalidLines", counters.get("invalidLines", 0))
+        record("cpuUsage", self.cpu.percent())
+        try:
+            record("memUsage", memory_usage())
+        except OSError:
+            pass
+        self.emit(batch)
+        return batch
+
+
+def cache_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:
+    """The cache's derived metrics, with carbon 1.1.10's names and semantics."""
+    update_times = samples.get("updateTimes", [])
+    committed = counters.get("committedPoints", 0)
+    if update_times:
+        record("avgUpdateTime", sum(update_times) / len(update_times))
+        if committed:
+            record("pointsPerUpdate", committed / len(update_times))
+    sizes = samples.get("cacheBulkQuerySize", [])
+    if sizes:
+        record("cache.bulk_queries_average_size", sum(sizes) / len(sizes))
+    record("updateOperations", len(update_times))
+    record("committedPoints", committed)
+    record("creates", counters.get("creates", 0))
+    record("droppedCreates", counters.get("droppedCreates", 0))
+    record("deferredCreates", counters.get("deferredCreates", 0))
+    record("errors", counters.get("errors", 0))
+    record("cache.queries", counters.get("cacheQueries", 0))
+    record("cache.bulk_queries", counters.get("cacheBulkQueries", 0))
+    record("cache.overflow", counters.get("cache.overflow", 0))

@@ -1,0 +1,231 @@
+"""Twisted protocols for plaintext (TCP, UDP) and pickle metric receivers.
+
+Each socket read is parsed in bulk into one batch and handed to the pipeline.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from twisted.internet.error import ConnectionDone
+from twisted.internet.protocol import DatagramProtocol, Factory, Protocol
+from twisted.protocols.policies import TimeoutMixin
+
+from carbon.pipeline import Batch
+from carbon.receivers.context import ReceiverContext
+from carbon.receivers.lineparse import parse_lines, printable, split_buffer
+from carbon.receivers.unpickler import PICKLE_ERRORS, loads
+
+
+def _enable_keepalive(transport: Any, settings: Any) -> None:
+    if not settings.TCP_KEEPALIVE or not hasattr(transport, "getHandle"):
+        return
+    sock = transport.getHandle()
+    if getattr(sock, "type", None) != socket.SOCK_STREAM:
+        return
+    transport.setTcpKeepAlive(1)
+    for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
+        flag = getattr(socket, name, None)
+        value = settings.get(name)
+        if flag is not None and value is not None:
+            sock.setsockopt(socket.SOL_TCP, flag, int(value))
+
+
+class MetricReceiver(Protocol, TimeoutMixin):
+    """Connection bookkeeping shared by the TCP receivers."""
+
+    kind = "MetricReceiver"
+
+    def __init__(self, context: ReceiverContext) -> None:
+        self.context = context
+        self.peer = "peer"
+
+    def connectionMade(self) -> None:  # noqa: N802
+        settings = self.context.settings
+        self.setTimeout(settings.METRIC_CLIENT_IDLE_TIMEOUT)
+        _enable_keepalive(self.transport, settings)
+        peer = self.transport.getPeer()
+        self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
+        if settings.LOG_LISTENER_CONN_SUCCESS:
+            self.context.log.listener("%s connection with %s established" % (self.kind, self.peer))
+        self.context.connection_opened(self)
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.setTimeout(None)
+        self.flush_tail()
+        settings = self.context.settings
+        if reason is None or reason.check(ConnectionDone):
+            if settings.LOG_LISTENER_CONN_SUCCESS:
+                self.context.log.listener("%s connection with %s closed cleanly" % (
+                    self.kind, self.peer))
+        elif settings.LOG_LISTENER_CONN_LOST:
+            self.context.log.listener("%s connection with %s lost: %s" % (
+                self.kind, self.peer, reason.value))
+        self.context.connection_closed(self)
+
+    def flush_tail(self) -> None:
+        """Called when the connection ends; receivers with buffered input override it."""
+
+    def deliver(self, batch: Batch) -> None:
+        if batch:
+            self.context.stats.increment("metricsReceived", len(batch))
+            self.context.pipeline.process(batch)
+
+
+class LineReceiver(MetricReceiver):
+    """``metric value timestamp\\n`` over TCP."""
+
+    kind = "MetricLineReceiver"
+
+    def __init__(self, context: ReceiverContext) -> None:
+        super().__init__(context)
+        self.buffer = b""
+        self.skipping = False
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        self.resetTimeout()
+        if self.skipping:
+            cut = data.find(b"\n")
+            if cut < 0:
+                return
+            data = data[cut + 1:]
+            self.skipping = False
+        context = self.context
+        lines, tail, overlong = split_buffer(self.buffer + data, context.max_length)
+        if len(tail) > context.max_length:
+            overlong += 1
+            tail = b""
+            self.skipping = True
+        self.buffer = tail
+        if overlong:
+            self._bad([b"<line longer than %d bytes>" % context.max_length] * overlong)
+        self._parse(lines)
+
+    def _parse(self, lines: list[bytes]) -> None:
+        batch, bad = parse_lines(lines, resolution=self.context.resolution)
+        if bad:
+            self._bad(bad)
+        self.deliver(batch)
+
+    def _bad(self, lines: list[bytes]) -> None:
+        self.context.stats.increment("invalidLines", len(lines))
+        self.context.bad_lines.record("from %s [%s]" % (self.peer, printable(lines[0])),
+                                      len(lines))
+
+    def flush_tail(self) -> None:
+        # Unlike carbon 1.1.10, a last line without a newline is not lost.
+        if self.buffer and not self.skipping:
+            tail, self.buffer = self.buffer, b""
+            self._parse([tail])
+
+
+def points_from_pickle(items: Any) -> tuple[Batch, int]:
+    """Convert an unpickled ``[(metric, (timestamp, value)), ...]`` list to a batch."""
+    batch: Batch = []
+    bad = 0
+    if not isinstance(items, (list, tuple)):
+        return batch, 1
+    for item in items:
+        try:
+            metric, (stamp, value) = item
+            stamp = float(stamp)
+            value = float(value)
+            if isinstance(metric, bytes):
+                metric = metric.decode("utf-8")
+            elif not isinstance(metric, str):
+                raise TypeError("metric name is not a string")
+        except (TypeError, ValueError, UnicodeDecodeError):
+            bad += 1
+            continue
+        if value - value != 0.0 or stamp - stamp != 0.0 or not metric:
+            bad += 1
+            continue
+        batch.append((metric, stamp, value))
+    return batch, bad
+
+
+class PickleReceiver(MetricReceiver):
+    """4-byte big-endian length, then a pickle of ``[(metric, (timestamp, value)), ...]``."""
+
+    kind = "MetricPickleReceiver"
+
+    def __init__(self, context: ReceiverContext) -> None:
+        super().__init__(context)
+        self.buffer = b""
+        self.max_length = int(context.settings.PICKLE_RECEIVER_MAX_LENGTH)
+        self.insecure = bool(context.settings.USE_INSECURE_UNPICKLER)
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        self.resetTimeout()
+        buffer = self.buffer + data
+        offset = 0
+        batch: Batch = []
+        bad = 0
+        while len(buffer) - offset >= 4:
+            (length,) = struct.unpack_from("!I", buffer, offset)
+            if length > self.max_length:
+                self.context.stats.increment("invalidPickles")
+                self.context.bad_pickles.record(
+                    "from %s: message of %d bytes exceeds PICKLE_RECEIVER_MAX_LENGTH %d, "
+                    "closing connection" % (self.peer, length, self.max_length))
+                self.buffer = b""
+                self.deliver(batch)
+                self.transport.loseConnection()
+                return
+            end = offset + 4 + length
+            if end > len(buffer):
+                break
+            try:
+                items = loads(buffer[offset + 4:end], self.insecure)
+            except PICKLE_ERRORS as exc:
+                self.context.stats.increment("invalidPickles")
+                self.context.bad_pickles.record(
+                    "from %s: %s: %s; closing connection" % (self.peer, type(exc).__name__, exc))
+                self.buffer = b""
+                self.deliver(batch)
+                self.transport.loseConnection()
+                return
+            points, wrong = points_from_pickle(items)
+            batch.extend(points)
+            bad += wrong
+            offset = end
+        self.buffer = buffer[offset:]
+        if bad:
+            self.context.stats.increment("invalidLines", bad)
+            self.context.bad_lines.record("%d invalid datapoints in pickle from %s" % (
+                bad, self.peer), bad)
+        self.deliver(batch)
+
+
+class UDPReceiver(DatagramProtocol):
+    """Plaintext lines in UDP datagrams; each datagram is one batch."""
+
+    def __init__(self, context: ReceiverContext) -> None:
+        self.context = context
+
+    def datagramReceived(self, data: bytes, addr: Any) -> None:  # noqa: N802
+        context = self.context
+        batch, bad = parse_lines(data.split(b"\n"), resolution=context.resolution)
+        if bad:
+            context.stats.increment("invalidLines", len(bad))
+            context.bad_lines.record("from %s [%s]" % (addr[0], printable(bad[0])), len(bad))
+        if batch:
+            context.stats.increment("metricsReceived", len(batch))
+            context.pipeline.process(batch)
+
+
+class ReceiverFactory(Factory):
+    """Builds one protocol per connection, refusing past MAX_RECEIVER_CONNECTIONS."""
+
+    def __init__(self, protocol_class: type, context: ReceiverContext) -> None:
+        self.protocol_class = protocol_class
+        self.context = context
+
+    def buildProtocol(self, addr: Any) -> Any:  # noqa: N802
+        if len(self.context.connections) >= self.context.settings.MAX_RECEIVER_CONNECTIONS:
+            return None
+        protocol = self.protocol_class(self.context)
+        protocol.factory = self
+        return protocol

@@ -1,0 +1,498 @@
+"""RELAY_METHOD routers: which destinations a metric name goes to.
+
+Same module name and router names as carbon 1.1.10 (``rules``, ``consistent-hashing``,
+``aggregated-consistent-hashing``, ``fast-hashing``, ``fast-aggregated-hashing``),
+registered in ``carbon.plugins.ROUTERS``; placement equals the reference's.
+
+Every router answers ``get_destinations(metric) -> list[Destination]`` and, on the
+data path, ``route_batch(batch) -> {destination: [datapoint, ...]}``. The answer per
+name is kept in a bounded LRU (``RELAY_HASH_CACHE_SIZE`` entries), so routing a name
+seen before is one cache lookup. Changing destinations clears the cache; so must a
+reload of the rules a router depends on (``clear_cache()``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from typing import Any, Callable, Iterable, Protocol
+
+from cachetools import LRUCache
+
+from carbon.config.errors import ConfigError
+from carbon.config.inifile import read_ini
+from carbon.hashing import hash_function
+from carbon.pipeline import Batch, Datapoint
+from carbon.plugins import HASH_RINGS, ROUTERS
+from carbon.relay.destinations import (Destination, parse_destination, parse_destinations,
+                                       parseDestination, parseDestinations)
+
+__all__ = ["DatapointRouter", "RelayRulesRouter", "ConsistentHashingRouter",
+           "AggregatedConsistentHashingRouter", "FastHashingRouter",
+           "FastAggregatedHashingRouter", "FastHashRing", "RelayRule", "load_relay_rules",
+           "make_router", "Destination", "parse_destination", "parse_destinations",
+           "parseDestination", "parseDestinations"]
+
+_BOOLEANS = {"1": True, "yes": True, "true": True, "on": True,
+             "0": False, "no": False, "false": False, "off": False}
+
+
+class AggregationMatcher(Protocol):
+    def get_aggregate_metric(self, metric: str) -> str | None: ...
+
+
+def _setting(settings: Any, key: str, default: Any = None) -> Any:
+    getter = getattr(settings, "get", None)
+    if getter is not None:
+        return getter(key, default)
+    return getattr(settings, key, default)
+
+
+class DatapointRouter:
+    """Base router: destination bookkeeping, the per-name LRU and the batch API."""
+
+    plugin_name = ""
+
+    def __init__(self, settings: Any) -> None:
+        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 100000) or 0)
+        self._cache: LRUCache | None = LRUCache(maxsize=size) if size > 0 else None
+
+    # -- subclasses implement these -------------------------------------------------
+    def add_destination(self, destination: tuple) -> None:
+        raise NotImplementedError
+
+    def remove_destination(self, destination: tuple) -> None:
+        raise NotImplementedError
+
+    def has_destination(self, destination: tuple) -> bool:
+        raise NotImplementedError
+
+    def count_destinations(self) -> int:
+        raise NotImplementedError
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        """Uncached placement of ``metric``."""
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------
+    def clear_cache(self) -> None:
+        if self._cache is not None:
+            self._cache.clear()
+
+    def get_destinations(self, metric: str) -> tuple[Destination, ...]:
+        """Destinations of ``metric``, in the reference's order, each at most once."""
+        cache = self._cache
+        if cache is not None:
+            found = cache.get(metric)
+            if found is not None:
+                return found
+        found = tuple(self.compute_destinations(metric))
+        if cache is not None:
+            cache[metric] = found
+        return found
+
+    def route_batch(self, batch: Batch) -> dict[Destination, list[Datapoint]]:
+        """Split a batch by destination; a point with several replicas is in each list.
+
+        Points with no destination are returned under the key ``None``.
+        """
+        out: dict[Any, list[Datapoint]] = {}
+        cache = self._cache
+        if cache is None:
+            cache = {}
+        getitem = cache.__getitem__
+        for point in batch:
+            try:
+                dests = getitem(point[0])
+            except KeyError:
+                dests = self.get_destinations(point[0])
+                if cache is not self._cache:
+                    cache[point[0]] = dests
+            if not dests:
+                dests = (None,)
+            for dest in dests:
+                bucket = out.get(dest)
+                if bucket is None:
+                    out[dest] = [point]
+                else:
+                    bucket.append(point)
+        return out
+
+    # -- reference spellings (carbonate and friends call these) ---------------------
+    def addDestination(self, destination: tuple) -> None:  # noqa: N802
+        self.add_destination(destination)
+
+    def removeDestination(self, destination: tuple) -> None:  # noqa: N802
+        self.remove_destination(destination)
+
+    def hasDestination(self, destination: tuple) -> bool:  # noqa: N802
+        return self.has_destination(destination)
+
+    def countDestinations(self) -> int:  # noqa: N802
+        return self.count_destinations()
+
+    def getDestinations(self, metric: str) -> tuple[Destination, ...]:  # noqa: N802
+        return self.get_destinations(metric)
+
+
+class RelayRule:
+    """One relay-rules.conf section: regex (searched, case-insensitive) -> destinations."""
+
+    def __init__(self, name: str, pattern: str | None, destinations: list[Destination],
+                 continue_matching: bool = False) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.regex = re.compile(pattern, re.I) if pattern is not None else None
+        self.destinations = destinations
+        self.continue_matching = continue_matching
+
+    def matches(self, metric: str) -> bool:
+        return self.regex is None or self.regex.search(metric) is not None
+
+
+def load_relay_rules(path: str) -> list[RelayRule]:
+    """Read relay-rules.conf: pattern rules in file order, then the one default rule.
+
+    Errors are ConfigErrors naming the file, the line and the key.
+    """
+    rules: list[RelayRule] = []
+    default: RelayRule | None = None
+    seen: dict[str, int] = {}
+    for section in read_ini(path):
+        if section.name in seen:
+            raise ConfigError("section [%s] already defined on line %d"
+                              % (section.name, seen[section.name]), path, section.line)
+        seen[section.name] = section.line
+        dest_entry = section.get("destinations")
+        if dest_entry is None:
+            raise ConfigError("section [%s] does not define a 'destinations' list"
+                              % section.name, path, section.line)
+        try:
+            destinations = parse_destinations([dest_entry.value])
+        except ValueError as exc:
+            raise ConfigError(str(exc), path, dest_entry.line, "destinations") from None
+        pattern, default_entry = section.get("pattern"), section.get("default")
+        if pattern is not None:
+            if default_entry is not None:
+                raise ConfigError("section [%s] contains both 'pattern' and 'default'. "
+                                  "You must use one or the other." % section.name,
+                                  path, section.line)
+            continue_entry = section.get("continue")
+            keep_going = (_boolean(continue_entry.value, path, continue_entry.line, "continue")
+                          if continue_entry is not None else False)
+            try:
+                rules.append(RelayRule(section.name, pattern.value, destinations, keep_going))
+            except re.error as exc:
+                raise ConfigError("invalid regular expression %r: %s" % (pattern.value, exc),
+                                  path, pattern.line, "pattern") from None
+            continue
+        if default_entry is None:
+            raise ConfigError("section [%s] has neither 'pattern' nor 'default'"
+                              % section.name, path, section.line)
+        if not _boolean(default_entry.value, path, default_entry.line, "default"):
+            continue
+        if default is not None:
+            raise ConfigError("Only one default rule can be specified (first in [%s])"
+                              % default.name, path, default_entry.line, "default")
+        default = RelayRule(section.name, None, destinations)
+    if default is None:
+        raise ConfigError("No default rule defined. You must specify exactly one rule with "
+                          "'default = true' instead of a pattern.", path)
+    rules.append(default)
+    return rules
+
+
+def _boolean(text: str, path: str, line: int, key: str) -> bool:
+    try:
+        return _BOOLEANS[text.strip().lower()]
+    except KeyError:
+        raise ConfigError("invalid boolean %r" % text, path, line, key) from None
+
+
+class RelayRulesRouter(DatapointRouter):
+    """RELAY_METHOD = rules: first matching rule wins unless it says ``continue``.
+
+    Only destinations also listed in DESTINATIONS (added to the router) are used.
+    """
+
+    plugin_name = "rules"
+
+    def __init__(self, settings: Any, rules: list[RelayRule] | None = None) -> None:
+        super().__init__(settings)
+        if rules is None:
+            path = _setting(settings, "relay-rules") or os.path.join(
+                _setting(settings, "CONF_DIR", "") or "",
+                _setting(settings, "RELAY_RULES", "relay-rules.conf"))
+            self.rules_path = path
+            rules = load_relay_rules(path)
+        self.rules = rules
+        self.destinations: set[tuple] = set()
+
+    def add_destination(self, destination: tuple) -> None:
+        self.destinations.add(Destination(*destination))
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        self.destinations.discard(Destination(*destination))
+        self.clear_cache()
+
+    def has_destination(self, destination: tuple) -> bool:
+        return Destination(*destination) in self.destinations
+
+    def count_destinations(self) -> int:
+        return len(self.destinations)
+
+    def unknown_rule_destinations(self) -> list[Destination]:
+        """Destinations named by rules but missing from DESTINATIONS (never used)."""
+        named = {d for rule in self.rules for d in rule.destinations}
+        return sorted(named - self.destinations, key=str)
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        out: list[Destination] = []
+        for rule in self.rules:
+            if rule.matches(metric):
+                for dest in rule.destinations:
+                    if dest in self.destinations and dest not in out:
+                        out.append(dest)
+                if not rule.continue_matching:
+                    break
+        return out
+
+
+class ConsistentHashingRouter(DatapointRouter):
+    """RELAY_METHOD = consistent-hashing, with REPLICATION_FACTOR and DIVERSE_REPLICAS."""
+
+    plugin_name = "consistent-hashing"
+    default_hash_type = "carbon_ch"
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.replication_factor = int(_setting(settings, "REPLICATION_FACTOR", 1))
+        self.diverse_replicas = bool(_setting(settings, "DIVERSE_REPLICAS", True))
+        self.hash_type = _setting(settings, "ROUTER_HASH_TYPE") or self.default_hash_type
+        self.ring = self._make_ring(settings)
+        self.instance_ports: dict[tuple[str, str | None], int] = {}
+        self.getKey: Callable[[str], str] = lambda metric: metric  # noqa: N815
+
+    def _make_ring(self, settings: Any) -> Any:
+        try:
+            factory = HASH_RINGS.get(self.hash_type)
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0]), key="ROUTER_HASH_TYPE") from None
+        return factory([])
+
+    def add_destination(self, destination: tuple) -> None:
+        server, port, instance = destination
+        if (server, instance) in self.instance_ports:
+            raise ValueError("destination instance (%s, %s) already configured"
+                             % (server, instance))
+        self.instance_ports[(server, instance)] = port
+        self.ring.add_node(self._node(server, port, instance))
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        server, port, instance = destination
+        if (server, instance) not in self.instance_ports:
+            raise ValueError("destination instance (%s, %s) not configured"
+                             % (server, instance))
+        port = self.instance_ports.pop((server, instance))
+        self.ring.remove_node(self._node(server, port, instance))
+        self.clear_cache()
+
+    def _node(self, server: str, port: int, instance: str | None) -> tuple:
+        if getattr(self.ring, "takes_port", False):
+            return Destination(server, port, instance)
+        return (server, instance)
+
+    def has_destination(self, destination: tuple) -> bool:
+        return (destination[0], destination[2]) in self.instance_ports
+
+    def count_destinations(self) -> int:
+        return len(self.instance_ports)
+
+    def _destination(self, node: tuple) -> Destination:
+        if len(node) == 3:
+            return Destination(*node)
+        server, instance = node
+        return Destination(server, self.instance_ports[(server, instance)], instance)
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        key = self.getKey(metric)
+        out: list[Destination] = []
+        if self.replication_factor < 1:
+            return out
+        if self.diverse_replicas:
+            used_servers: set[str] = set()
+            for node in self.ring.get_nodes(key):
+                if node[0] in used_servers:
+                    continue
+                used_servers.add(node[0])
+                out.append(self._destination(node))
+                if len(used_servers) >= self.replication_factor:
+                    break
+        else:
+            for node in self.ring.get_nodes(key):
+                out.append(self._destination(node))
+                if len(out) == self.replication_factor:
+                    break
+        return out
+
+    def setKeyFunction(self, func: Callable[[str], str]) -> None:  # noqa: N802
+        self.getKey = func
+        self.clear_cache()
+
+    def setKeyFunctionFromModule(self, keyfunc_spec: str) -> None:  # noqa: N802
+        """``/path/to/module.py:function`` -- the routing key function carbonate uses."""
+        module_path, func_name = keyfunc_spec.rsplit(":", 1)
+        spec = importlib.util.spec_from_file_location("keyfunc_module", module_path)
+        if spec is None or spec.loader is None:
+            raise ValueError("cannot load key function module %s" % module_path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        self.setKeyFunction(getattr(module, func_name))
+
+
+class FastHashRing:
+    """carbon 1.1.10's fast-hashing 'ring': nodes sorted by hash, start at hash % n."""
+
+    takes_port = False
+
+    def __init__(self, hash_type: str = "mmh3_ch") -> None:
+        self.hash_type = hash_type
+        self._hash = hash_function(hash_type)
+        self.nodes: set[tuple] = set()
+        self.sorted_nodes: list[tuple[int, tuple]] = []
+
+    def _update_nodes(self) -> None:
+        self.sorted_nodes = sorted(((self._hash(str(n)), n) for n in self.nodes),
+                                   key=lambda v: (v[0], str(v[1])))
+
+    def add_node(self, node: tuple) -> None:
+        self.nodes.add(node)
+        self._update_nodes()
+
+    def remove_node(self, node: tuple) -> None:
+        self.nodes.discard(node)
+        self._update_nodes()
+
+    def get_nodes(self, key: str) -> Iterable[tuple]:
+        count = len(self.sorted_nodes)
+        if not count:
+            return
+        seed = self._hash(key) % count
+        for n in range(seed, seed + count):
+            yield self.sorted_nodes[n % count][1]
+
+
+class FastHashingRouter(ConsistentHashingRouter):
+    """RELAY_METHOD = fast-hashing (mmh3_ch unless ROUTER_HASH_TYPE says otherwise)."""
+
+    plugin_name = "fast-hashing"
+    default_hash_type = "mmh3_ch"
+
+    def _make_ring(self, settings: Any) -> Any:
+        try:
+            return FastHashRing(self.hash_type)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="ROUTER_HASH_TYPE") from None
+
+
+class AggregatedConsistentHashingRouter(DatapointRouter):
+    """Routes a metric to where its aggregates live (or itself, if none match).
+
+    ``aggregation_rules`` is any object with ``get_aggregate_metrics(name) -> list``,
+    or a ``rules`` list of objects with ``get_aggregate_metric``, or
+    ``get_aggregate_metric(name) -> str | None`` itself.
+    """
+
+    plugin_name = "aggregated-consistent-hashing"
+    hash_router_class: type[ConsistentHashingRouter] = ConsistentHashingRouter
+
+    def __init__(self, settings: Any, aggregation_rules: Any = None) -> None:
+        super().__init__(settings)
+        if aggregation_rules is None:
+            aggregation_rules = _load_aggregation_rules(settings)
+        self.aggregation_rules = aggregation_rules
+        self.hash_router = self.hash_router_class(settings)
+
+    def _aggregates(self, metric: str) -> list[str]:
+        rules = self.aggregation_rules
+        many = getattr(rules, "get_aggregate_metrics", None)
+        if many is not None:
+            return [name for name in many(metric) if name is not None]
+        rule_list = getattr(rules, "rules", None)
+        if rule_list is not None:
+            names = (rule.get_aggregate_metric(metric) for rule in rule_list)
+            return [name for name in names if name is not None]
+        name = rules.get_aggregate_metric(metric)
+        return [] if name is None else [name]
+
+    def add_destination(self, destination: tuple) -> None:
+        self.hash_router.add_destination(destination)
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        self.hash_router.remove_destination(destination)
+        self.clear_cache()
+
+    def has_destination(self, destination: tuple) -> bool:
+        return self.hash_router.has_destination(destination)
+
+    def count_destinations(self) -> int:
+        return self.hash_router.count_destinations()
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        out: list[Destination] = []
+        for name in self._aggregates(metric) or [metric]:
+            for dest in self.hash_router.compute_destinations(name):
+                if dest not in out:
+                    out.append(dest)
+        return out
+
+
+class FastAggregatedHashingRouter(AggregatedConsistentHashingRouter):
+    """RELAY_METHOD = fast-aggregated-hashing."""
+
+    plugin_name = "fast-aggregated-hashing"
+    hash_router_class = FastHashingRouter
+
+
+def _load_aggregation_rules(settings: Any) -> Any:
+    path = _setting(settings, "aggregation-rules") or os.path.join(
+        _setting(settings, "CONF_DIR", "") or "",
+        _setting(settings, "AGGREGATION_RULES", "aggregation-rules.conf"))
+    module = importlib.import_module("carbon.aggregator.rules")
+    loader = getattr(module, "load_aggregation_rules", None)
+    if loader is None:
+        raise ConfigError("no aggregation rules loader available; pass aggregation_rules",
+                          path)
+    return loader(path)
+
+
+for _router in (RelayRulesRouter, ConsistentHashingRouter, AggregatedConsistentHashingRouter,
+                FastHashingRouter, FastAggregatedHashingRouter):
+    ROUTERS.add(_router.plugin_name, _router)
+
+
+def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
+                **kwargs: Any) -> DatapointRouter:
+    """The RELAY_METHOD router with DESTINATIONS (or ``destinations``) added in order.
+
+    Extra keyword arguments go to the router (``rules=``, ``aggregation_rules=``).
+    """
+    method = _setting(settings, "RELAY_METHOD", "rules")
+    try:
+        router_class = ROUTERS.get(method)
+    except KeyError:
+        raise ConfigError("In carbon.conf, RELAY_METHOD must be one of %s. Invalid value: '%s'"
+                          % (", ".join(ROUTERS.names()), method), key="RELAY_METHOD") from None
+    router = router_class(settings, **kwargs)
+    if destinations is None:
+        try:
+            destinations = parse_destinations(_setting(settings, "DESTINATIONS", []) or [])
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="DESTINATIONS") from None
+    for dest in destinations:
+        router.add_destination(Destination(*dest))
+    return router

@@ -1,0 +1,199 @@
+"""The whisper storage backend (DATABASE = whisper), byte-compatible with carbon 1.1.10.
+
+Files are created exactly as ``whisper.create`` makes them and updated exactly as
+``whisper.update_many`` would, but through a bounded LRU of open descriptors and a
+cached header (see carbon.storage.whisper_writer). Nothing global is touched: the
+WHISPER_* options apply to this instance only.
+
+Staleness: every write ``stat``s the path (~1 us) and reopens when the path names a
+different file (device, inode) than the cached descriptor, e.g. after whisper-resize
+renamed a new file into place; the header is re-read with each write in the same
+``pread`` as the first archive's base point and re-parsed only when its bytes changed,
+so in-place edits (whisper-set-aggregation-method, whisper-set-xfilesfactor) are seen
+at once. Nothing is ever written to a replaced or deleted file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Iterable, Sequence
+
+from carbon import tags
+from carbon.plugins import STORAGE_BACKENDS
+from carbon.storage.fdcache import FdCache, effective_capacity
+from carbon.storage.whisper_format import (
+    AGGREGATION_METHODS, create_file, pack_metadata, validate_archive_list,
+)
+from carbon.storage.whisper_writer import apply_update, prepare_points, read_header
+
+__all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FD_CACHE_SIZE = 1024
+METADATA_KEYS = ("aggregationMethod",)
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX
+    fcntl = None  # type: ignore[assignment]
+
+
+@STORAGE_BACKENDS.register("whisper")
+class WhisperDatabase:
+    """Whisper files under LOCAL_DATA_DIR, one per metric (``a.b.c`` -> ``a/b/c.wsp``).
+
+    Thread-safe: the writer thread writes while the reactor may read or set metadata.
+    """
+
+    plugin_name = "whisper"
+    aggregation_methods = tuple(AGGREGATION_METHODS)
+
+    def __init__(self, settings: Any) -> None:
+        data_dir = settings.get("LOCAL_DATA_DIR")
+        if not data_dir:
+            raise ValueError("LOCAL_DATA_DIR is not set")
+        self.data_dir: str = data_dir
+        self.tag_hash_filenames = bool(settings.get("TAG_HASH_FILENAMES", True))
+        self.sparse_create = bool(settings.get("WHISPER_SPARSE_CREATE", False))
+        self.fallocate_create = bool(settings.get("WHISPER_FALLOCATE_CREATE", False))
+        self.autoflush = bool(settings.get("WHISPER_AUTOFLUSH", False))
+        self.lock_writes = bool(settings.get("WHISPER_LOCK_WRITES", False))
+        self.fadvise_random = bool(settings.get("WHISPER_FADVISE_RANDOM", False))
+        if self.fallocate_create and not hasattr(os, "posix_fallocate"):
+            log.error("WHISPER_FALLOCATE_CREATE is enabled but posix_fallocate is unavailable")
+            self.fallocate_create = False
+        if self.lock_writes and fcntl is None:
+            log.error("WHISPER_LOCK_WRITES is enabled but fcntl is unavailable")
+            self.lock_writes = False
+        if self.fadvise_random and not hasattr(os, "posix_fadvise"):
+            log.error("WHISPER_FADVISE_RANDOM is enabled but posix_fadvise is unavailable")
+            self.fadvise_random = False
+        size = settings.get("WHISPER_FD_CACHE_SIZE", DEFAULT_FD_CACHE_SIZE)
+        self._fds = FdCache(effective_capacity(size), self.fadvise_random)
+        self._lock = threading.Lock()
+
+    # -- paths -------------------------------------------------------------------------
+
+    def get_filesystem_path(self, metric: str) -> str:
+        """The .wsp file of ``metric`` (tagged series under ``_tagged/``)."""
+        return tags.filesystem_path(self.data_dir, metric, self.tag_hash_filenames)
+
+    def exists(self, metric: str) -> bool:
+        """True if the metric's file exists. With TAG_HASH_FILENAMES, a tagged series
+        stored under its readable name is first renamed to its hashed name."""
+        path = self.get_filesystem_path(metric)
+        if os.path.exists(path):
+            return True
+        if self.tag_hash_filenames and ";" in metric:
+            old = tags.filesystem_path(self.data_dir, metric, False)
+            if os.path.exists(old):
+                os.rename(old, path)
+                return True
+        return False
+
+    # -- create / write ---------------------------------------------------------------
+
+    def create(self, metric: str, retentions: Sequence[tuple[int, int]],
+               xfilesfactor: float | None, aggregation_method: str | None) -> None:
+        """Create the metric's file as whisper.create would (None picks 0.5 / average)."""
+        path = self.get_filesystem_path(metric)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = create_file(path, retentions, xfilesfactor, aggregation_method,
+                         sparse=self.sparse_create, use_fallocate=self.fallocate_create,
+                         lock=self.lock_writes, fadvise_random=self.fadvise_random,
+                         autoflush=self.autoflush)
+        with self._lock:
+            self._fds.adopt(path, fd)
+
+    def write(self, metric: str, datapoints: Iterable[tuple[float, float]],
+              now: int | None = None) -> int:
+        """Store ``datapoints`` (all cached points of the metric) as update_many would.
+
+        Returns how many points were older than the file's largest retention (and so,
+        as in whisper, not stored). ``now`` defaults to the current time.
+        """
+        points = prepare_points(datapoints)
+        if not points:
+            return 0
+        path = self.get_filesystem_path(metric)
+        with self._lock:
+            handle = self._fds.get(path)
+            fd = handle.fd
+            try:
+                if self.lock_writes:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    header, base0 = read_header(fd, path, handle.header)
+                    handle.header = header
+                    if now is None:
+                        now = int(time.time())
+                    dropped = apply_update(fd, path, header, base0, points, now)
+                    if self.autoflush:
+                        os.fsync(fd)
+                finally:
+                    if self.lock_writes:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                self._fds.discard(path)
+                raise
+        return dropped
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def info(self, metric: str) -> dict:
+        """The metric's header as ``whisper.info`` reports it."""
+        path = self.get_filesystem_path(metric)
+        with self._lock:
+            handle = self._fds.get(path)
+            header, _ = read_header(handle.fd, path, handle.header)
+            handle.header = header
+        return header.info()
+
+    def get_metadata(self, metric: str, key: str) -> Any:
+        """The value of metadata ``key``; only 'aggregationMethod' exists (ValueError else)."""
+        if key not in METADATA_KEYS:
+            raise ValueError('Unsupported metadata key "%s"' % key)
+        return self.info(metric)["aggregationMethod"]
+
+    def set_metadata(self, metric: str, key: str, value: Any) -> Any:
+        """Set metadata ``key`` (only 'aggregationMethod'); returns the old value."""
+        if key not in METADATA_KEYS:
+            raise ValueError('Unsupported metadata key "%s"' % key)
+        path = self.get_filesystem_path(metric)
+        with self._lock:
+            handle = self._fds.get(path)
+            fd = handle.fd
+            if self.lock_writes:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                header, _ = read_header(fd, path, handle.header)
+                packed = pack_metadata(value, header.max_retention, header.xff,
+                                       len(header.archives))
+                os.pwrite(fd, packed, 0)
+                handle.header = None
+                if self.autoflush:
+                    os.fsync(fd)
+            finally:
+                if self.lock_writes:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        return header.aggregation_method
+
+    # -- misc -------------------------------------------------------------------------
+
+    def validate_archive_list(self, archive_list: Sequence[tuple[int, int]]) -> None:
+        """Raise ValueError if whisper would refuse this archive list."""
+        validate_archive_list(archive_list)
+
+    @property
+    def open_files(self) -> int:
+        """How many descriptors are cached right now."""
+        return len(self._fds)
+
+    def close(self) -> None:
+        """Close every cached descriptor (the backend stays usable; they reopen on demand)."""
+        with self._lock:
+            self._fds.close()

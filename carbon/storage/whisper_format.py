@@ -1,0 +1,273 @@
+"""The whisper 1.1.10 file format: header layout, validation, aggregation and creation.
+
+File = metadata (aggregation type, max retention, xFilesFactor, archive count: ``!2LfL``),
+then one ``!3L`` (offset, seconds per point, points) per archive, then the archives,
+each a ring of ``!Ld`` (timestamp, value) points. Everything is big-endian.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Sequence
+
+__all__ = [
+    "WhisperError", "CorruptWhisperFile", "InvalidConfiguration", "InvalidAggregationMethod",
+    "InvalidXFilesFactor", "AGGREGATION_TYPES", "AGGREGATION_METHODS", "Archive", "Header",
+    "parse_header", "pack_metadata", "validate_archive_list", "aggregate", "create_file",
+]
+
+METADATA = struct.Struct("!2LfL")
+ARCHIVE_INFO = struct.Struct("!3L")
+POINT = struct.Struct("!Ld")
+POINT_SIZE = POINT.size
+METADATA_SIZE = METADATA.size
+ARCHIVE_INFO_SIZE = ARCHIVE_INFO.size
+
+AGGREGATION_TYPES = {
+    1: "average", 2: "sum", 3: "last", 4: "max", 5: "min", 6: "avg_zero", 7: "absmax",
+    8: "absmin",
+}
+AGGREGATION_METHODS = {method: code for code, method in AGGREGATION_TYPES.items()}
+
+_ZEROES = bytes(16384)
+
+
+class WhisperError(Exception):
+    """Base class of whisper format errors."""
+
+
+class CorruptWhisperFile(WhisperError):
+    """A file whose header cannot be read as whisper."""
+
+    def __init__(self, error: str, path: str) -> None:
+        super().__init__(error)
+        self.error = error
+        self.path = path
+
+    def __str__(self) -> str:
+        return "%s (%s)" % (self.error, self.path)
+
+
+class InvalidConfiguration(WhisperError, ValueError):
+    """An archive list whisper refuses (or a file that already exists)."""
+
+
+class InvalidAggregationMethod(WhisperError, ValueError):
+    """An aggregation method name whisper does not know."""
+
+
+class InvalidXFilesFactor(WhisperError, ValueError):
+    """An xFilesFactor that is not a float between 0 and 1."""
+
+
+class Archive:
+    """One archive of a header; ``size`` is in bytes, ``retention`` in seconds."""
+
+    __slots__ = ("offset", "step", "points", "retention", "size", "end")
+
+    def __init__(self, offset: int, step: int, points: int) -> None:
+        self.offset = offset
+        self.step = step
+        self.points = points
+        self.retention = step * points
+        self.size = points * POINT_SIZE
+        self.end = offset + self.size
+
+
+class Header:
+    """A parsed whisper header plus the raw bytes it came from (for staleness checks)."""
+
+    __slots__ = ("raw", "aggregation_method", "max_retention", "xff", "archives")
+
+    def __init__(self, raw: bytes, aggregation_method: str, max_retention: int, xff: float,
+                 archives: list[Archive]) -> None:
+        self.raw = raw
+        self.aggregation_method = aggregation_method
+        self.max_retention = max_retention
+        self.xff = xff
+        self.archives = archives
+
+    @property
+    def size(self) -> int:
+        return len(self.raw)
+
+    def info(self) -> dict:
+        """The header as ``whisper.info`` returns it."""
+        return {
+            "aggregationMethod": self.aggregation_method,
+            "maxRetention": self.max_retention,
+            "xFilesFactor": self.xff,
+            "archives": [{"offset": a.offset, "secondsPerPoint": a.step, "points": a.points,
+                          "retention": a.retention, "size": a.size} for a in self.archives],
+        }
+
+
+def header_size(raw_metadata: bytes) -> int:
+    """Total header length implied by the first METADATA_SIZE bytes (0 if too short)."""
+    if len(raw_metadata) < METADATA_SIZE:
+        return 0
+    count = METADATA.unpack_from(raw_metadata)[3]
+    return METADATA_SIZE + count * ARCHIVE_INFO_SIZE
+
+
+def parse_header(raw: bytes, path: str) -> Header:
+    """Parse ``raw`` (at least the full header) like whisper's header reader does."""
+    try:
+        agg_type, max_retention, xff, count = METADATA.unpack_from(raw)
+    except struct.error:
+        raise CorruptWhisperFile("Unable to read header", path) from None
+    method = AGGREGATION_TYPES.get(agg_type)
+    if method is None or not 0 <= xff <= 1:
+        raise CorruptWhisperFile("Unable to read header", path)
+    archives = []
+    pos = METADATA_SIZE
+    for i in range(count):
+        try:
+            offset, step, points = ARCHIVE_INFO.unpack_from(raw, pos)
+        except struct.error:
+            raise CorruptWhisperFile("Unable to read archive%d metadata" % i, path) from None
+        archives.append(Archive(offset, step, points))
+        pos += ARCHIVE_INFO_SIZE
+    return Header(bytes(raw[:pos]), method, max_retention, xff, archives)
+
+
+def pack_metadata(aggregation_method: str, max_retention: int, xff: float,
+                  archive_count: int) -> bytes:
+    """The 16 metadata bytes, validating the method and xFilesFactor as whisper does."""
+    try:
+        agg_type = AGGREGATION_METHODS[aggregation_method]
+    except (KeyError, TypeError):
+        raise InvalidAggregationMethod(
+            "Unrecognized aggregation method: %s" % aggregation_method) from None
+    try:
+        xff = float(xff)
+    except ValueError:
+        raise InvalidXFilesFactor("Invalid xFilesFactor %s, not a float" % xff) from None
+    if xff < 0 or xff > 1:
+        raise InvalidXFilesFactor("Invalid xFilesFactor %s, not between 0 and 1" % xff)
+    return METADATA.pack(agg_type, max_retention, xff, archive_count)
+
+
+def validate_archive_list(archives: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The archives sorted by precision; InvalidConfiguration when whisper would refuse them."""
+    if not archives:
+        raise InvalidConfiguration("You must specify at least one archive configuration!")
+    ordered = sorted(archives, key=lambda a: a[0])
+    for i, (archive, following) in enumerate(zip(ordered, ordered[1:])):
+        if not archive[0] < following[0]:
+            raise InvalidConfiguration(
+                "A Whisper database may not be configured having two archives with the same "
+                "precision (archive%d: %s, archive%d: %s)" % (i, archive, i + 1, following))
+        if following[0] % archive[0] != 0:
+            raise InvalidConfiguration(
+                "Higher precision archives' precision must evenly divide all lower precision "
+                "archives' precision (archive%d: %s, archive%d: %s)"
+                % (i, archive[0], i + 1, following[0]))
+        retention = archive[0] * archive[1]
+        following_retention = following[0] * following[1]
+        if not following_retention > retention:
+            raise InvalidConfiguration(
+                "Lower precision archives must cover larger time intervals than higher "
+                "precision archives (archive%d: %s seconds, archive%d: %s seconds)"
+                % (i, retention, i + 1, following_retention))
+        per_consolidation = following[0] // archive[0]
+        if not archive[1] >= per_consolidation:
+            raise InvalidConfiguration(
+                "Each archive must have at least enough points to consolidate to the next "
+                "archive (archive%d consolidates %d of archive%d's points but it has only %d "
+                "total points)" % (i + 1, per_consolidation, i, archive[1]))
+    return ordered
+
+
+def aggregate(method: str, known: list[float], neighbors: list[float | None]) -> float:
+    """Whisper's aggregate of one lower-archive interval (same float operations, same order)."""
+    if method == "average":
+        return float(sum(known)) / float(len(known))
+    if method == "sum":
+        return float(sum(known))
+    if method == "last":
+        return known[-1]
+    if method == "max":
+        return max(known)
+    if method == "min":
+        return min(known)
+    if method == "avg_zero":
+        values = [v or 0 for v in neighbors]
+        return float(sum(values)) / float(len(values))
+    if method == "absmax":
+        return max(known, key=abs)
+    if method == "absmin":
+        return min(known, key=abs)
+    raise InvalidAggregationMethod("Unrecognized aggregation method %s" % method)
+
+
+def build_header(archives: list[tuple[int, int]], xff: float, aggregation_method: str) -> bytes:
+    """The header bytes whisper.create writes for already-validated, sorted ``archives``."""
+    oldest = max(step * points for step, points in archives)
+    parts = [pack_metadata(aggregation_method, oldest, xff, len(archives))]
+    offset = METADATA_SIZE + ARCHIVE_INFO_SIZE * len(archives)
+    for step, points in archives:
+        parts.append(ARCHIVE_INFO.pack(offset, step, points))
+        offset += points * POINT_SIZE
+    return b"".join(parts)
+
+
+def create_file(path: str, archives: Sequence[tuple[int, int]], xff: float | None = None,
+                aggregation_method: str | None = None, sparse: bool = False,
+                use_fallocate: bool = False, lock: bool = False, fadvise_random: bool = False,
+                autoflush: bool = False) -> int:
+    """Create a whisper file byte-identical to ``whisper.create``; returns an O_RDWR fd.
+
+    The body is zero-filled, left sparse (one trailing zero byte) or posix_fallocate'd
+    exactly as whisper chooses. A file that fails half-way is removed. The caller owns
+    (and must close) the returned descriptor; no lock is held on return.
+    """
+    xff = 0.5 if xff is None else xff
+    aggregation_method = "average" if aggregation_method is None else aggregation_method
+    ordered = validate_archive_list(archives)
+    header = build_header(ordered, xff, aggregation_method)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        raise InvalidConfiguration("File %s already exists!" % path) from None
+    try:
+        if lock:
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if fadvise_random:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        total = len(header) + sum(points for _, points in ordered) * POINT_SIZE
+        _write_all(fd, header, 0)
+        remaining = total - len(header)
+        if use_fallocate:
+            if remaining > 0:
+                os.posix_fallocate(fd, len(header), remaining)
+        elif sparse:
+            _write_all(fd, b"\x00", total - 1)
+        else:
+            pos = len(header)
+            while remaining > 0:
+                chunk = _ZEROES if remaining > len(_ZEROES) else _ZEROES[:remaining]
+                _write_all(fd, chunk, pos)
+                pos += len(chunk)
+                remaining -= len(chunk)
+        if autoflush:
+            os.fsync(fd)
+        if lock:
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    return fd
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """pwrite all of ``data`` at ``offset`` (retrying short writes)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written

@@ -1,0 +1,305 @@
+"""A fast ``update_many`` on an open whisper file, byte-identical to whisper 1.1.10.
+
+Same semantics as ``whisper.update_many``: points (newest first, stable order) go to
+the first archive whose retention covers their age (older ones are dropped; future
+ones go to the first archive); per archive, the last point of each run of equal
+aligned intervals wins (for equal timestamps that is the earliest given); runs of
+contiguous intervals are written relative to the archive's base point (slot 0);
+then each lower archive is aggregated, interval by interval, in the iteration order
+of the same ``set`` whisper builds (it decides which interval becomes a new archive's
+base point), stopping at the first level where nothing propagated.
+
+What is faster: positional I/O on a cached descriptor, a header re-read in one
+``pread`` (together with archive 0's base point) and re-parsed only when its bytes
+change, base points remembered across the call instead of re-read, and one read of
+the higher archive's span plus coalesced writes per propagation level instead of
+three reads and a write per interval.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from functools import lru_cache
+from typing import Sequence
+
+from carbon.storage.whisper_format import (
+    ARCHIVE_INFO_SIZE, METADATA_SIZE, POINT, POINT_SIZE, CorruptWhisperFile, Header,
+    aggregate, header_size, parse_header,
+)
+
+__all__ = ["read_header", "prepare_points", "apply_update"]
+
+_TS = struct.Struct("!L")
+_MAX_TS = 1 << 32
+_MAX_HEADER_READ = 1 << 20
+
+
+@lru_cache(maxsize=512)
+def _run_struct(count: int) -> struct.Struct:
+    return struct.Struct("!" + "Ld" * count)
+
+
+def read_header(fd: int, path: str, cached: Header | None) -> tuple[Header, int | None]:
+    """The file's current header (``cached`` if its bytes are unchanged) and, when the
+    first archive starts right after the header, that archive's base timestamp."""
+    want = cached.size + POINT_SIZE if cached is not None else METADATA_SIZE + 4 * (
+        ARCHIVE_INFO_SIZE) + POINT_SIZE
+    raw = os.pread(fd, want, 0)
+    if cached is not None and raw[:cached.size] == cached.raw:
+        header = cached
+    else:
+        size = header_size(raw)
+        if size == 0:
+            raise CorruptWhisperFile("Unable to read header", path)
+        if len(raw) < size + POINT_SIZE and len(raw) == want:
+            raw = os.pread(fd, min(size + POINT_SIZE, _MAX_HEADER_READ), 0)
+        header = parse_header(raw, path)
+    if not header.archives:
+        raise CorruptWhisperFile("No archives in header", path)
+    base0 = None
+    if header.archives[0].offset == header.size and len(raw) >= header.size + _TS.size:
+        base0 = _TS.unpack_from(raw, header.size)[0]
+    return header, base0
+
+
+def prepare_points(datapoints: Sequence[tuple[float, float]]) -> list[tuple[int, float]]:
+    """``(int(t), float(v))`` pairs sorted newest first (stable), as whisper orders them."""
+    points = [(int(t), float(v)) for t, v in datapoints]
+    points.sort(key=_timestamp, reverse=True)
+    return points
+
+
+def _timestamp(point: tuple[int, float]) -> int:
+    return point[0]
+
+
+def apply_update(fd: int, path: str, header: Header, base0: int | None,
+                 points: list[tuple[int, float]], now: int) -> int:
+    """Write ``points`` (from ``prepare_points``) into the open file; returns how many
+    were dropped for being older than the largest retention."""
+    archives = header.archives
+    groups, dropped = _split_by_archive(archives, points, now)
+    for _, group in groups:  # chronological: check the oldest and newest
+        if group[0][0] < 0 or group[-1][0] >= _MAX_TS:
+            raise ValueError("timestamps must be in [0, 2**32) to be stored in whisper")
+    update = _Update(fd, path, header)
+    if base0 is not None:
+        update.bases[0] = base0
+    for index, group in groups:
+        aligned = update.write_archive(index, group)
+        update.propagate(index, aligned)
+    return dropped
+
+
+def _split_by_archive(archives: list, points: list[tuple[int, float]],
+                      now: int) -> tuple[list[tuple[int, list[tuple[int, float]]]], int]:
+    """Points per archive (chronological), as whisper's retention walk assigns them."""
+    if not points:
+        return [], 0
+    first = archives[0]
+    if now - points[-1][0] <= first.retention:  # the usual case: all in the first archive
+        return [(0, points[::-1])], 0
+    groups = []
+    index = 0
+    current: list[tuple[int, float]] = []
+    for i, point in enumerate(points):
+        age = now - point[0]
+        while archives[index].retention < age:
+            if current:
+                current.reverse()
+                groups.append((index, current))
+                current = []
+            index += 1
+            if index == len(archives):
+                return groups, len(points) - i
+        current.append(point)
+    if current:
+        current.reverse()
+        groups.append((index, current))
+    return groups, 0
+
+
+class _Update:
+    """One update_many call: the open file, its header and the base points seen so far."""
+
+    __slots__ = ("fd", "path", "header", "bases", "trusted")
+
+    def __init__(self, fd: int, path: str, header: Header) -> None:
+        self.fd = fd
+        self.path = path
+        self.header = header
+        self.bases: dict[int, int] = {}
+        # False once a write ran past its archive's end (whisper can do that for runs of
+        # future points longer than the archive): from then on base points are re-read.
+        self.trusted = True
+
+    def base(self, index: int) -> int:
+        """Timestamp in slot 0 of archive ``index``, as it is on disk now."""
+        if self.trusted:
+            known = self.bases.get(index)
+            if known is not None:
+                return known
+        raw = os.pread(self.fd, POINT_SIZE, self.header.archives[index].offset)
+        if len(raw) < POINT_SIZE:
+            raise CorruptWhisperFile("Unable to read base datapoint", self.path)
+        value = _TS.unpack_from(raw)[0]
+        if self.trusted:
+            self.bases[index] = value
+        return value
+
+    def _pwrite(self, data: bytes, offset: int) -> None:
+        while data:
+            written = os.pwrite(self.fd, data, offset)
+            data = data[written:]
+            offset += written
+
+    def write_archive(self, index: int, points: list[tuple[int, float]]) -> list[int]:
+        """Write chronologically ordered points to one archive; returns their aligned
+        intervals (duplicates kept, as propagation uses them)."""
+        archive = self.header.archives[index]
+        step = archive.step
+        aligned = [t - t % step for t, _ in points]
+        runs: list[tuple[int, list]] = []
+        fields: list = []
+        previous = 0
+        last = len(points) - 1
+        for i, interval in enumerate(aligned):
+            if i < last and interval == aligned[i + 1]:
+                continue  # a later point of the same interval wins
+            # Note whisper's test is "not previous": an interval of 0 never ends a run.
+            if not previous or interval == previous + step:
+                fields.append(interval)
+                fields.append(points[i][1])
+            else:
+                count = len(fields) // 2
+                runs.append((previous - step * (count - 1), fields))
+                fields = [interval, points[i][1]]
+            previous = interval
+        if fields:
+            count = len(fields) // 2
+            runs.append((previous - step * (count - 1), fields))
+
+        base = self.base(index)
+        if base == 0:
+            base = runs[0][0]
+        start, size, end = archive.offset, archive.size, archive.end
+        for interval, run_fields in runs:
+            data = _run_struct(len(run_fields) // 2).pack(*run_fields)
+            offset = start + ((interval - base) // step * POINT_SIZE) % size
+            beyond = offset + len(data) - end
+            if beyond > 0:
+                self._pwrite(data[:-beyond], offset)
+                self._pwrite(data[-beyond:], start)
+                self._note_slot0(index, data, len(data) - beyond)
+                if beyond > size:
+                    self.trusted = False
+                    self.bases.clear()
+            else:
+                self._pwrite(data, offset)
+                if offset == start:
+                    self._note_slot0(index, data, 0)
+        return aligned
+
+    def _note_slot0(self, index: int, data: bytes, position: int) -> None:
+        if self.trusted:
+            self.bases[index] = _TS.unpack_from(data, position)[0]
+
+    def propagate(self, index: int, aligned: list[int]) -> None:
+        """Aggregate the intervals touched in archive ``index`` into every coarser archive."""
+        archives = self.header.archives
+        higher = index
+        step = archives[index].step
+        for lower in [j for j, a in enumerate(archives) if a.step > step]:
+            lower_step = archives[lower].step
+            intervals = set([t - t % lower_step for t in aligned])
+            if not self._propagate_level(higher, lower, intervals):
+                break
+            higher = lower
+
+    def _propagate_level(self, higher: int, lower: int, intervals: set[int]) -> bool:
+        archives = self.header.archives
+        high, low = archives[higher], archives[lower]
+        h_step, h_points = high.step, high.points
+        per_lower = low.step // h_step
+        order = list(intervals)  # whisper visits them in this (set) order
+        h_base = self.base(higher)
+        if h_base == 0:
+            firsts = [0] * len(order)
+        else:
+            firsts = [((x - h_base) // h_step) % h_points for x in order]
+        counts = [_span(f, per_lower, h_points) for f in firsts]
+
+        # One read covering every interval's higher points: a window starting at the
+        # earliest interval's slot, or the whole archive when the window would wrap
+        # onto itself.
+        anchor = firsts[order.index(min(order))]
+        deltas = [(f - anchor) % h_points for f in firsts]
+        window = max(d + c for d, c in zip(deltas, counts))
+        if window <= h_points:
+            flat = self._read_slots(high, anchor, window)
+            starts, modulo = deltas, 0
+        else:
+            flat = self._read_slots(high, 0, h_points)
+            starts, modulo = firsts, h_points
+
+        method = self.header.aggregation_method
+        xff = self.header.xff
+        low_step, low_points = low.step, low.points
+        l_base = self.base(lower)
+        writes: dict[int, bytes] = {}
+        for x, first, count in zip(order, starts, counts):
+            neighbors: list = []
+            known: list = []
+            expected = x
+            for i in range(first, first + count):
+                k = 2 * (i % modulo if modulo else i)
+                if flat[k] == expected:
+                    value = flat[k + 1]
+                    neighbors.append(value)
+                    known.append(value)
+                else:
+                    neighbors.append(None)
+                expected += h_step
+            if not known or float(len(known)) / float(len(neighbors)) < xff:
+                continue
+            packed = POINT.pack(x, aggregate(method, known, neighbors))
+            slot = 0 if l_base == 0 else ((x - l_base) // low_step) % low_points
+            writes[slot] = packed
+            if slot == 0:
+                l_base = x
+        if not writes:
+            return False
+        self._write_slots(low, writes)
+        if self.trusted:
+            self.bases[lower] = l_base
+        return True
+
+    def _read_slots(self, archive, first: int, count: int) -> tuple:
+        """Flat (timestamp, value, ...) of ``count`` slots from ``first``, wrapping."""
+        head = min(count, archive.points - first)
+        data = os.pread(self.fd, head * POINT_SIZE, archive.offset + first * POINT_SIZE)
+        if head < count:
+            data += os.pread(self.fd, (count - head) * POINT_SIZE, archive.offset)
+        if len(data) != count * POINT_SIZE:
+            raise CorruptWhisperFile("Unable to read datapoints", self.path)
+        return _run_struct(count).unpack(data)
+
+    def _write_slots(self, archive, writes: dict[int, bytes]) -> None:
+        """Write single points by slot, coalescing neighbouring slots into one write."""
+        slots = sorted(writes)
+        run_start = previous = slots[0]
+        chunk = [writes[run_start]]
+        for slot in slots[1:]:
+            if slot != previous + 1:
+                self._pwrite(b"".join(chunk), archive.offset + run_start * POINT_SIZE)
+                run_start, chunk = slot, []
+            chunk.append(writes[slot])
+            previous = slot
+        self._pwrite(b"".join(chunk), archive.offset + run_start * POINT_SIZE)
+
+
+def _span(first: int, wanted: int, points: int) -> int:
+    """How many slots whisper reads from ``first`` for ``wanted`` higher points."""
+    last = (first + wanted) % points
+    return last - first if first < last else points - first + last

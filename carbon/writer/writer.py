@@ -1,0 +1,146 @@
+"""The writer: drains the cache into the storage backend on its own thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from carbon.cache.store import MetricCache
+from carbon.cache.strategies import Strategy
+from carbon.config.schemas import SchemaFiles
+from carbon.instrumentation.stats import Stats
+from carbon.logs import CarbonLog, IntervalLog
+from carbon.writer.ratelimit import make_limiter
+
+INF = float("inf")
+
+
+class Writer:
+    """Writes one metric at a time, chosen by the write strategy.
+
+    MAX_UPDATES_PER_SECOND and MAX_CREATES_PER_MINUTE are rate-limiter plugins.
+    Unlike carbon 1.1.10, a create that has to wait for a token keeps its points
+    in the cache instead of dropping them.
+    """
+
+    def __init__(self, cache: MetricCache, strategy: Strategy, database: Any,
+                 schemas: SchemaFiles, settings: Any, stats: Stats, log: CarbonLog) -> None:
+        self.cache = cache
+        self.strategy = strategy
+        self.database = database
+        self.schemas = schemas
+        self.settings = settings
+        self.stats = stats
+        self.log = log
+        limiter = settings.get("RATE_LIMITER", "token_bucket")
+        self.update_limiter = make_limiter(limiter, float(settings.MAX_UPDATES_PER_SECOND))
+        per_minute = float(settings.MAX_CREATES_PER_MINUTE)
+        self.create_limiter = make_limiter(limiter, per_minute / 60.0 if per_minute != INF
+                                           else INF, capacity=per_minute)
+        self.errors = IntervalLog(log.msg, "write errors")
+        self.stop_event = threading.Event()
+        self.idle_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.throttled_streak = 0
+        self.deferred_creates = 0
+
+    # -- one step -------------------------------------------------------
+    def write_one(self) -> bool:
+        """Write the next metric. Returns False when there was nothing to write."""
+        metric = self.strategy.choose()
+        if metric is None:
+            return False
+        points = self.cache.pop(metric)
+        if not points:
+            return True
+        if not self.database.exists(metric):
+            if not self.create_limiter.take(blocking=False):
+                self.cache.restore(metric, points)
+                self.deferred_creates += 1
+                self.stats.increment("deferredCreates")
+                self.throttled_streak += 1
+                if self.throttled_streak >= max(len(self.cache), 1):
+                    time.sleep(0.05)
+                    self.throttled_streak = 0
+                return True
+            if not self._create(metric):
+                return True
+        self.throttled_streak = 0
+        started = time.time()
+        self.update_limiter.take()
+        waited = time.time() - started
+        try:
+            started = time.time()
+            self.database.write(metric, points)
+            took = time.time() - started
+        except Exception as exc:  # a broken file must not stop the writer
+            self.stats.increment("errors")
+            self.errors.record("Error writing to %s: %s" % (metric, exc))
+            return True
+        self.stats.increment("committedPoints", len(points))
+        self.stats.append("updateTimes", took)
+        if self.settings.LOG_UPDATES:
+            if waited > 0.001:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
+                                 "%.5f seconds" % (len(points), metric, took, waited))
+            else:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
+                                 % (len(points), metric, took))
+        return True
+
+    def _create(self, metric: str) -> bool:
+        storage, aggregation = self.schemas.for_metric(metric)
+        xff, method = aggregation.value
+        if self.settings.LOG_CREATES:
+            self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
+            self.log.creates("new metric %s matched aggregation schema %s"
+                             % (metric, aggregation.name))
+            self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
+                             % (metric, storage.value, xff, method))
+        try:
+            self.database.create(metric, storage.value, xff, method)
+        except Exception as exc:
+            self.stats.increment("errors")
+            self.errors.record("Error creating %s: %s" % (metric, exc))
+            return False
+        self.stats.increment("creates")
+        return True
+
+    # -- thread ---------------------------------------------------------
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                busy = self.write_one()
+            except Exception as exc:
+                self.errors.record("writer: %s" % exc)
+                busy = False
+            if not busy:
+                self.idle_event.set()
+                self.stop_event.wait(0.05)
+            else:
+                self.idle_event.clear()
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="carbon-writer", daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.stop_event.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def drain(self, timeout: float = INF) -> bool:
+        """Speed up to the shutdown rate and block until the cache is empty."""
+        rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
+                     or self.settings.MAX_UPDATES_PER_SECOND)
+        self.update_limiter.set_rate(rate, rate)
+        self.create_limiter.set_rate(rate, rate)
+        self.log.msg("Carbon shutting down.  Changed the update rate to: %s" % rate)
+        deadline = time.monotonic() + timeout
+        while self.cache and time.monotonic() < deadline:
+            if self.thread is None or not self.thread.is_alive():
+                self.write_one()
+            else:
+                time.sleep(0.02)
+        return not self.cache

@@ -1,0 +1,80 @@
+"""Cache storage, last-write-wins, and every write strategy."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from carbon.cache.store import MetricCache
+from carbon.cache.strategies import MaxStrategy, make_strategy
+from carbon.config.settings import Settings
+from carbon.plugins import WRITE_STRATEGIES
+
+
+def test_last_write_wins_and_sorted_pop():
+    cache = MetricCache()
+    cache.add_batch([("a", 20, 1.0), ("a", 10, 2.0), ("a", 20, 3.0), ("b", 5, 4.0)])
+    assert cache.size == 4 and len(cache) == 2
+    assert cache.get("a") == [(10, 2.0), (20, 3.0)]
+    assert cache.pop("a") == [(10, 2.0), (20, 3.0)]
+    assert cache.size == 1 and "a" not in cache
+
+
+def test_limit_and_restore():
+    cache = MetricCache()
+    assert cache.add_batch([("a", i, i) for i in range(10)], limit=4) == 4
+    assert cache.add_batch([("b", 1, 1)], limit=4) == 0
+    points = cache.pop("a")
+    cache.add_batch([("a", 100, 9.0)])
+    cache.restore("a", points)
+    assert cache.get("a")[-1] == (100, 9.0) and cache.size == 5
+
+
+@pytest.mark.parametrize("name", ["sorted", "max", "naive", "timesorted", "bucketmax"])
+def test_each_strategy_visits_every_metric_once_per_pass(name):
+    cache = MetricCache()
+    cache.add_batch([("m%d" % i, 1000 - i, 1.0) for i in range(50)])
+    cache.add_batch([("m7", t, 1.0) for t in range(2000, 2010)])
+    strategy = make_strategy(name, cache, Settings())
+    seen = []
+    while cache:
+        metric = strategy.choose()
+        seen.append(metric)
+        cache.pop(metric)
+    assert sorted(seen) == sorted("m%d" % i for i in range(50))
+    assert strategy.choose() is None
+    if name in ("sorted", "max", "bucketmax"):
+        assert seen[0] == "m7"  # the metric with most points goes first
+    if name == "timesorted":
+        assert seen[0] == "m49"  # the oldest point first
+
+
+def test_max_strategy_does_not_rescan_per_pick():
+    cache = MetricCache()
+    n = 100_000
+    cache.add_batch([("m%d" % i, 1, 1.0) for i in range(n)])
+    strategy = MaxStrategy(cache)
+    calls = {"counts": 0}
+    original = cache.counts
+
+    def counting():
+        calls["counts"] += 1
+        return original()
+
+    cache.counts = counting
+    for _ in range(n):
+        cache.pop(strategy.choose())
+    # One snapshot for the whole pass, not one O(n) scan per pick.
+    assert calls["counts"] == 1
+
+
+def test_strategies_are_registered_plugins():
+    assert {"sorted", "max", "naive", "timesorted", "bucketmax"} <= set(WRITE_STRATEGIES.names())
+
+
+def test_cache_is_compact():
+    cache = MetricCache()
+    cache.add_batch([("metric.%d" % (i % 100), float(i), float(i)) for i in range(10_000)])
+    per_metric = sum(sys.getsizeof(a) for a in cache.data.values())
+    assert per_metric / 10_000 < 24  # about 16 bytes a point plus array headers

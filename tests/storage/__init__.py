@@ -1,0 +1,1 @@
+"""Tests of the whisper storage backend and tagged series names."""

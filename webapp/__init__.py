@@ -1,0 +1,1 @@
+"""Django-free graphite-web compatible render app."""

@@ -1,0 +1,213 @@
+"""Combine group: functions that merge several series into one (sumSeries, averageSeries...)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from webapp.functions.common import (
+    NormalizeEmptyResultError, format_path_expressions, get_agg_func, normalize, percentile,
+    rows, safe_pow, xff_values,
+)
+from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import Param as P
+from webapp.render.series import TimeSeries
+
+COMBINE = 'Combine'
+SL = P('seriesList', 'seriesList', required=True)
+SLS = [P('seriesLists', 'seriesList', required=True, multiple=True)]
+TWO_LISTS = [P('seriesListFirstPos', 'seriesList', required=True),
+             P('seriesListSecondPos', 'seriesList', required=True)]
+POSITIONS = [SL, P('position', 'node', multiple=True)]
+
+
+@render_function('aggregate', COMBINE, [SL, P('func', 'aggFunc', required=True),
+                                        P('xFilesFactor', 'float')])
+def aggregate(requestContext: dict, seriesList: Any, func: str,
+              xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
+    """Aggregate all series into one, point by point, using ``func`` (sum, average, max...).
+
+    The result is named ``<func>Series(<path expressions>)``.
+    """
+    raw = func
+    if func.endswith('Series'):
+        func = func[:-6]
+    agg = get_agg_func(func, raw)
+    if not seriesList:
+        return []
+    if isinstance(seriesList[0], TimeSeries):
+        seriesList = [seriesList]
+    try:
+        series_list, start, end, step = normalize(seriesList)
+    except NormalizeEmptyResultError:
+        return []
+    if xFilesFactor is None:
+        xFilesFactor = requestContext.get('xFilesFactor')
+    name = '%sSeries(%s)' % (func, format_path_expressions(series_list))
+    values = [agg(row) if xff_values(row, xFilesFactor) else None for row in rows(series_list)]
+    tags = dict(series_list[0].tags)
+    for series in series_list[1:]:
+        tags = {k: v for k, v in tags.items() if series.tags.get(k) == v}
+    tags.setdefault('name', name)
+    tags['aggregatedBy'] = func
+    return [TimeSeries(name, start, end, step, values, xFilesFactor=xFilesFactor, tags=tags)]
+
+
+def _simple(func: str):
+    def combined(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
+        return aggregate(requestContext, seriesLists, func)
+    return combined
+
+
+def _register_simple(name: str, func: str, doc: str, aliases: tuple = ()) -> None:
+    impl = _simple(func)
+    impl.__name__ = name
+    impl.__doc__ = doc
+    render_function(name, COMBINE, SLS, aliases=aliases, aggregator=True)(impl)
+
+
+_register_simple('sumSeries', 'sum', 'Sum of the series at each point (None ignored).',
+                 ('sum',))
+_register_simple('averageSeries', 'average',
+                 'Average of the non-null values of the series at each point.', ('avg',))
+_register_simple('minSeries', 'min', 'Lowest value of the series at each point.')
+_register_simple('maxSeries', 'max', 'Highest value of the series at each point.')
+_register_simple('diffSeries', 'diff',
+                 'First series minus all the others, point by point (None ignored).')
+_register_simple('stddevSeries', 'stddev',
+                 'Population standard deviation across the series at each point.')
+_register_simple('rangeOfSeries', 'rangeOf', 'Max minus min across the series at each point.')
+
+
+@render_function('multiplySeries', COMBINE, SLS, aggregator=True)
+def multiplySeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
+    """Product of the series at each point (None if any is None); one series passes through."""
+    if len(seriesLists) == 1 and len(seriesLists[0]) == 1:
+        return seriesLists[0]
+    return aggregate(requestContext, seriesLists, 'multiply')
+
+
+@render_function('aggregateSeriesLists', COMBINE, TWO_LISTS + [
+    P('func', 'aggFunc', required=True), P('xFilesFactor', 'float')])
+def aggregateSeriesLists(requestContext: dict, seriesListFirstPos: list,
+                         seriesListSecondPos: list, func: str,
+                         xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
+    """Aggregate the i-th series of the first list with the i-th series of the second."""
+    if len(seriesListFirstPos) != len(seriesListSecondPos):
+        raise InputParameterError(
+            'seriesListFirstPos and seriesListSecondPos argument must have equal length')
+    results = []
+    for first, second in zip(seriesListFirstPos, seriesListSecondPos):
+        combined = aggregate(requestContext, [first, second], func, xFilesFactor=xFilesFactor)
+        if not combined:
+            continue
+        result = combined[0]
+        result.name = result.name[:result.name.find('Series(')] + 'Series(%s,%s)' % (
+            first.name, second.name)
+        results.append(result)
+    return results
+
+
+def _lists(func: str, name: str, doc: str) -> None:
+    def impl(requestContext: dict, seriesListFirstPos: list,
+             seriesListSecondPos: list) -> list[TimeSeries]:
+        return aggregateSeriesLists(requestContext, seriesListFirstPos, seriesListSecondPos, func)
+    impl.__name__ = name
+    impl.__doc__ = doc
+    render_function(name, COMBINE, TWO_LISTS, aggregator=True)(impl)
+
+
+_lists('sum', 'sumSeriesLists', 'Pairwise sum of two equally long series lists.')
+_lists('diff', 'diffSeriesLists', 'Pairwise difference of two equally long series lists.')
+_lists('multiply', 'multiplySeriesLists', 'Pairwise product of two equally long series lists.')
+
+
+@render_function('aggregateWithWildcards', COMBINE, [
+    SL, P('func', 'aggFunc', required=True), P('position', 'node', multiple=True)])
+def aggregateWithWildcards(requestContext: dict, seriesList: list, func: str,
+                           *positions: int) -> list[TimeSeries]:
+    """Group series by their name without the given nodes and aggregate each group."""
+    groups: dict[str, list] = {}
+    for series in seriesList:
+        key = '.'.join(node for i, node in enumerate(series.name.split('.'))
+                       if i not in positions)
+        groups.setdefault(key, []).append(series)
+    results = []
+    for key, members in groups.items():
+        result = aggregate(requestContext, members, func)[0]
+        result.name = key
+        results.append(result)
+    return results
+
+
+def _wildcards(func: str, name: str, doc: str) -> None:
+    def impl(requestContext: dict, seriesList: list, *position: int) -> list[TimeSeries]:
+        return aggregateWithWildcards(requestContext, seriesList, func, *position)
+    impl.__name__ = name
+    impl.__doc__ = doc
+    render_function(name, COMBINE, POSITIONS, aggregator=True)(impl)
+
+
+_wildcards('sum', 'sumSeriesWithWildcards', 'Sum series that match once the given nodes '
+           'are removed from their names.')
+_wildcards('average', 'averageSeriesWithWildcards', 'Average series that match once the '
+           'given nodes are removed from their names.')
+_wildcards('multiply', 'multiplySeriesWithWildcards', 'Multiply series that match once the '
+           'given nodes are removed from their names.')
+
+
+@render_function('percentileOfSeries', COMBINE, [
+    SL, P('n', 'float', required=True), P('interpolate', 'boolean', default=False)])
+def percentileOfSeries(requestContext: dict, seriesList: list, n: float,
+                       interpolate: bool = False) -> list[TimeSeries]:
+    """The n-th percentile across the series at each point."""
+    if n <= 0:
+        raise InputParameterError('The requested percent is required to be greater than 0')
+    if not seriesList:
+        return []
+    name = 'percentileOfSeries(%s,%g)' % (seriesList[0].pathExpression, n)
+    _, start, end, step = normalize([seriesList])
+    values = [percentile(row, n, interpolate) for row in rows(seriesList)]
+    return [TimeSeries(name, start, end, step, values,
+                       xFilesFactor=requestContext.get('xFilesFactor'))]
+
+
+@render_function('countSeries', COMBINE, [P('seriesLists', 'seriesList', multiple=True)],
+                 aggregator=True)
+def countSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
+    """A constant series holding the number of series given."""
+    try:
+        series_list, start, end, step = normalize(seriesLists)
+    except NormalizeEmptyResultError:
+        from webapp.functions.special import constantLine
+        series = constantLine(requestContext, 0)[0]
+        series.pathExpression = 'countSeries()'
+        return [series]
+    name = 'countSeries(%s)' % format_path_expressions(series_list)
+    values = [len(row) for row in rows(series_list)]
+    return [TimeSeries(name, start, end, step, values,
+                       xFilesFactor=requestContext.get('xFilesFactor'))]
+
+
+@render_function('group', COMBINE, [P('seriesLists', 'seriesList', multiple=True)])
+def group(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
+    """Concatenate several series lists into one."""
+    return [series for seriesList in seriesLists for series in seriesList]
+
+
+@render_function('powSeries', COMBINE, [P('seriesList', 'seriesList', required=True,
+                                          multiple=True)], aggregator=True)
+def powSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
+    """First series raised to the power of the second, then the third... point by point."""
+    try:
+        series_list, start, end, step = normalize(seriesLists)
+    except NormalizeEmptyResultError:
+        return []
+    name = 'powSeries(%s)' % ','.join(s.name for s in series_list)
+    values = []
+    for row in rows(series_list):
+        acc = row[0]
+        for element in row[1:]:
+            acc = safe_pow(acc, element)
+        values.append(acc)
+    return [TimeSeries(name, start, end, step, values,
+                       xFilesFactor=requestContext.get('xFilesFactor'))]

@@ -1,0 +1,304 @@
+"""Combine group, part two: division, percentages and node/tag based grouping."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any, Optional
+
+from carbon.plugins import RENDER_FUNCTIONS
+from webapp.functions.combine import COMBINE, SL, aggregate
+from webapp.functions.common import (
+    agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,
+    safe_sum,
+)
+from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import Param as P
+from webapp.render.series import TimeSeries, parse_tags
+
+
+def _divide(requestContext: dict, dividend: TimeSeries, divisor: TimeSeries) -> TimeSeries:
+    both = (dividend, divisor)
+    step = reduce(lcm, [s.step for s in both])
+    for s in both:
+        s.consolidate(step // s.step)
+    start = min(s.start for s in both)
+    end = max(s.end for s in both)
+    end -= (end - start) % step
+    values = [safe_div(a, b) for a, b in rows(both)]
+    return TimeSeries('divideSeries(%s,%s)' % (dividend.name, divisor.name), start, end, step,
+                      values, xFilesFactor=requestContext.get('xFilesFactor'))
+
+
+@render_function('divideSeries', COMBINE, [P('dividendSeriesList', 'seriesList', required=True),
+                                           P('divisorSeries', 'seriesList', required=True)])
+def divideSeries(requestContext: dict, dividendSeriesList: list,
+                 divisorSeries: list) -> list[TimeSeries]:
+    """Divide every series by a single divisor series (None where the divisor is 0/None)."""
+    if len(divisorSeries) == 0:
+        for series in dividendSeriesList:
+            series.name = 'divideSeries(%s,MISSING)' % series.name
+            series.pathExpression = series.name
+            series[:] = [None] * len(series)
+        return dividendSeriesList
+    if len(divisorSeries) > 1:
+        raise InputParameterError('divideSeries second argument must reference exactly 1 '
+                                  'series (got %d)' % len(divisorSeries))
+    return [_divide(requestContext, s, divisorSeries[0]) for s in dividendSeriesList]
+
+
+@render_function('divideSeriesLists', COMBINE, [
+    P('dividendSeriesList', 'seriesList', required=True),
+    P('divisorSeriesList', 'seriesList', required=True)])
+def divideSeriesLists(requestContext: dict, dividendSeriesList: list,
+                      divisorSeriesList: list) -> list[TimeSeries]:
+    """Divide the i-th dividend series by the i-th divisor series."""
+    if len(dividendSeriesList) != len(divisorSeriesList):
+        raise InputParameterError(
+            'dividendSeriesList and divisorSeriesList argument must have equal length')
+    return [_divide(requestContext, a, b) for a, b in zip(dividendSeriesList, divisorSeriesList)]
+
+
+def _percent_series(requestContext: dict, name: str, series: TimeSeries,
+                    total: Any) -> TimeSeries:
+    _, start, end, step = normalize([(series, total)])
+    values = [safe_mul(safe_div(a, b), 100.0) for a, b in rows((series, total))]
+    return TimeSeries(name, start, end, step, values,
+                      xFilesFactor=requestContext.get('xFilesFactor'))
+
+
+def _sum_group(requestContext: dict, members: list) -> TimeSeries:
+    if len(members) == 1:
+        return members[0]
+    _, start, end, step = normalize([members])
+    return TimeSeries('sumSeries(%s)' % format_path_expressions(members), start, end, step,
+                      [safe_sum(row) for row in rows(members)],
+                      xFilesFactor=requestContext.get('xFilesFactor'))
+
+
+def _group_by(seriesList: list, nodes: tuple) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for series in seriesList:
+        groups.setdefault(agg_key(series, nodes), []).append(series)
+    return groups
+
+
+def _as_percent_nodes(requestContext: dict, seriesList: list, total: Any,
+                      nodes: tuple) -> list[TimeSeries]:
+    xff = requestContext.get('xFilesFactor')
+    groups = _group_by(seriesList, nodes)
+    keys = list(groups)
+    if total is None:
+        totals = {key: _sum_group(requestContext, members) for key, members in groups.items()}
+    elif isinstance(total, list):
+        total_groups = _group_by(total, nodes)
+        keys += [k for k in total_groups if k not in keys]
+        totals = {k: _sum_group(requestContext, m) for k, m in total_groups.items()}
+    else:
+        raise InputParameterError('total must be None or a seriesList')
+    results = []
+    for key in keys:
+        if key not in groups:
+            total_series = totals[key]
+            results.append(TimeSeries('asPercent(MISSING,%s)' % total_series.name,
+                                      total_series.start, total_series.end, total_series.step,
+                                      [None] * len(list(total_series)), xFilesFactor=xff))
+            continue
+        for series in groups[key]:
+            if key not in totals:
+                results.append(TimeSeries('asPercent(%s,MISSING)' % series.name, series.start,
+                                          series.end, series.step,
+                                          [None] * len(list(series)), xFilesFactor=xff))
+            else:
+                name = 'asPercent(%s,%s)' % (series.name, totals[key].name)
+                results.append(_percent_series(requestContext, name, series, totals[key]))
+    return results
+
+
+@render_function('asPercent', COMBINE, [SL, P('total', 'any'),
+                                        P('nodes', 'nodeOrTag', multiple=True)],
+                 aliases=('pct',), aggregator=True)
+def asPercent(requestContext: dict, seriesList: list, total: Any = None,
+              *nodes: Any) -> list[TimeSeries]:
+    """Each series as a percentage of a total (sum of all, a number, or matching series)."""
+    if not seriesList:
+        return []
+    normalize([seriesList])
+    if nodes:
+        return _as_percent_nodes(requestContext, seriesList, total, nodes)
+    xff = requestContext.get('xFilesFactor')
+    if total is None:
+        total_values: Any = [safe_sum(row) for row in rows(seriesList)]
+        total_text = 'sumSeries(%s)' % format_path_expressions(seriesList)
+    elif isinstance(total, list):
+        if len(total) not in (1, len(seriesList)):
+            raise InputParameterError(
+                'asPercent second argument must be missing, a single digit, reference exactly '
+                '1 series or reference the same number of series as the first argument')
+        if len(total) == len(seriesList):
+            pairs = zip(sorted(seriesList, key=lambda s: s.name),
+                        sorted(total, key=lambda s: s.name))
+            return [_percent_series(requestContext, 'asPercent(%s,%s)' % (a.name, b.name), a, b)
+                    for a, b in pairs]
+        normalize([seriesList, total])
+        total_values = total[0]
+        total_text = total_values.name
+    else:
+        total_values = [total] * len(seriesList[0])
+        total_text = str(total)
+    results = []
+    for series in seriesList:
+        values = [safe_mul(safe_div(v, t), 100.0) for v, t in rows((series, total_values))]
+        results.append(TimeSeries('asPercent(%s,%s)' % (series.name, total_text),
+                                  series.start, series.end, series.step, values,
+                                  xFilesFactor=xff))
+    return results
+
+
+@render_function('weightedAverage', COMBINE, [
+    P('seriesListAvg', 'seriesList', required=True),
+    P('seriesListWeight', 'seriesList', required=True),
+    P('nodes', 'nodeOrTag', multiple=True)])
+def weightedAverage(requestContext: dict, seriesListAvg: list, seriesListWeight: list,
+                    *nodes: Any) -> list[TimeSeries]:
+    """Average of the first list weighted by the matching (by nodes) series of the second."""
+    if len(seriesListAvg) != len(seriesListWeight):
+        raise InputParameterError(
+            'weightedAverage must receive the same number of series for seriesListAvg and '
+            'seriesListWeight but received respectively %d and %d'
+            % (len(seriesListAvg), len(seriesListWeight)))
+    pairs: dict[str, dict] = {}
+    for avg, weight in zip(seriesListAvg, seriesListWeight):
+        pairs.setdefault(agg_key(avg, nodes), {})['avg'] = avg
+        pairs.setdefault(agg_key(weight, nodes), {})['weight'] = weight
+    xff = requestContext.get('xFilesFactor')
+    products = []
+    for pair in pairs.values():
+        if 'avg' not in pair or 'weight' not in pair:
+            continue
+        avg, weight = pair['avg'], pair['weight']
+        values = [safe_mul(a, w) for a, w in rows((avg, weight))]
+        products.append(TimeSeries('product(%s,%s)' % (weight.name, avg.name), avg.start,
+                                   avg.end, avg.step, values, xFilesFactor=xff))
+    if not products:
+        return []
+    sum_products = aggregate(requestContext, [products], 'sum')[0]
+    sum_weights = aggregate(requestContext, [seriesListWeight], 'sum')[0]
+    values = [safe_div(a, b) for a, b in rows((sum_products, sum_weights))]
+    name = 'weightedAverage(%s, %s, %s)' % (
+        ','.join(sorted(set(s.pathExpression for s in seriesListAvg))),
+        ','.join(sorted(set(s.pathExpression for s in seriesListWeight))),
+        ','.join(map(str, nodes)))
+    return [TimeSeries(name, sum_products.start, sum_products.end, sum_products.step, values,
+                       xFilesFactor=xff)]
+
+
+def _apply_callback(requestContext: dict, callback: str, members: list) -> TimeSeries:
+    if callback in RENDER_FUNCTIONS:
+        return RENDER_FUNCTIONS.get(callback).func(requestContext, members)[0]
+    return aggregate(requestContext, members, callback)[0]
+
+
+@render_function('groupByNode', COMBINE, [SL, P('nodeNum', 'nodeOrTag', required=True),
+                                          P('callback', 'aggOrSeriesFunc', default='average')])
+def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
+                callback: str = 'average') -> list[TimeSeries]:
+    """Group series by one node (or tag) and aggregate each group; named by that node."""
+    return groupByNodes(requestContext, seriesList, callback, nodeNum)
+
+
+@render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
+                                           P('nodes', 'nodeOrTag', multiple=True)])
+def groupByNodes(requestContext: dict, seriesList: list, callback: str,
+                 *nodes: Any) -> list[TimeSeries]:
+    """Group series by several nodes/tags and aggregate each group; named ``n1.n2...``."""
+    results = []
+    for key, members in _group_by(seriesList, nodes).items():
+        result = _apply_callback(requestContext, callback, members)
+        result.name = key
+        results.append(result)
+    return results
+
+
+@render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
+                                          P('tags', 'tag', required=True, multiple=True)])
+def groupByTags(requestContext: dict, seriesList: list, callback: str,
+                *tags: str) -> list[TimeSeries]:
+    """Group series by tag values and aggregate each group; named ``name;tag=value...``."""
+    if not tags:
+        raise InputParameterError('groupByTags(): no tags specified')
+    if 'name' not in tags:
+        names = {series.tags['name'] for series in seriesList}
+        common = names.pop() if len(names) == 1 else callback
+    groups: dict[str, list] = {}
+    for series in seriesList:
+        if 'name' not in tags:
+            parts = [common] + sorted('%s=%s' % (t, series.tags.get(t, '')) for t in tags)
+        else:
+            parts = [series.tags['name']] + sorted(
+                '%s=%s' % (t, series.tags.get(t, '')) for t in tags if t != 'name')
+        groups.setdefault(';'.join(parts), []).append(series)
+    results = []
+    for key, members in groups.items():
+        result = _apply_callback(requestContext, callback, members)
+        result.name = key
+        result.pathExpression = key
+        result.tags = parse_tags(key)
+        results.append(result)
+    return results
+
+
+@render_function('mapSeries', COMBINE, [SL, P('mapNodes', 'nodeOrTag', required=True,
+                                                multiple=True)], aliases=('map',))
+def mapSeries(requestContext: dict, seriesList: list, *mapNodes: Any) -> list[list]:
+    """Split a series list into lists of series sharing the given nodes (for reduceSeries)."""
+    return list(_group_by(seriesList, mapNodes).values())
+
+
+@render_function('reduceSeries', COMBINE, [
+    P('seriesLists', 'seriesLists', required=True),
+    P('reduceFunction', 'string', required=True), P('reduceNode', 'node', required=True),
+    P('reduceMatchers', 'string', required=True, multiple=True)], aliases=('reduce',))
+def reduceSeries(requestContext: dict, seriesLists: list, reduceFunction: str,
+                 reduceNode: int, *reduceMatchers: str) -> list[TimeSeries]:
+    """Apply a two-or-more-argument function to series picked by node ``reduceNode``.
+
+    Results are named ``<prefix>.reduce.<reduceFunction>``.
+    """
+    slots: dict[str, list] = {}
+    for seriesList in seriesLists:
+        for series in seriesList:
+            nodes = series.name.split('.')
+            node = nodes[reduceNode]
+            if node in reduceMatchers:
+                key = '.'.join(nodes[0:reduceNode]) + '.reduce.' + reduceFunction
+                slot = slots.setdefault(key, [None] * len(reduceMatchers))
+                slot[reduceMatchers.index(node)] = series
+    func = RENDER_FUNCTIONS.get(reduceFunction).func
+    results = []
+    for key, members in slots.items():
+        result = func(requestContext, *[[m] for m in members])[0]
+        result.name = key
+        results.append(result)
+    return results
+
+
+@render_function('applyByNode', COMBINE, [SL, P('nodeNum', 'node', required=True),
+                                          P('templateFunction', 'string', required=True),
+                                          P('newName', 'string')])
+def applyByNode(requestContext: dict, seriesList: list, nodeNum: int, templateFunction: str,
+                newName: Optional[str] = None) -> list[TimeSeries]:
+    """Evaluate ``templateFunction`` with ``%`` replaced by each distinct node prefix."""
+    prefixes = {'.'.join(s.name.split('.')[:nodeNum + 1]) for s in seriesList}
+    if not seriesList:
+        return []
+    last = seriesList[-1]
+    results = []
+    for prefix in sorted(prefixes):
+        for result in evaluate(requestContext, templateFunction.replace('%', prefix)):
+            if newName:
+                result.name = newName.replace('%', prefix)
+            result.pathExpression = prefix
+            result.start = last.start
+            result.end = last.end
+            results.append(result)
+    return results

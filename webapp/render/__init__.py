@@ -1,0 +1,1 @@
+"""Render-time data structures."""

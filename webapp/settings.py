@@ -1,0 +1,207 @@
+"""Settings of the render app: graphite-web's names, loaded once from a Python file.
+
+The file uses the same syntax as graphite-web's ``local_settings.py`` (plain Python
+assignments of UPPERCASE names), so an existing one can be reused. Nothing is
+global: :func:`load_settings` returns a :class:`WebSettings` that is passed to
+:func:`webapp.app.make_app`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from typing import Any
+
+from carbon.config.errors import ConfigError
+
+log = logging.getLogger("webapp")
+
+WEBAPP_VERSION = "1.1.10"
+
+DEFAULTS: dict[str, Any] = dict(
+    STORAGE_DIR="/opt/graphite/storage",
+    WHISPER_DIR="",                  # default: STORAGE_DIR/whisper
+    TIME_ZONE="UTC",
+    DEFAULT_XFILES_FACTOR=0,
+    DEFAULT_CACHE_DURATION=60,
+    DEFAULT_CACHE_POLICY=[],
+    URL_PREFIX="",
+    # carbonlink (queries to carbon-cache instances)
+    CARBONLINK_HOSTS=["127.0.0.1:7002"],
+    CARBONLINK_TIMEOUT=1.0,
+    CARBONLINK_HASHING_TYPE="carbon_ch",
+    CARBONLINK_RETRY_DELAY=15,
+    CARBONLINK_PICKLE_PROTOCOL=2,
+    CARBON_METRIC_PREFIX="carbon",
+    REPLICATION_FACTOR=1,
+    # federation
+    CLUSTER_SERVERS=[],
+    REMOTE_FIND_TIMEOUT=None,
+    REMOTE_FETCH_TIMEOUT=None,
+    FIND_TIMEOUT=None,               # default: REMOTE_FIND_TIMEOUT or 3.0
+    FETCH_TIMEOUT=None,              # default: REMOTE_FETCH_TIMEOUT or 6.0
+    REMOTE_RETRY_DELAY=60.0,
+    REMOTE_EXCLUDE_LOCAL=False,
+    REMOTE_STORE_FORWARD_HEADERS=[],
+    REMOTE_STORE_USE_POST=False,
+    INTRACLUSTER_HTTPS=False,
+    MAX_FETCH_RETRIES=2,
+    POOL_MAX_WORKERS=10,
+    FAILED_HOSTS_HEADER="X-Graphite-Failed-Hosts",
+    # finds
+    METRICS_FIND_WARNING_THRESHOLD=float("inf"),
+    METRICS_FIND_FAILURE_THRESHOLD=float("inf"),
+    # tags
+    TAGDB="graphite.tags.localdatabase.LocalDatabaseTagDB",
+    TAGDB_SQLITE_PATH="",            # default: STORAGE_DIR/graphite.db (graphite-web's DB)
+    TAGDB_CACHE_DURATION=60,
+    TAGDB_AUTOCOMPLETE_LIMIT=100,
+    # rendering
+    ENFORCE_INPUT_VALIDATION=False,
+    LOG_LEVEL="INFO",
+)
+
+_LIST_KEYS = {k for k, v in DEFAULTS.items() if isinstance(v, list)}
+_BOOL_KEYS = {k for k, v in DEFAULTS.items() if isinstance(v, bool)}
+_NUMBER_KEYS = {"CARBONLINK_TIMEOUT", "CARBONLINK_RETRY_DELAY", "REMOTE_RETRY_DELAY",
+                "REMOTE_FIND_TIMEOUT", "REMOTE_FETCH_TIMEOUT", "FIND_TIMEOUT", "FETCH_TIMEOUT",
+                "DEFAULT_XFILES_FACTOR", "DEFAULT_CACHE_DURATION", "REPLICATION_FACTOR",
+                "MAX_FETCH_RETRIES", "POOL_MAX_WORKERS", "TAGDB_CACHE_DURATION",
+                "TAGDB_AUTOCOMPLETE_LIMIT", "METRICS_FIND_WARNING_THRESHOLD",
+                "METRICS_FIND_FAILURE_THRESHOLD", "CARBONLINK_PICKLE_PROTOCOL"}
+# graphite-web keys that are accepted and ignored (Django, memcache, rendering hosts ...).
+_IGNORED = {"SECRET_KEY", "DATABASES", "MEMCACHE_HOSTS", "CACHES", "LOG_DIR", "DEBUG",
+            "ALLOWED_HOSTS", "USE_WORKER_POOL", "REMOTE_STORE_MERGE_RESULTS", "STORAGE_FINDERS",
+            "FIND_CACHE_DURATION", "FIND_TOLERANCE", "LOG_RENDERING_PERFORMANCE",
+            "LOG_CACHE_PERFORMANCE", "GRAPHITE_ROOT", "CONF_DIR", "CONTENT_DIR", "INDEX_FILE",
+            "LOG_ROTATION", "LOG_ROTATION_COUNT", "LOG_FILE_INFO", "LOG_FILE_EXCEPTION",
+            "LOG_FILE_CACHE", "LOG_FILE_RENDERING", "STANDARD_DIRS", "CERES_DIR", "RRD_DIR",
+            "FUNCTION_PLUGINS", "REMOTE_BUFFER_SIZE", "DASHBOARD_CONF", "GRAPHTEMPLATES_CONF",
+            "MAX_TAG_LENGTH", "TAGDB_REDIS_HOST", "TAGDB_REDIS_PORT", "TAGDB_REDIS_DB",
+            "TAGDB_HTTP_URL", "TAGDB_HTTP_USER", "TAGDB_HTTP_PASSWORD", "TAGDB_HTTP_AUTOCOMPLETE",
+            "CARBONLINK_HASHING_KEYFUNC", "DEFAULT_CACHE_POLICY"}
+
+
+class WebSettings(dict):
+    """A dict of settings with attribute access (``settings.WHISPER_DIR``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
+def parse_host(host: str) -> tuple[str, int, str | None]:
+    """``"host:port[:instance]"`` (IPv6 as ``[addr]:port``) -> (server, port, instance)."""
+    s = host.strip()
+    if s.startswith("["):
+        end = s.find("]:")
+        if end < 0:
+            raise ValueError("invalid host %r" % host)
+        server, rest = s[1:end], s[end + 2:]
+    else:
+        server, sep, rest = s.partition(":")
+        if not sep:
+            raise ValueError("invalid host %r (want host:port[:instance])" % host)
+    port, _, instance = rest.partition(":")
+    return server, int(port), (instance or None)
+
+
+def make_settings(path: str | None = None, **overrides: Any) -> WebSettings:
+    """Defaults, then ``overrides``; derived paths and timeouts filled in, values checked."""
+    settings = WebSettings({k: (list(v) if isinstance(v, list) else v)
+                            for k, v in DEFAULTS.items()})
+    for key, value in overrides.items():
+        if key not in DEFAULTS and key not in _IGNORED:
+            hint = difflib.get_close_matches(key, list(DEFAULTS), n=1, cutoff=0.7)
+            if hint:
+                raise ConfigError("unknown setting (did you mean %s?)" % hint[0], path, key=key)
+        settings[key] = value
+    _check(settings, path)
+    return settings
+
+
+def _check(settings: WebSettings, path: str | None) -> None:
+    for key in _LIST_KEYS:
+        value = settings[key]
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError("must be a list, got %r" % (value,), path, key=key)
+        settings[key] = list(value)
+    for key in _NUMBER_KEYS:
+        value = settings[key]
+        if value is None and key in ("REMOTE_FIND_TIMEOUT", "REMOTE_FETCH_TIMEOUT",
+                                     "FIND_TIMEOUT", "FETCH_TIMEOUT"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                settings[key] = float(value)
+            except (TypeError, ValueError):
+                raise ConfigError("must be a number, got %r" % (value,), path, key=key) from None
+    for key in _BOOL_KEYS:
+        settings[key] = bool(settings[key])
+    for host in settings.CARBONLINK_HOSTS:
+        try:
+            parse_host(host)
+        except ValueError as err:
+            raise ConfigError(str(err), path, key="CARBONLINK_HOSTS") from None
+    if settings.CARBONLINK_HASHING_TYPE not in ("carbon_ch", "fnv1a_ch", "mmh3_ch"):
+        raise ConfigError("unknown hashing type %r" % settings.CARBONLINK_HASHING_TYPE,
+                          path, key="CARBONLINK_HASHING_TYPE")
+    if not settings.WHISPER_DIR:
+        settings.WHISPER_DIR = os.path.join(settings.STORAGE_DIR, "whisper")
+    settings.WHISPER_DIR = os.path.normpath(settings.WHISPER_DIR)
+    if not settings.TAGDB_SQLITE_PATH:
+        settings.TAGDB_SQLITE_PATH = os.path.join(settings.STORAGE_DIR, "graphite.db")
+    settings.FIND_TIMEOUT = float(settings.FIND_TIMEOUT or settings.REMOTE_FIND_TIMEOUT or 3.0)
+    settings.FETCH_TIMEOUT = float(settings.FETCH_TIMEOUT or settings.REMOTE_FETCH_TIMEOUT
+                                   or 6.0)
+    try:
+        from zoneinfo import ZoneInfo
+        ZoneInfo(settings.TIME_ZONE)
+    except Exception:
+        raise ConfigError("unknown time zone %r" % settings.TIME_ZONE, path,
+                          key="TIME_ZONE") from None
+
+
+def load_settings(path: str | None = None, **overrides: Any) -> WebSettings:
+    """Read a graphite-web style Python settings file (UPPERCASE assignments).
+
+    ``overrides`` win over the file. A syntax or runtime error in the file is
+    reported as a :class:`ConfigError` naming the file and line.
+    """
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+        except OSError as err:
+            raise ConfigError("cannot read settings: %s" % err.strerror, path) from None
+        namespace: dict[str, Any] = {"__file__": os.path.abspath(path),
+                                     "__name__": "local_settings"}
+        try:
+            exec(compile(source, path, "exec"), namespace)  # noqa: S102 (operator's config)
+        except SyntaxError as err:
+            raise ConfigError("syntax error: %s" % err.msg, path, err.lineno) from None
+        except Exception as err:
+            line = _error_line(err, path)
+            raise ConfigError("%s: %s" % (type(err).__name__, err), path, line) from None
+        values = {k: v for k, v in namespace.items() if k.isupper() and not k.startswith("_")}
+    values.update(overrides)
+    return make_settings(path, **values)
+
+
+def _error_line(err: BaseException, path: str) -> int | None:
+    tb = err.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

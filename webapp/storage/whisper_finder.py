@@ -1,0 +1,224 @@
+"""The local finder: whisper files under WHISPER_DIR, merged with carbon-cache points.
+
+Glob semantics follow graphite-web's StandardFinder: each dotted element is matched
+against directory entries with fnmatch after brace expansion (``*``, ``?``,
+``[a-z]``, ``[!a]``, ``{a,b}``; ``**`` matches any depth), directories are branches,
+``.wsp``/``.wsp.gz`` files are leaves, hidden entries are skipped. Tagged names
+(``a.b;k=v``) are looked up at carbon's ``_tagged/`` encoded paths.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import time
+from concurrent.futures import Future
+from os.path import isdir, isfile, join
+from typing import Any, Iterator, Optional
+
+import whisper
+
+from carbon import tags as carbon_tags
+from webapp.storage.carbonlink import CarbonLinkPool, merge_with_cache
+from webapp.storage.nodes import Node, expand_braces, match_entries
+
+log = logging.getLogger("webapp.storage")
+_read_header = getattr(whisper, '__readHeader')
+
+
+class WhisperLeaf(Node):
+    """A leaf backed by a whisper file; ``real_path`` is the metric name carbon caches under."""
+
+    __slots__ = ('fs_path', 'real_path')
+
+    def __init__(self, path: str, fs_path: str, real_path: str) -> None:
+        super().__init__(path, True, True, fetcher=self._file_intervals)
+        self.fs_path = fs_path
+        self.real_path = real_path
+
+    def info(self) -> dict:
+        if self.fs_path.endswith('.gz'):
+            with gzip.open(self.fs_path, 'rb') as fh:
+                return _read_header(fh)
+        return whisper.info(self.fs_path)
+
+    def _file_intervals(self) -> list[tuple[float, float]]:
+        try:
+            start = time.time() - self.info()['maxRetention']
+            end = max(os.stat(self.fs_path).st_mtime, start)
+        except (OSError, whisper.WhisperException) as err:
+            log.warning("cannot read header of %s: %s", self.fs_path, err)
+            return []
+        return [(start, end)]
+
+    def read(self, start: int, end: int, now: Optional[int]) -> Optional[tuple]:
+        """``whisper.fetch`` of the file: ((start, end, step), values) or None."""
+        try:
+            if self.fs_path.endswith('.gz'):
+                with gzip.open(self.fs_path, 'rb') as fh:
+                    return whisper.file_fetch(fh, start, end, now=now)
+            return whisper.fetch(self.fs_path, start, end, now=now)
+        except (OSError, whisper.WhisperException) as err:
+            log.warning("failed fetch of whisper file %s: %s", self.fs_path, err)
+            return None
+
+
+def _rel(path: str, base: str) -> str:
+    rel = os.path.relpath(path, base)
+    return '' if rel == '.' else rel
+
+
+def fs_to_metric(path: str) -> str:
+    """``a/b/c.wsp`` -> ``a.b.c``."""
+    dirpath, filename = os.path.split(path)
+    return join(dirpath, filename.split('.')[0]).replace(os.sep, '.')
+
+
+def real_metric_path(absolute_path: str, metric_path: str) -> str:
+    """The metric name behind symlinks (so cache queries use carbon's name)."""
+    real_absolute = os.path.realpath(absolute_path)
+    if absolute_path == real_absolute:
+        return metric_path
+    relative_fs = metric_path.replace('.', os.sep)
+    no_ext = os.path.splitext(absolute_path)[0]
+    if no_ext.endswith('.wsp'):
+        no_ext = no_ext[:-4]
+    base = os.path.dirname(no_ext[:-len(relative_fs)])
+    real_base = os.path.realpath(base)
+    return fs_to_metric(real_absolute[len(real_base):].lstrip(os.sep))
+
+
+class WhisperFinder:
+    """Finds and reads whisper files; one per app."""
+
+    local = True
+    tags = False
+    name = 'local'
+
+    def __init__(self, whisper_dir: str, carbonlink: Optional[CarbonLinkPool] = None) -> None:
+        self.root = whisper_dir
+        self.carbonlink = carbonlink
+
+    # --- find ---------------------------------------------------------------------------
+    def find_nodes(self, pattern: str, leaves_only: bool = False) -> list[Node]:
+        """Nodes matching ``pattern`` (duplicates across brace variants removed)."""
+        clean = pattern.replace('\\', '')
+        out: dict[Any, Node] = {}
+        if ';' in pattern and not pattern.startswith('_tagged.'):
+            for hash_only in (True, False):
+                rel = carbon_tags.encode(pattern, sep=os.sep, hash_only=hash_only)
+                for ext in ('.wsp', '.wsp.gz'):
+                    fs_path = join(self.root, rel + ext)
+                    if isfile(fs_path) and pattern not in out:
+                        out[pattern] = WhisperLeaf(pattern, fs_path, pattern)
+            return list(out.values())
+        parts = clean.split('.')
+        if not isdir(self.root):
+            return []
+        for rel in self._find_paths(self.root, parts, 0):
+            if os.path.basename(rel).startswith('.'):
+                continue
+            absolute = join(self.root, rel)
+            metric = fs_to_metric(rel)
+            if rel.endswith('.wsp') or rel.endswith('.wsp.gz'):
+                if (metric, True) not in out and isfile(absolute):
+                    out[(metric, True)] = WhisperLeaf(metric, absolute,
+                                                      real_metric_path(absolute, metric))
+            elif not leaves_only and (metric, False) not in out and isdir(absolute):
+                out[(metric, False)] = Node(metric, False)
+        return list(out.values())
+
+    def _find_paths(self, current: str, patterns: list[str], depth: int) -> Iterator[str]:
+        if depth > 64:
+            return
+        raw = patterns[0]
+        rest = patterns[1:]
+        for pattern in expand_braces(raw):
+            wildcard = '*' in pattern or '?' in pattern or '[' in pattern
+            subdirs: list[str] = []
+            files: list[str] = []
+            matching_dirs: list[str] = []
+            if wildcard:
+                try:
+                    with os.scandir(current) as it:
+                        for entry in it:
+                            if entry.is_dir():
+                                subdirs.append(entry.name)
+                            elif entry.is_file():
+                                files.append(entry.name)
+                except OSError as err:
+                    log.warning("cannot list %s: %s", current, err)
+                if pattern == '**':
+                    matching_dirs = [_rel(root, current) for root, _, _ in os.walk(current)]
+                    if not rest:
+                        rest = ['*']
+                else:
+                    matching_dirs = match_entries(subdirs, pattern)
+            elif isdir(join(current, pattern)):
+                matching_dirs = [pattern]
+            if rest:
+                for sub in matching_dirs:
+                    for match in self._find_paths(join(current, sub), rest, depth + 1):
+                        yield join(sub, match) if sub else match
+            else:
+                if wildcard:
+                    found = match_entries(files, pattern + '.*')
+                else:
+                    found = [name for name in (pattern + '.wsp', pattern + '.wsp.gz')
+                             if isfile(join(current, name))]
+                yield from found
+                yield from matching_dirs
+
+    def get_index(self) -> list[str]:
+        """Every ``.wsp`` metric under the root, sorted."""
+        matches = []
+        root_len = len(self.root.rstrip(os.sep)) + 1
+        for root, _, files in os.walk(self.root):
+            rel = root[root_len:]
+            for name in files:
+                if name.endswith('.wsp'):
+                    matches.append(join(rel, name[:-4]).replace(os.sep, '.').lstrip('.'))
+        return sorted(matches)
+
+    # --- fetch --------------------------------------------------------------------------
+    def fetch(self, patterns: list[str], start: int, end: int, now: Optional[int],
+              context: dict[str, Any]) -> list[dict[str, Any]]:
+        """Read every leaf matching ``patterns``, merged with cached points.
+
+        The carbonlink bulk query for all leaves runs while the files are read.
+        """
+        leaves: list[tuple[str, WhisperLeaf]] = []
+        for pattern in patterns:
+            for node in self.find_nodes(pattern, leaves_only=True):
+                if isinstance(node, WhisperLeaf):
+                    leaves.append((pattern, node))
+        if not leaves:
+            return []
+        pending: Optional[Future] = None
+        if self.carbonlink is not None and self.carbonlink.hosts:
+            names = sorted({leaf.real_path for _, leaf in leaves})
+            pending = self.carbonlink.query_bulk_async(names)
+        results = []
+        for pattern, leaf in leaves:
+            data = leaf.read(start, end, now)
+            if data is None:
+                continue
+            results.append((pattern, leaf, data))
+        cached: dict[str, list] = {}
+        if pending is not None:
+            cached = self.carbonlink.wait(pending)
+        out = []
+        for pattern, leaf, (time_info, values) in results:
+            points = cached.get(leaf.real_path)
+            if points:
+                try:
+                    info = leaf.info()
+                    values = merge_with_cache(points, time_info[0], time_info[2], values,
+                                              info['aggregationMethod'],
+                                              info['archives'][0]['secondsPerPoint'])
+                except (OSError, ValueError, whisper.WhisperException) as err:
+                    log.warning("cannot merge cache for %s: %s", leaf.path, err)
+            out.append({'pathExpression': pattern, 'name': leaf.path, 'path': leaf.path,
+                        'time_info': tuple(time_info), 'values': values})
+        return out
