@@ -12,7 +12,7 @@ from carbon.receivers.flow import FlowControl
 
 
 def _normalise_tagged(batch: Batch, stats: Stats, bad_log: IntervalLog) -> Batch:
-    from carbon.tags import normalize_name
+    from carbon.tags import normalize as normalize_name
 
     out: Batch = []
     for metric, stamp, value in batch:

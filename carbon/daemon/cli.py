@@ -122,6 +122,7 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
 
     epollreactor.install()
     from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
     from twisted.python import log as twisted_log
 
     if foreground:
@@ -145,7 +146,7 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
         if report is not None:
             report(1, str(exc))
         raise SystemExit(str(exc)) from None
-    except OSError as exc:
+    except (OSError, CannotListenError) as exc:
         message = "%s (instance %s) could not start: %s" % (program, options.instance, exc)
         if report is not None:
             report(1, message)

@@ -50,7 +50,7 @@ def test_every_valid_line_in_a_mixed_stream_is_parsed(good, junk, seed):
     for point in expected:
         assert point in batch
     assert len(batch) + len(bad) <= len(stream)
-    for metric, ts, value in batch:
+    for _metric, ts, value in batch:
         assert math.isfinite(ts) and math.isfinite(value)
 
 

@@ -1,0 +1,340 @@
+"""One destination: a bounded memory queue, an on-disk spool, and a TCP connection.
+
+Points are queued as the lists ``route_batch`` made (no per-point objects) and sent
+as whole buffers: up to ``write_points`` points encoded in one go and written with
+one ``transport.write``. The connection is a streaming producer for its transport,
+so a slow destination pauses sending and the queue grows:
+
+* at MAX_QUEUE_SIZE points (high watermark) the receivers are paused through
+  ``flow.pause("relay:<dest>")``; at the low watermark they resume;
+* a destination that is down, that has been holding receivers paused for
+  ``spill_after`` seconds, or whose queue passes ``MAX_QUEUE_SIZE + headroom``
+  spills its queue to the spool. Spooled data is older than anything in memory and
+  is replayed first, in order. Only when the spool is full are points dropped.
+
+Reconnects back off exponentially up to ``max_delay`` seconds. When the peer closes
+its side (a draining carbon daemon), what was written is flushed before closing.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections import deque
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
+from twisted.internet.protocol import ClientFactory, Protocol
+from zope.interface import implementer
+
+from carbon.pipeline import Batch
+from carbon.relay.destinations import Destination
+from carbon.relay.spool import Spool
+from carbon.relay.wire import DECODERS, encoder_for
+
+
+@implementer(IPushProducer, IHalfCloseableProtocol)
+class SenderProtocol(Protocol):
+    """The connection to a destination; pauses when the socket buffer is full."""
+
+    def __init__(self, client: DestinationClient) -> None:
+        self.client = client
+        self.paused = False
+        self.closing = False
+
+    def connectionMade(self) -> None:  # noqa: N802
+        _enable_keepalive(self.transport, self.client.settings)
+        self.transport.registerProducer(self, True)
+        self.client.connection_made(self)
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        """Destinations send nothing back; ignore anything they do."""
+
+    def readConnectionLost(self) -> None:  # noqa: N802
+        """The peer is closing: stop writing, flush what was written, then close."""
+        self.closing = True
+        self.transport.loseConnection()
+
+    def writeConnectionLost(self) -> None:  # noqa: N802
+        self.closing = True
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.closing = True
+        self.client.connection_lost(self, reason)
+
+    def pauseProducing(self) -> None:  # noqa: N802
+        self.paused = True
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.paused = False
+        self.client.wake()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        self.closing = True
+
+
+def _enable_keepalive(transport: Any, settings: Any) -> None:
+    if not settings.get("TCP_KEEPALIVE") or not hasattr(transport, "getHandle"):
+        return
+    sock = transport.getHandle()
+    transport.setTcpKeepAlive(1)
+    for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
+        flag, value = getattr(socket, name, None), settings.get(name)
+        if flag is not None and value is not None:
+            sock.setsockopt(socket.SOL_TCP, flag, int(value))
+
+
+class _Factory(ClientFactory):
+    def __init__(self, client: DestinationClient) -> None:
+        self.client = client
+
+    def buildProtocol(self, addr: Any) -> SenderProtocol:  # noqa: N802
+        return SenderProtocol(self.client)
+
+    def clientConnectionFailed(self, connector: Any, reason: Any) -> None:  # noqa: N802
+        self.client.connect_failed(reason)
+
+
+class DestinationClient:
+    """Queue, spool and connection of one destination. See the module docstring."""
+
+    def __init__(self, destination: Destination, settings: Any, stats: Any, flow: Any,
+                 reactor: Any, log: Any, spool: Spool, wake: Any, *,
+                 spill_after: float = 3.0, headroom: int = 50000, write_points: int = 20000,
+                 initial_delay: float = 0.2, max_delay: float = 5.0) -> None:
+        self.destination = destination
+        self.settings = settings
+        self.stats = stats
+        self.flow = flow
+        self.reactor = reactor
+        self.log = log
+        self.spool = spool
+        self.wake = wake  # asks the sink to call flush() soon
+        self.protocol_name = settings.DESTINATION_PROTOCOL
+        self.encode = encoder_for(self.protocol_name)
+        self.per_message = max(1, int(settings.MAX_DATAPOINTS_PER_MESSAGE))
+        self.high = max(1, int(settings.MAX_QUEUE_SIZE))
+        self.low = int(self.high * float(settings.QUEUE_LOW_WATERMARK_PCT))
+        self.hard = self.high + max(0, int(headroom))
+        self.spill_after = spill_after
+        self.write_points = max(self.per_message, write_points)
+        self.initial_delay, self.max_delay = initial_delay, max_delay
+        self.queue: deque[Batch] = deque()
+        self.queued = 0
+        self.protocol: SenderProtocol | None = None
+        self.flow_reason = "relay:%s" % (destination,)
+        self.paused_since: float | None = None
+        self.retries = 0
+        self.stopping = False
+        self.dropped_unlogged = 0
+        self._reconnect_call: Any = None
+        self._closed: defer.Deferred | None = None
+        name = "destinations.%s." % destination.stat_name
+        self.stat = {key: name + key for key in (
+            "sent", "batchesSent", "attemptedRelays", "queuedUntilConnected",
+            "queuedUntilReady", "relayMaxQueueLength", "fullQueueDrops", "spooled",
+            "dropped", "replayed")}
+
+    def __repr__(self) -> str:
+        return "CarbonClientFactory(%s:%d:%s)" % tuple(self.destination)
+
+    # -- connection ---------------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        return self.protocol is not None and not self.protocol.closing
+
+    def connect(self) -> None:
+        self._reconnect_call = None
+        if self.stopping:
+            return
+        host, port, _ = self.destination
+        self.log.clients("%s::startedConnecting (%s:%d)" % (self, host, port))
+        self.reactor.connectTCP(host, port, _Factory(self), timeout=10)
+
+    def connection_made(self, protocol: SenderProtocol) -> None:
+        self.protocol = protocol
+        self.retries = 0
+        self.log.clients("Destination is up: %s:%d:%s" % tuple(self.destination))
+        self.wake()
+
+    def connect_failed(self, reason: Any) -> None:
+        self.log.clients("%s::clientConnectionFailed (%s:%d) %s" % (
+            self, self.destination.host, self.destination.port, reason.getErrorMessage()))
+        self._down()
+
+    def connection_lost(self, protocol: SenderProtocol, reason: Any) -> None:
+        if protocol is not self.protocol:
+            return
+        self.protocol = None
+        message = reason.getErrorMessage() if reason is not None else "closed"
+        self.log.clients("%s::clientConnectionLost (%s:%d) %s" % (
+            self, self.destination.host, self.destination.port, message))
+        if self._closed is not None:
+            closed, self._closed = self._closed, None
+            closed.callback(None)
+        self._down()
+
+    def _down(self) -> None:
+        if self.stopping:
+            return
+        self.log.clients("Destination is down: %s:%d:%s (%d)" % (
+            self.destination + (self.retries,)))
+        self.check(self.reactor.seconds())
+        delay = min(self.max_delay, self.initial_delay * (2 ** min(self.retries, 16)))
+        delay *= random.uniform(0.9, 1.1)
+        self.retries += 1
+        self._reconnect_call = self.reactor.callLater(delay, self.connect)
+
+    # -- queueing -----------------------------------------------------------------------
+    def enqueue(self, points: Batch) -> None:
+        count = len(points)
+        self.stats.increment(self.stat["attemptedRelays"], count)
+        self.stats.max(self.stat["relayMaxQueueLength"], self.queued)
+        if self.protocol is None:
+            self.stats.increment(self.stat["queuedUntilConnected"], count)
+        self.queue.append(points)
+        self.queued += count
+
+    def _take(self, limit: int) -> Batch:
+        taken: Batch = []
+        queue = self.queue
+        while queue and len(taken) < limit:
+            chunk = queue.popleft()
+            room = limit - len(taken)
+            if len(chunk) > room:
+                queue.appendleft(chunk[room:])
+                chunk = chunk[:room]
+            if taken:
+                taken.extend(chunk)
+            else:
+                taken = chunk  # popped from the queue (or a fresh slice): ours to extend
+        self.queued -= len(taken)
+        return taken
+
+    # -- sending ------------------------------------------------------------------------
+    def flush(self) -> bool:
+        """Write what the connection accepts now; True if more is waiting to be sent."""
+        protocol = self.protocol
+        if protocol is None or protocol.closing:
+            return False
+        if protocol.paused:
+            self.stats.max(self.stat["queuedUntilReady"], self.queued)
+            return False
+        if self.spool.points:
+            self._replay(protocol)
+            if self.spool.points or protocol.paused:
+                return bool(self.spool.points) and not protocol.paused
+        while self.queue and not protocol.paused and not protocol.closing:
+            points = self._take(self.write_points)
+            payload, messages, count = self.encode(points, self.per_message)
+            protocol.transport.write(payload)
+            self.stats.increment(self.stat["sent"], count)
+            self.stats.increment(self.stat["batchesSent"], messages)
+        self._update_flow()
+        return bool(self.queue) and not protocol.paused
+
+    def _replay(self, protocol: SenderProtocol) -> None:
+        records = self.spool.read(max(256 * 1024, self.write_points * 40))
+        payloads, sent, messages = [], 0, 0
+        for payload, count, protocol_name in records:
+            if protocol_name != self.protocol_name:
+                decode = DECODERS.get(protocol_name)
+                if decode is None:
+                    self._drop(count, "spooled with unknown protocol %r" % protocol_name)
+                    continue
+                points = decode(payload)[0]
+                payload, _, count = self.encode(points, self.per_message)
+            payloads.append(payload)
+            sent += count
+            messages += 1
+        if payloads:
+            protocol.transport.write(b"".join(payloads))
+            self.stats.increment(self.stat["sent"], sent)
+            self.stats.increment(self.stat["replayed"], sent)
+            self.stats.increment(self.stat["batchesSent"], messages)
+
+    # -- watermarks and spilling --------------------------------------------------------
+    def check(self, now: float) -> None:
+        """Spill to the spool or pause/resume receivers as the queue state requires."""
+        queued = self.queued
+        if queued and (queued >= self.hard
+                       or (queued >= self.high and (not self.connected or self.spool.points))
+                       or (self.paused_since is not None
+                           and now - self.paused_since >= self.spill_after)):
+            self.spill()
+        self._update_flow(now)
+
+    def _update_flow(self, now: float | None = None) -> None:
+        if self.queued >= self.high and self.connected and not self.spool.points:
+            if self.paused_since is None:
+                self.paused_since = self.reactor.seconds() if now is None else now
+                self.flow.pause(self.flow_reason)
+        elif self.paused_since is not None and self.queued <= self.low:
+            self.paused_since = None
+            self.flow.resume(self.flow_reason)
+
+    def spill(self) -> int:
+        """Move the whole memory queue to the end of the spool; returns points moved."""
+        moved = 0
+        while self.queue:
+            points = self._take(self.write_points)
+            payload, _, count = self.encode(points, self.per_message)
+            if count and not self.spool.append(payload, count):
+                self._drop(count, "spool full (%d bytes)" % self.spool.max_bytes)
+                continue
+            moved += count
+            self.stats.increment(self.stat["spooled"], count)
+        self.queued = 0
+        self._update_flow()
+        return moved
+
+    def _drop(self, count: int, why: str) -> None:
+        self.stats.increment(self.stat["fullQueueDrops"], count)
+        self.stats.increment(self.stat["dropped"], count)
+        if not self.dropped_unlogged:
+            self.log.msg("%s dropping datapoints: %s" % (self, why))
+        self.dropped_unlogged += count
+
+    def log_drops(self) -> None:
+        """Once per interval: one summary line for the points dropped since the last."""
+        if self.dropped_unlogged:
+            self.log.msg("%s dropped %d datapoints in the last interval"
+                         % (self, self.dropped_unlogged))
+            self.dropped_unlogged = 0
+
+    # -- shutdown -----------------------------------------------------------------------
+    def begin_stop(self) -> None:
+        """Stop reconnecting; a destination that cannot take the queue now spools it."""
+        self.stopping = True
+        if self._reconnect_call is not None and self._reconnect_call.active():
+            self._reconnect_call.cancel()
+        self._reconnect_call = None
+        if not self.connected or self.spool.points:
+            self.spill()
+
+    def drained(self) -> bool:
+        return not self.queue
+
+    def close(self, abort: bool = False) -> defer.Deferred:
+        """Close the connection (flushing its buffer unless ``abort``); fires when closed."""
+        protocol = self.protocol
+        if protocol is None:
+            return defer.succeed(None)
+        if self._closed is None:
+            self._closed = defer.Deferred()
+        closed = self._closed
+        protocol.closing = True
+        if abort:
+            protocol.transport.abortConnection()
+        else:
+            protocol.transport.loseConnection()
+        return closed
+
+    def finish(self) -> None:
+        """Persist whatever is still queued and close the spool files."""
+        self.spill()
+        if self.paused_since is not None:
+            self.paused_since = None
+            self.flow.resume(self.flow_reason)
+        self.spool.close()

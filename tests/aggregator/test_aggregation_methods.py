@@ -1,0 +1,101 @@
+"""Every aggregation method equals a plain implementation and the reference's outputs."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from carbon.aggregator.buffers import BufferManager
+from carbon.aggregator.methods import AGGREGATION_METHODS
+from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.rules import parse_rules
+from carbon.config.settings import Settings
+from carbon.instrumentation.stats import Stats
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_vectors.json").read_text())
+
+
+def plain_percentile(q):
+    """Linear interpolation between the closest ranks of the sorted values."""
+    def method(values):
+        ordered = sorted(values)
+        position = q * (len(ordered) - 1)
+        below = int(position)
+        if position == below:
+            return ordered[below]
+        above = below + 1
+        return ordered[below] * (above - position) + ordered[above] * (position - below)
+    return method
+
+
+PLAIN = {
+    "sum": sum,
+    "avg": lambda values: sum(values) / len(values),
+    "min": min,
+    "max": max,
+    "count": len,
+    "p50": plain_percentile(0.50),
+    "p75": plain_percentile(0.75),
+    "p80": plain_percentile(0.80),
+    "p90": plain_percentile(0.90),
+    "p95": plain_percentile(0.95),
+    "p99": plain_percentile(0.99),
+    "p999": plain_percentile(0.999),
+}
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+value_lists = st.lists(finite, min_size=1, max_size=60)
+
+
+def test_every_reference_method_is_covered():
+    assert sorted(PLAIN) == sorted(AGGREGATION_METHODS) == REFERENCE["methods"]
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATION_METHODS))
+def test_matches_values_computed_by_the_reference(name):
+    for vector in REFERENCE["vectors"]:
+        assert AGGREGATION_METHODS[name].compute(vector["values"]) == vector["results"][name]
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATION_METHODS))
+@settings(max_examples=60, deadline=None)
+@given(values=value_lists)
+def test_method_equals_plain_implementation(name, values):
+    ours = AGGREGATION_METHODS[name].compute(values)
+    expected = PLAIN[name](values)
+    assert ours == expected or (math.isnan(ours) and math.isnan(expected))
+
+
+def test_empty_input_gives_none():
+    for method in AGGREGATION_METHODS.values():
+        assert method.compute([]) is None
+
+
+def test_min_and_max_keep_the_first_of_equal_values_like_builtins():
+    assert math.copysign(1, AGGREGATION_METHODS["min"].compute([0.0, -0.0])) == 1
+    assert math.copysign(1, AGGREGATION_METHODS["max"].compute([-0.0, 0.0])) == -1
+
+
+RULES = "\n".join("out.%s (60) = %s in.*" % (name, name) for name in sorted(AGGREGATION_METHODS))
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=value_lists, base=st.integers(min_value=0, max_value=10 ** 6))
+def test_processor_emits_plain_values_for_every_method(values, base):
+    """Points spread over one interval, through process() and flush()."""
+    interval = base * 60
+    ruleset = parse_rules(RULES)
+    proc = AggregationProcessor(ruleset, BufferManager(), Settings(), Stats())
+    batch = [("in.h%d" % i, interval + i % 60, v) for i, v in enumerate(values)]
+    half = len(batch) // 2
+    proc.process(batch[:half])
+    proc.process(batch[half:])
+    emitted = {name: (ts, value) for name, ts, value in proc.flush(interval + 59)}
+    assert len(emitted) == len(AGGREGATION_METHODS)
+    for name, plain in PLAIN.items():
+        ts, value = emitted["out." + name]
+        assert ts == interval
+        assert value == plain(values), name

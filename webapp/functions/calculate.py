@@ -1,0 +1,237 @@
+"""Calculate group: moving windows, percentiles, regressions and other derived lines."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any, Optional
+
+from webapp.functions.common import (
+    epoch, evaluate_first_arg, get_agg_func, interval_seconds, parse_at_time, percentile,
+    safe_avg, safe_len, xff,
+)
+from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import Param as P
+from webapp.render.series import TimeSeries
+
+CALCULATE = 'Calculate'
+SL = P('seriesList', 'seriesList', required=True)
+WINDOW_SUGGESTIONS = [5, 7, 10, '1min', '5min', '10min', '30min', '1hour']
+WINDOW = P('windowSize', 'intOrInterval', required=True, suggestions=WINDOW_SUGGESTIONS)
+XFF = P('xFilesFactor', 'float')
+
+
+def _preview(seriesList: list, windowSize: Any) -> int:
+    if isinstance(windowSize, str):
+        return abs(interval_seconds(windowSize))
+    return max(s.step for s in seriesList) * int(windowSize)
+
+
+@render_function('movingWindow', CALCULATE, [SL, WINDOW, P('func', 'aggFunc', default='average'),
+                                             XFF])
+def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: str = 'average',
+                 xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
+    """Apply ``func`` over a sliding window of points (int) or time (string like '5min').
+
+    Data before ``from`` is fetched so the first points have a full window.
+    """
+    if not seriesList:
+        return []
+    preview = _preview(seriesList, windowSize)
+    agg = get_agg_func(func)
+    tag = 'moving' + func.capitalize()
+    wider = evaluate_first_arg(requestContext,
+                               startTime=requestContext['startTime'] - timedelta(seconds=preview))
+    results = []
+    for series in wider:
+        if isinstance(windowSize, str):
+            name = '%s(%s,"%s")' % (tag, series.name, windowSize)
+            points = preview // series.step
+        else:
+            name = '%s(%s,%s)' % (tag, series.name, windowSize)
+            points = int(windowSize)
+        series.tags[tag] = windowSize
+        ratio = xFilesFactor if xFilesFactor is not None else series.xFilesFactor
+        raw = list(series)
+        values = []
+        for i in range(points + 1, len(raw) + 1):
+            window = [v for v in raw[i - points:i] if v is not None]
+            values.append(agg(window) if window and xff(len(window), points, ratio) else None)
+        results.append(series.copy(name=name, start=series.start + preview, values=values))
+    return results
+
+
+def _moving(name: str, func: str, doc: str) -> None:
+    def impl(requestContext: dict, seriesList: list, windowSize: Any,
+             xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
+        return movingWindow(requestContext, seriesList, windowSize, func, xFilesFactor)
+    impl.__name__ = name
+    impl.__doc__ = doc
+    render_function(name, CALCULATE, [SL, WINDOW, XFF])(impl)
+
+
+_moving('movingAverage', 'average', 'Average over a sliding window of points or time.')
+_moving('movingSum', 'sum', 'Sum over a sliding window of points or time.')
+_moving('movingMin', 'min', 'Minimum over a sliding window of points or time.')
+_moving('movingMax', 'max', 'Maximum over a sliding window of points or time.')
+_moving('movingMedian', 'median', 'Median over a sliding window of points or time.')
+
+
+@render_function('exponentialMovingAverage', CALCULATE, [SL, WINDOW])
+def exponentialMovingAverage(requestContext: dict, seriesList: list,
+                             windowSize: Any) -> list[TimeSeries]:
+    """EMA with smoothing constant 2 / (windowSize + 1), seeded by the first window's mean."""
+    if not seriesList:
+        return []
+    preview = _preview(seriesList, windowSize)
+    if isinstance(windowSize, str):
+        constant = 2.0 / (preview + 1)
+    else:
+        constant = 2.0 / (int(windowSize) + 1)
+    wider = evaluate_first_arg(requestContext,
+                               startTime=requestContext['startTime'] - timedelta(seconds=preview))
+    results = []
+    for series in wider:
+        if isinstance(windowSize, str):
+            name = 'exponentialMovingAverage(%s,"%s")' % (series.name, windowSize)
+            points = preview // series.step
+        else:
+            name = 'exponentialMovingAverage(%s,%s)' % (series.name, windowSize)
+            points = int(windowSize)
+        series.tags['exponentialMovingAverage'] = windowSize
+        raw = list(series)
+        ema = safe_avg(raw[:points]) or 0
+        values = [round(ema, 6)]
+        for value in raw[points:]:
+            if value is None:
+                values.append(None)
+            else:
+                ema = constant * value + (1 - constant) * ema
+                values.append(round(ema, 6))
+        results.append(series.copy(name=name, start=series.start + preview, values=values))
+    return results
+
+
+@render_function('nPercentile', CALCULATE, [SL, P('n', 'float', required=True)])
+def nPercentile(requestContext: dict, seriesList: list, n: float) -> list[TimeSeries]:
+    """A flat line at the n-th percentile of each series' values."""
+    if not n:
+        raise InputParameterError('The requested percent is required to be greater than 0')
+    results = []
+    for series in seriesList:
+        known = sorted(v for v in series if v is not None)
+        if not known:
+            continue
+        value = percentile(known, n)
+        if value is None:
+            continue
+        series.tags['nPercentile'] = n
+        count = int((series.end - series.start) / series.step)
+        results.append(series.copy(name='nPercentile(%s, %g)' % (series.name, n),
+                                   values=[value] * count))
+    return results
+
+
+@render_function('stdev', CALCULATE, [SL, P('points', 'integer', required=True),
+                                      P('windowTolerance', 'float', default=0.1)])
+def stdev(requestContext: dict, seriesList: list, points: int,
+          windowTolerance: float = 0.1) -> list[TimeSeries]:
+    """Moving population standard deviation over ``points`` points.
+
+    A point is None when fewer than windowTolerance * points values are known.
+    """
+    for index, series in enumerate(seriesList):
+        series.tags['stdev'] = points
+        raw = list(series)
+        values = []
+        for i in range(len(raw)):
+            window = [v for v in raw[max(0, i - points + 1):i + 1] if v is not None]
+            if window and len(window) / points >= windowTolerance:
+                total = sum(window)
+                squares = sum(v * v for v in window)
+                try:
+                    values.append(math.sqrt(len(window) * squares - total ** 2) / len(window))
+                except ValueError:
+                    values.append(None)
+            else:
+                values.append(None)
+        seriesList[index] = series.copy(name='stdev(%s,%d)' % (series.name, int(points)),
+                                        values=values)
+    return seriesList
+
+
+@render_function('aggregateLine', CALCULATE, [SL, P('func', 'aggFunc', default='average'),
+                                              P('keepStep', 'boolean', default=False)])
+def aggregateLine(requestContext: dict, seriesList: list, func: str = 'average',
+                  keepStep: bool = False) -> list[TimeSeries]:
+    """A flat line at ``func`` (average, max, ...) of each series."""
+    from webapp.functions.special import constantLine
+    agg = get_agg_func(func)
+    results = []
+    for series in seriesList:
+        value = agg(series)
+        if value is not None:
+            name = 'aggregateLine(%s, %g)' % (series.name, value)
+        else:
+            name = 'aggregateLine(%s, None)' % series.name
+        if keepStep:
+            line = series.copy(name=name, values=[value] * len(series))
+        else:
+            line = constantLine(requestContext, value)[0]
+            line.name = name
+            line.pathExpression = name
+        results.append(line)
+    return results
+
+
+def _regression(series: TimeSeries) -> Optional[tuple[float, float]]:
+    points = [(i, v) for i, v in enumerate(series) if v is not None]
+    n = safe_len(series)
+    sum_i = sum(i for i, _ in points)
+    sum_v = sum(v for _, v in points)
+    sum_ii = sum(i * i for i, _ in points)
+    sum_iv = sum(i * v for i, v in points)
+    denominator = float(n * sum_ii - sum_i * sum_i)
+    if denominator == 0:
+        return None
+    factor = (n * sum_iv - sum_i * sum_v) / denominator / series.step
+    offset = (sum_ii * sum_v - sum_iv * sum_i) / denominator - factor * series.start
+    return factor, offset
+
+
+@render_function('linearRegression', CALCULATE, [SL, P('startSourceAt', 'date'),
+                                                 P('endSourceAt', 'date')])
+def linearRegression(requestContext: dict, seriesList: list, startSourceAt: Any = None,
+                     endSourceAt: Any = None) -> list[TimeSeries]:
+    """Least-squares line fitted on the source interval, drawn over the whole graph."""
+    changes = {}
+    if startSourceAt is not None:
+        changes['startTime'] = parse_at_time(startSourceAt, requestContext)
+    if endSourceAt is not None:
+        changes['endTime'] = parse_at_time(endSourceAt, requestContext)
+    sources = evaluate_first_arg(requestContext, **changes)
+    source_start = epoch(changes.get('startTime', requestContext['startTime']))
+    source_end = epoch(changes.get('endTime', requestContext['endTime']))
+    results = []
+    for source, series in zip(sources, seriesList):
+        series.tags['linearRegressions'] = '%s, %s' % (source_start, source_end)
+        name = 'linearRegression(%s, %s, %s)' % (series.name, source_start, source_end)
+        fit = _regression(source)
+        if fit is None:
+            continue
+        factor, offset = fit
+        values = [offset + (series.start + i * series.step) * factor for i in range(len(series))]
+        results.append(TimeSeries(name, series.start, series.end, series.step, values,
+                                  tags=series.tags, xFilesFactor=series.xFilesFactor))
+    return results
+
+
+@render_function('identity', CALCULATE, [P('name', 'string', required=True)])
+def identity(requestContext: dict, name: str) -> list[TimeSeries]:
+    """A series whose value is its own timestamp, one point per minute."""
+    start = epoch(requestContext['startTime'])
+    end = epoch(requestContext['endTime'])
+    series = TimeSeries(name, start, end, 60, list(range(start, end, 60)),
+                        xFilesFactor=requestContext.get('xFilesFactor'))
+    series.pathExpression = 'identity("%s")' % name
+    return [series]
