@@ -18,10 +18,9 @@ the first name they match).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-
-from cachetools import LRUCache
 
 from carbon.config.errors import ConfigError
 from carbon.pipeline import Batch
@@ -158,23 +157,14 @@ class RewriteProcessor:
         """Switch to reloaded rules (clears the name cache)."""
         self.rules = rules
         self._rules = rules.rules(self.section)
-        self._cache: LRUCache | None = (LRUCache(self.cache_size) if self.cache_size > 0
-                                        else None)
+        self.rewrite = functools.lru_cache(maxsize=max(0, self.cache_size))(self._rewrite)
 
-    def rewrite(self, metric: str) -> str:
-        """The rewritten form of one name."""
-        cache = self._cache
-        if cache is not None:
-            try:
-                return cache[metric]
-            except KeyError:
-                pass
-        new = metric
+    def _rewrite(self, metric: str) -> str:
         for rule in self._rules:
-            new = rule.regex.sub(rule.replacement, new)
-        if cache is not None:
-            cache[metric] = new
-        return new
+            metric = rule.regex.sub(rule.replacement, metric)
+        return metric
+
+    # ``rewrite(metric)`` (set by set_rules): the cached rewritten form of one name.
 
     def process(self, batch: Batch) -> Batch:
         if not self._rules:

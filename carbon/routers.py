@@ -15,28 +15,23 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 from typing import Any, Callable, Iterable, Protocol
 
 from cachetools import LRUCache
 
 from carbon.config.errors import ConfigError
-from carbon.config.inifile import read_ini
 from carbon.hashing import hash_function
 from carbon.pipeline import Batch, Datapoint
 from carbon.plugins import HASH_RINGS, ROUTERS
 from carbon.relay.destinations import (Destination, parse_destination, parse_destinations,
                                        parseDestination, parseDestinations)
+from carbon.relay.rules import RelayRule, load_relay_rules
 
 __all__ = ["DatapointRouter", "RelayRulesRouter", "ConsistentHashingRouter",
            "AggregatedConsistentHashingRouter", "FastHashingRouter",
            "FastAggregatedHashingRouter", "FastHashRing", "RelayRule", "load_relay_rules",
            "make_router", "Destination", "parse_destination", "parse_destinations",
            "parseDestination", "parseDestinations"]
-
-_BOOLEANS = {"1": True, "yes": True, "true": True, "on": True,
-             "0": False, "no": False, "false": False, "off": False}
-
 
 class AggregationMatcher(Protocol):
     def get_aggregate_metric(self, metric: str) -> str | None: ...
@@ -136,80 +131,6 @@ class DatapointRouter:
         return self.get_destinations(metric)
 
 
-class RelayRule:
-    """One relay-rules.conf section: regex (searched, case-insensitive) -> destinations."""
-
-    def __init__(self, name: str, pattern: str | None, destinations: list[Destination],
-                 continue_matching: bool = False) -> None:
-        self.name = name
-        self.pattern = pattern
-        self.regex = re.compile(pattern, re.I) if pattern is not None else None
-        self.destinations = destinations
-        self.continue_matching = continue_matching
-
-    def matches(self, metric: str) -> bool:
-        return self.regex is None or self.regex.search(metric) is not None
-
-
-def load_relay_rules(path: str) -> list[RelayRule]:
-    """Read relay-rules.conf: pattern rules in file order, then the one default rule.
-
-    Errors are ConfigErrors naming the file, the line and the key.
-    """
-    rules: list[RelayRule] = []
-    default: RelayRule | None = None
-    seen: dict[str, int] = {}
-    for section in read_ini(path):
-        if section.name in seen:
-            raise ConfigError("section [%s] already defined on line %d"
-                              % (section.name, seen[section.name]), path, section.line)
-        seen[section.name] = section.line
-        dest_entry = section.get("destinations")
-        if dest_entry is None:
-            raise ConfigError("section [%s] does not define a 'destinations' list"
-                              % section.name, path, section.line)
-        try:
-            destinations = parse_destinations([dest_entry.value])
-        except ValueError as exc:
-            raise ConfigError(str(exc), path, dest_entry.line, "destinations") from None
-        pattern, default_entry = section.get("pattern"), section.get("default")
-        if pattern is not None:
-            if default_entry is not None:
-                raise ConfigError("section [%s] contains both 'pattern' and 'default'. "
-                                  "You must use one or the other." % section.name,
-                                  path, section.line)
-            continue_entry = section.get("continue")
-            keep_going = (_boolean(continue_entry.value, path, continue_entry.line, "continue")
-                          if continue_entry is not None else False)
-            try:
-                rules.append(RelayRule(section.name, pattern.value, destinations, keep_going))
-            except re.error as exc:
-                raise ConfigError("invalid regular expression %r: %s" % (pattern.value, exc),
-                                  path, pattern.line, "pattern") from None
-            continue
-        if default_entry is None:
-            raise ConfigError("section [%s] has neither 'pattern' nor 'default'"
-                              % section.name, path, section.line)
-        if not _boolean(default_entry.value, path, default_entry.line, "default"):
-            continue
-        if default is not None:
-            raise ConfigError("Only one default rule can be specified (first in [%s])"
-                              % default.name, path, default_entry.line, "default")
-        default = RelayRule(section.name, None, destinations)
-    if default is None:
-        raise ConfigError("No default rule defined. You must specify exactly one rule with "
-                          "'default = true' instead of a pattern.", path)
-    rules.append(default)
-    return rules
-
-
-def _boolean(text: str, path: str, line: int, key: str) -> bool:
-    try:
-        return _BOOLEANS[text.strip().lower()]
-    except KeyError:
-        raise ConfigError("invalid boolean %r" % text, path, line, key) from None
-
-
 class RelayRulesRouter(DatapointRouter):
     """RELAY_METHOD = rules: first matching rule wins unless it says ``continue``.
 
@@ -272,7 +193,7 @@ class ConsistentHashingRouter(DatapointRouter):
         self.diverse_replicas = bool(_setting(settings, "DIVERSE_REPLICAS", True))
         self.hash_type = _setting(settings, "ROUTER_HASH_TYPE") or self.default_hash_type
         self.ring = self._make_ring(settings)
-        self.instance_ports: dict[tuple[str, str | None], int] = {}
+        self.instance_ports: dict[tuple, int] = {}  # {(server, instance): port}
         self.getKey: Callable[[str], str] = lambda metric: metric  # noqa: N815
 
     def _make_ring(self, settings: Any) -> Any:
@@ -282,31 +203,36 @@ class ConsistentHashingRouter(DatapointRouter):
             raise ConfigError(str(exc.args[0]), key="ROUTER_HASH_TYPE") from None
         return factory([])
 
-    def add_destination(self, destination: tuple) -> None:
+    def _member(self, destination: tuple) -> tuple:
+        """What makes a destination unique on this ring: (server, instance) as in the
+        reference, or the whole destination for rings that hash the port."""
         server, port, instance = destination
-        if (server, instance) in self.instance_ports:
-            raise ValueError("destination instance (%s, %s) already configured"
-                             % (server, instance))
-        self.instance_ports[(server, instance)] = port
-        self.ring.add_node(self._node(server, port, instance))
-        self.clear_cache()
-
-    def remove_destination(self, destination: tuple) -> None:
-        server, port, instance = destination
-        if (server, instance) not in self.instance_ports:
-            raise ValueError("destination instance (%s, %s) not configured"
-                             % (server, instance))
-        port = self.instance_ports.pop((server, instance))
-        self.ring.remove_node(self._node(server, port, instance))
-        self.clear_cache()
-
-    def _node(self, server: str, port: int, instance: str | None) -> tuple:
         if getattr(self.ring, "takes_port", False):
             return Destination(server, port, instance)
         return (server, instance)
 
+    def add_destination(self, destination: tuple) -> None:
+        server, port, instance = destination
+        member = self._member(destination)
+        if member in self.instance_ports:
+            raise ValueError("destination instance (%s, %s) already configured"
+                             % (server, instance))
+        self.instance_ports[member] = port
+        self.ring.add_node(member)
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        server, port, instance = destination
+        member = self._member(destination)
+        if member not in self.instance_ports:
+            raise ValueError("destination instance (%s, %s) not configured"
+                             % (server, instance))
+        del self.instance_ports[member]
+        self.ring.remove_node(member)
+        self.clear_cache()
+
     def has_destination(self, destination: tuple) -> bool:
-        return (destination[0], destination[2]) in self.instance_ports
+        return self._member(destination) in self.instance_ports
 
     def count_destinations(self) -> int:
         return len(self.instance_ports)

@@ -161,7 +161,7 @@ class BufferManager:
             if acc.dirty:
                 out.append((name, interval, acc.value()))
                 acc.dirty = False
-            elif interval < oldest or interval > newest:
+            elif interval > newest:
                 expired.append(interval)
         for interval in expired:
             del ob.intervals[interval]
@@ -173,7 +173,11 @@ class BufferManager:
         return base is not None and base >= oldest - self.horizon * freq
 
     def flush(self, now: float, force: bool = False) -> Batch:
-        """Aggregates due at ``now`` as (output, interval, value); ``force`` flushes all."""
+        """Aggregates due at ``now`` as (output, interval, value); ``force`` flushes all.
+
+        A compute period is due when ``now`` has entered a new multiple of it since
+        the last call (or on the first call after its first buffer appeared).
+        """
         out: Batch = self._pending
         self._pending = []
         self.groups_flushed = 0

@@ -62,6 +62,8 @@ class AggregationProcessor:
 
     def process(self, batch: Batch) -> Batch:
         """Buffer matching points; return the points that pass through."""
+        if not self.ruleset.rules:
+            return batch if self.forward_unmatched else []
         matches = self.ruleset.matches
         buffers = self.buffers
         outputs = buffers.outputs

@@ -126,6 +126,7 @@ class DestinationClient:
         self.flow_reason = "relay:%s" % (destination,)
         self.paused_since: float | None = None
         self.retries = 0
+        self.attempting = False
         self.stopping = False
         self.dropped_unlogged = 0
         self._reconnect_call: Any = None
@@ -144,16 +145,24 @@ class DestinationClient:
     def connected(self) -> bool:
         return self.protocol is not None and not self.protocol.closing
 
+    @property
+    def expected_up(self) -> bool:
+        """Connected, or making the first attempt since it was last up (worth waiting
+        for rather than spooling)."""
+        return self.connected or (self.attempting and self.retries == 0)
+
     def connect(self) -> None:
         self._reconnect_call = None
         if self.stopping:
             return
         host, port, _ = self.destination
         self.log.clients("%s::startedConnecting (%s:%d)" % (self, host, port))
+        self.attempting = True
         self.reactor.connectTCP(host, port, _Factory(self), timeout=10)
 
     def connection_made(self, protocol: SenderProtocol) -> None:
         self.protocol = protocol
+        self.attempting = False
         self.retries = 0
         self.log.clients("Destination is up: %s:%d:%s" % tuple(self.destination))
         self.wake()
@@ -176,6 +185,7 @@ class DestinationClient:
         self._down()
 
     def _down(self) -> None:
+        self.attempting = False
         if self.stopping:
             return
         self.log.clients("Destination is down: %s:%d:%s (%d)" % (
@@ -247,7 +257,7 @@ class DestinationClient:
                 payload, _, count = self.encode(points, self.per_message)
             payloads.append(payload)
             sent += count
-            messages += 1
+            messages += -(-count // self.per_message) if self.protocol_name == "pickle" else count
         if payloads:
             protocol.transport.write(b"".join(payloads))
             self.stats.increment(self.stat["sent"], sent)
@@ -259,14 +269,15 @@ class DestinationClient:
         """Spill to the spool or pause/resume receivers as the queue state requires."""
         queued = self.queued
         if queued and (queued >= self.hard
-                       or (queued >= self.high and (not self.connected or self.spool.points))
+                       or (queued >= self.high
+                           and (not self.expected_up or self.spool.points))
                        or (self.paused_since is not None
                            and now - self.paused_since >= self.spill_after)):
             self.spill()
         self._update_flow(now)
 
     def _update_flow(self, now: float | None = None) -> None:
-        if self.queued >= self.high and self.connected and not self.spool.points:
+        if self.queued >= self.high and self.expected_up and not self.spool.points:
             if self.paused_since is None:
                 self.paused_since = self.reactor.seconds() if now is None else now
                 self.flow.pause(self.flow_reason)

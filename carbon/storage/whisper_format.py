@@ -154,7 +154,7 @@ def validate_archive_list(archives: Sequence[tuple[int, int]]) -> list[tuple[int
     if not archives:
         raise InvalidConfiguration("You must specify at least one archive configuration!")
     ordered = sorted(archives, key=lambda a: a[0])
-    for i, (archive, following) in enumerate(zip(ordered, ordered[1:])):
+    for i, (archive, following) in enumerate(zip(ordered[:-1], ordered[1:], strict=True)):
         if not archive[0] < following[0]:
             raise InvalidConfiguration(
                 "A Whisper database may not be configured having two archives with the same "

@@ -123,29 +123,27 @@ def _split_by_archive(archives: list, points: list[tuple[int, float]],
 class _Update:
     """One update_many call: the open file, its header and the base points seen so far."""
 
-    __slots__ = ("fd", "path", "header", "bases", "trusted")
+    __slots__ = ("fd", "path", "header", "bases")
 
     def __init__(self, fd: int, path: str, header: Header) -> None:
         self.fd = fd
         self.path = path
         self.header = header
+        # Slot-0 timestamps known to be on disk now. A write running past its archive's
+        # end (whisper does that for runs of future points longer than the archive)
+        # forgets them all.
         self.bases: dict[int, int] = {}
-        # False once a write ran past its archive's end (whisper can do that for runs of
-        # future points longer than the archive): from then on base points are re-read.
-        self.trusted = True
 
     def base(self, index: int) -> int:
         """Timestamp in slot 0 of archive ``index``, as it is on disk now."""
-        if self.trusted:
-            known = self.bases.get(index)
-            if known is not None:
-                return known
+        known = self.bases.get(index)
+        if known is not None:
+            return known
         raw = os.pread(self.fd, POINT_SIZE, self.header.archives[index].offset)
         if len(raw) < POINT_SIZE:
             raise CorruptWhisperFile("Unable to read base datapoint", self.path)
         value = _TS.unpack_from(raw)[0]
-        if self.trusted:
-            self.bases[index] = value
+        self.bases[index] = value
         return value
 
     def _pwrite(self, data: bytes, offset: int) -> None:
@@ -193,7 +191,6 @@ class _Update:
                 self._pwrite(data[-beyond:], start)
                 self._note_slot0(index, data, len(data) - beyond)
                 if beyond > size:
-                    self.trusted = False
                     self.bases.clear()
             else:
                 self._pwrite(data, offset)
@@ -202,8 +199,7 @@ class _Update:
         return aligned
 
     def _note_slot0(self, index: int, data: bytes, position: int) -> None:
-        if self.trusted:
-            self.bases[index] = _TS.unpack_from(data, position)[0]
+        self.bases[index] = _TS.unpack_from(data, position)[0]
 
     def propagate(self, index: int, aligned: list[int]) -> None:
         """Aggregate the intervals touched in archive ``index`` into every coarser archive."""
@@ -235,7 +231,7 @@ class _Update:
         # onto itself.
         anchor = firsts[order.index(min(order))]
         deltas = [(f - anchor) % h_points for f in firsts]
-        window = max(d + c for d, c in zip(deltas, counts))
+        window = max(d + c for d, c in zip(deltas, counts, strict=True))
         if window <= h_points:
             flat = self._read_slots(high, anchor, window)
             starts, modulo = deltas, 0
@@ -248,7 +244,7 @@ class _Update:
         low_step, low_points = low.step, low.points
         l_base = self.base(lower)
         writes: dict[int, bytes] = {}
-        for x, first, count in zip(order, starts, counts):
+        for x, first, count in zip(order, starts, counts, strict=True):
             neighbors: list = []
             known: list = []
             expected = x
@@ -271,8 +267,7 @@ class _Update:
         if not writes:
             return False
         self._write_slots(low, writes)
-        if self.trusted:
-            self.bases[lower] = l_base
+        self.bases[lower] = l_base
         return True
 
     def _read_slots(self, archive, first: int, count: int) -> tuple:

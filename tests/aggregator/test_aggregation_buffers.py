@@ -2,6 +2,9 @@
 
 import math
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.rules import parse_rule, parse_rules
 
@@ -169,3 +172,41 @@ def test_rebind_keeps_unchanged_outputs_and_retires_changed_ones():
         ("mean", 960, 15.0),   # the retired buffer's last value, sent first
         ("total", 960, 7.0),   # continuity: all three points
     ]
+
+
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("point"), st.integers(0, 15 * 60), st.integers(-100, 100)),
+        st.tuples(st.just("tick"), st.integers(1, 200), st.just(0)),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=events, max_intervals=st.integers(1, 6), wbf=st.sampled_from([None, 10, 60]))
+def test_last_write_of_every_interval_is_the_full_aggregate(events, max_intervals, wbf):
+    """Whatever the lateness, an interval's last emitted value covers every point it took,
+    and points are only refused for intervals that were already emitted and expired."""
+    bm = BufferManager(max_intervals=max_intervals, write_back_frequency=wbf, horizon=64)
+    now = 100000
+    accepted, last_written = {}, {}
+
+    def write(batch):
+        for name, interval, value in batch:
+            assert name == "total"
+            last_written[interval] = value
+
+    for kind, amount, value in events:
+        if kind == "tick":
+            now += amount
+            write(bm.flush(now))
+            continue
+        ts = now - amount
+        interval = ts - ts % 60
+        if bm.add("total", SUM60, ts, value):
+            accepted[interval] = accepted.get(interval, 0) + value
+        else:
+            assert interval in last_written  # refused only after being emitted
+    write(bm.flush(now, force=True))
+    assert last_written == accepted

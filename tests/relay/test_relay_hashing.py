@@ -81,7 +81,7 @@ def test_get_node_and_get_nodes():
 )
 def test_differential_against_reference_ring(hosts, instances, hash_type, replicas, keys):
     reference = _reference_module()
-    nodes = list(dict.fromkeys(zip(hosts, instances)))
+    nodes = list(dict.fromkeys(zip(hosts, instances, strict=False)))
     ours = ConsistentHashRing(nodes, replica_count=replicas, hash_type=hash_type)
     theirs = reference.ConsistentHashRing(nodes, replica_count=replicas, hash_type=hash_type)
     assert ours.ring == theirs.ring

@@ -63,14 +63,17 @@ def batches(draw, archives: list[tuple[int, int]]) -> list[tuple[int, list]]:
 @st.composite
 def scenarios(draw):
     archives = draw(schemas())
+    # Near the epoch, intervals of 0 occur: whisper never ends a run after one.
+    start = draw(st.sampled_from([BASE_NOW + 10_000, 300])) - draw(st.integers(0, 300))
     return (archives, draw(st.sampled_from(METHODS)),
             draw(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 1.0]) | st.floats(0, 1)),
-            draw(st.integers(0, 10_000)), draw(batches(archives)))
+            start, draw(batches(archives)))
 
 
 def _materialise(now: int, points: list) -> list[tuple[float, float]]:
     """Points ``off`` seconds before ``now``; fractional ones as floats whisper truncates."""
-    return [((now - off + 0.75) if frac else (now - off), v) for off, v, frac in points]
+    return [((now - off + 0.75) if frac else (now - off), v) for off, v, frac in points
+            if now - off >= 0]
 
 
 def _read(path: str) -> bytes:
@@ -90,7 +93,7 @@ def test_update_many_byte_identity(tmp_path, scenario) -> None:
         db.create("metric", list(archives), xff, method)
         ours = db.get_filesystem_path("metric")
         assert _read(ours) == _read(reference)
-        now = BASE_NOW + start
+        now = start
         for advance, points in plan:
             now += advance
             datapoints = _materialise(now, points)

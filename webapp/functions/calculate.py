@@ -213,7 +213,7 @@ def linearRegression(requestContext: dict, seriesList: list, startSourceAt: Any 
     source_start = epoch(changes.get('startTime', requestContext['startTime']))
     source_end = epoch(changes.get('endTime', requestContext['endTime']))
     results = []
-    for source, series in zip(sources, seriesList):
+    for source, series in zip(sources, seriesList, strict=False):
         series.tags['linearRegressions'] = '%s, %s' % (source_start, source_end)
         name = 'linearRegression(%s, %s, %s)' % (series.name, source_start, source_end)
         fit = _regression(source)

@@ -96,7 +96,7 @@ def aggregateSeriesLists(requestContext: dict, seriesListFirstPos: list,
         raise InputParameterError(
             'seriesListFirstPos and seriesListSecondPos argument must have equal length')
     results = []
-    for first, second in zip(seriesListFirstPos, seriesListSecondPos):
+    for first, second in zip(seriesListFirstPos, seriesListSecondPos, strict=True):
         combined = aggregate(requestContext, [first, second], func, xFilesFactor=xFilesFactor)
         if not combined:
             continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -285,27 +285,31 @@ def interval_seconds(offset: str) -> int:
 def epoch(dt: datetime) -> int:
     """Unix timestamp of an aware (or UTC-naive) datetime."""
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp())
 
 
 def parse_at_time(value: Any, requestContext: dict) -> datetime:
-    """A graphite 'at' time (``now-1h``, epoch seconds, ...) via the app's time parser."""
-    tz = requestContext.get('tzinfo') or timezone.utc
-    if isinstance(value, datetime):
-        return value
-    text = str(value).strip()
-    if text.lstrip('-').isdigit() and not (len(text) == 8 and text.startswith(('19', '20'))):
-        return datetime.fromtimestamp(int(text), tz)
+    """A graphite 'at' time (``now-1h``, epoch seconds, ``20240101``...) in the request's tz."""
+    tz = requestContext.get('tzinfo') or UTC
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(int(value))
     now = requestContext.get('now') or datetime.now(tz)
-    low = text.lower().replace(' ', '')
-    if low == 'now' or low.startswith(('now+', 'now-')):
-        return now + parse_interval(low[3:])
     try:
-        from webapp.render import attime  # owned by the app; optional here
-    except ImportError:
-        raise InputParameterError('Cannot parse time %r' % value) from None
-    return attime.parseATTime(text, tz, now)
+        from webapp.render.attime import parse_at_time as parse
+    except ImportError:  # pragma: no cover - app time parser missing
+        parse = None
+    try:
+        if parse is not None:
+            return parse(value, tz, now)
+        text = str(value).strip().lower()
+        if text.isdigit():
+            return datetime.fromtimestamp(int(text), tz)
+        if text == 'now' or text.startswith(('now+', 'now-')):
+            return now + parse_interval(text[3:])
+    except (ValueError, KeyError, TypeError) as err:
+        raise InputParameterError('Invalid time %r: %s' % (value, err)) from None
+    raise InputParameterError('Invalid time %r' % (value,))
 
 
 def evaluate_first_arg(requestContext: dict, **changes: Any) -> list[TimeSeries]:
@@ -355,3 +359,31 @@ def rename(series: TimeSeries, name: str) -> TimeSeries:
 def fmt_g(value: float) -> str:
     """``%g`` formatting as graphite-web uses in generated names."""
     return '%g' % value
+
+
+UNIT_SYSTEMS: dict[str, tuple] = {
+    'binary': (('Pi', 1024.0 ** 5), ('Ti', 1024.0 ** 4), ('Gi', 1024.0 ** 3),
+               ('Mi', 1024.0 ** 2), ('Ki', 1024.0)),
+    'si': (('P', 1000.0 ** 5), ('T', 1000.0 ** 4), ('G', 1000.0 ** 3), ('M', 1000.0 ** 2),
+           ('k', 1000.0)),
+    'sec': (('Y', 31536000), ('M', 2592000), ('D', 86400), ('H', 3600), ('m', 60)),
+    'msec': (('Y', 31536000000), ('M', 2592000000), ('D', 86400000), ('H', 3600000),
+             ('m', 60000), ('s', 1000)),
+    'none': (),
+}
+
+
+def format_units(v: Any, step: Optional[float] = None, system: str = 'si',
+                 units: Optional[str] = None) -> tuple[Any, str]:
+    """(scaled value, prefix) for a value in the given unit system (si, binary, sec...)."""
+    if v is None:
+        return v, ''
+    for prefix, size in UNIT_SYSTEMS[system]:
+        if abs(v) >= size and (step is None or step >= size):
+            scaled = v / size
+            if scaled - math.floor(scaled) < 1e-11 and v > 1:
+                scaled = float(math.floor(scaled))
+            return scaled, prefix + (units or '')
+    if v - math.floor(v) < 1e-11 and v > 1:
+        v = float(math.floor(v))
+    return v, units or ''

@@ -123,7 +123,7 @@ def averageOutsidePercentile(requestContext: dict, seriesList: list,
         n = 100 - n
     low = percentile(averages, 100 - n)
     high = percentile(averages, n)
-    return [s for s, avg in zip(seriesList, averages)
+    return [s for s, avg in zip(seriesList, averages, strict=True)
             if avg is not None and not low < avg < high]
 
 
@@ -133,7 +133,7 @@ def removeBetweenPercentile(requestContext: dict, seriesList: list,
     """Drop series that stay strictly inside the per-point percentile band everywhere."""
     if n < 50:
         n = 100 - n
-    columns = list(zip(*seriesList))
+    columns = list(zip(*seriesList, strict=False))
     lows = [percentile(col, 100 - n) for col in columns]
     highs = [percentile(col, n) for col in columns]
 

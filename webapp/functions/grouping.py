@@ -55,7 +55,8 @@ def divideSeriesLists(requestContext: dict, dividendSeriesList: list,
     if len(dividendSeriesList) != len(divisorSeriesList):
         raise InputParameterError(
             'dividendSeriesList and divisorSeriesList argument must have equal length')
-    return [_divide(requestContext, a, b) for a, b in zip(dividendSeriesList, divisorSeriesList)]
+    return [_divide(requestContext, a, b) for a, b in zip(dividendSeriesList, divisorSeriesList,
+                                                              strict=True)]
 
 
 def _percent_series(requestContext: dict, name: str, series: TimeSeries,
@@ -136,7 +137,7 @@ def asPercent(requestContext: dict, seriesList: list, total: Any = None,
                 '1 series or reference the same number of series as the first argument')
         if len(total) == len(seriesList):
             pairs = zip(sorted(seriesList, key=lambda s: s.name),
-                        sorted(total, key=lambda s: s.name))
+                        sorted(total, key=lambda s: s.name), strict=True)
             return [_percent_series(requestContext, 'asPercent(%s,%s)' % (a.name, b.name), a, b)
                     for a, b in pairs]
         normalize([seriesList, total])
@@ -167,7 +168,7 @@ def weightedAverage(requestContext: dict, seriesListAvg: list, seriesListWeight:
             'seriesListWeight but received respectively %d and %d'
             % (len(seriesListAvg), len(seriesListWeight)))
     pairs: dict[str, dict] = {}
-    for avg, weight in zip(seriesListAvg, seriesListWeight):
+    for avg, weight in zip(seriesListAvg, seriesListWeight, strict=True):
         pairs.setdefault(agg_key(avg, nodes), {})['avg'] = avg
         pairs.setdefault(agg_key(weight, nodes), {})['weight'] = weight
     xff = requestContext.get('xFilesFactor')

@@ -101,7 +101,7 @@ def holtWintersConfidenceBands(requestContext: dict, seriesList: list, delta: in
         predictions, deviations = holt_winters(list(series), series.step, seasonality)
         skip = preview // series.step
         upper, lower = [], []
-        for forecast, deviation in zip(predictions[skip:], deviations[skip:]):
+        for forecast, deviation in zip(predictions[skip:], deviations[skip:], strict=True):
             if forecast is None or deviation is None:
                 upper.append(None)
                 lower.append(None)

@@ -213,3 +213,6 @@ def get_unit_string(s: str) -> str:
     if s.startswith('y'):
         return 'years'
     raise ValueError("Invalid offset unit '%s'" % s)
+
+
+parseATTime = parse_at_time  # graphite-web's name

@@ -30,7 +30,7 @@ class Tags(dict):
             self[key] = default
         return self[key]
 
-    def copy(self) -> 'Tags':
+    def copy(self) -> Tags:
         return Tags(self)
 
 
@@ -201,7 +201,7 @@ class TimeSeries(list):
         """``[[value, timestamp], ...]`` after consolidation, as the JSON format emits."""
         step = int(self.step * self.valuesPerPoint) or 1
         timestamps = range(int(self.start), int(self.end) + 1, step)
-        return [[value, ts] for value, ts in zip(self, timestamps)]
+        return [[value, ts] for value, ts in zip(self, timestamps, strict=False)]
 
     def getInfo(self) -> dict[str, Any]:
         """Metadata plus consolidated values, as the pickle/raw formats use."""
@@ -220,7 +220,7 @@ class TimeSeries(list):
     def copy(self, name: Optional[str] = None, start: Optional[int] = None,
              end: Optional[int] = None, step: Optional[int] = None,
              values: Optional[Iterable] = None, consolidate: Optional[str] = None,
-             tags: Optional[dict] = None, xFilesFactor: Optional[float] = None) -> 'TimeSeries':
+             tags: Optional[dict] = None, xFilesFactor: Optional[float] = None) -> TimeSeries:
         """A new series with the given fields replaced, like graphite-web's ``copy``.
 
         As there, the copy shares the tag dict, takes its new name as pathExpression and

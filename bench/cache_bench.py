@@ -1,0 +1,201 @@
+"""carbon-cache side by side with reference carbon-cache 1.1.10.
+
+N points over M metrics (default 500,000 over 10,000: 50 each) with schema
+10s:1d, fed over one TCP connection; measures the time until every point is
+readable from the whisper files, points/s, daemon CPU seconds and peak RSS,
+for each write strategy. Then resident bytes per cached point with writes paused.
+
+    python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import whisper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noqa: E402
+                    stop, wait_port)
+
+SCHEMAS = "[bench]\npattern = .*\nretentions = 10s:1d\n"
+
+
+def make_root(base: Path, strategy: str, updates: str) -> dict:
+    (base / "conf").mkdir(parents=True)
+    ports = {"line": free_port(), "pickle": free_port(), "query": free_port()}
+    (base / "conf" / "storage-schemas.conf").write_text(SCHEMAS)
+    (base / "conf" / "carbon.conf").write_text("\n".join([
+        "[cache]",
+        "STORAGE_DIR = %s" % (base / "storage"),
+        "LOCAL_DATA_DIR = %s" % (base / "storage" / "whisper"),
+        "LINE_RECEIVER_INTERFACE = 127.0.0.1", "LINE_RECEIVER_PORT = %d" % ports["line"],
+        "PICKLE_RECEIVER_INTERFACE = 127.0.0.1", "PICKLE_RECEIVER_PORT = %d" % ports["pickle"],
+        "CACHE_QUERY_INTERFACE = 127.0.0.1", "CACHE_QUERY_PORT = %d" % ports["query"],
+        "MAX_UPDATES_PER_SECOND = %s" % updates, "MAX_CREATES_PER_MINUTE = inf",
+        "MAX_CACHE_SIZE = inf", "CACHE_WRITE_STRATEGY = %s" % strategy,
+        "LOG_UPDATES = False", "LOG_CREATES = False", "LOG_CACHE_HITS = False",
+        "LOG_CACHE_QUEUE_SORTS = False", "CARBON_METRIC_INTERVAL = 0", "ENABLE_TAGS = False",
+        "USER = ", ""]))
+    return ports
+
+
+def start(impl: str, base: Path) -> subprocess.Popen:
+    log = open(base / "daemon.log", "w")
+    if impl == "reference":
+        venv = reference_venv()
+        cmd = [str(venv / "bin" / "python"), str(venv / "bin" / "carbon-cache.py"),
+               "--config", str(base / "conf" / "carbon.conf"), "--nodaemon", "start"]
+    else:
+        cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
+               "run('carbon-cache', sys.argv[1:], %r)" % str(base / "bin" / "x")]
+        cmd += ["--config", str(base / "conf" / "carbon.conf"), "--nodaemon", "start"]
+    env = {"GRAPHITE_ROOT": str(base), "PATH": "/usr/bin:/bin"}
+    if impl != "reference":
+        env["PYTHONPATH"] = str(ROOT)
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(base))
+
+
+def payload(points: int, metrics: int, now: int) -> tuple[bytes, list[str]]:
+    per_metric = points // metrics
+    names = ["bench.host%03d.metric%05d" % (i % 100, i) for i in range(metrics)]
+    chunks = []
+    for k in range(per_metric, 0, -1):  # time-major, oldest first
+        stamp = now - 10 * k
+        chunks.append("".join("%s %d %d\n" % (n, k, stamp) for n in names))
+    return "".join(chunks).encode(), names
+
+
+def whisper_path(base: Path, name: str) -> str:
+    return str(base / "storage" / "whisper" / (name.replace(".", "/") + ".wsp"))
+
+
+def count_points(path: str, now: int, per_metric: int) -> int:
+    try:
+        _, values = whisper.fetch(path, now - 10 * (per_metric + 2), now)
+    except (OSError, whisper.WhisperException):
+        return 0
+    return sum(1 for v in values if v is not None)
+
+
+def run_throughput(impl: str, strategy: str, points: int, metrics: int) -> dict:
+    base = Path(tempfile.mkdtemp(prefix="cachebench-"))
+    try:
+        ports = make_root(base, strategy, "inf")
+        proc = start(impl, base)
+        try:
+            wait_port(ports["line"], proc)
+        except RuntimeError:
+            print((base / "daemon.log").read_text()[-3000:])
+            raise
+        now = int(time.time()) // 10 * 10
+        data, names = payload(points, metrics, now)
+        per_metric = points // metrics
+        cpu_before = cpu_seconds(proc.pid)
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
+            sock.sendall(data)
+        sent = time.monotonic() - started
+        pending = {n: whisper_path(base, n) for n in names}
+        deadline = started + 600
+        while pending and time.monotonic() < deadline:
+            for name, path in list(pending.items()):
+                if count_points(path, now, per_metric) == per_metric:
+                    del pending[name]
+            if pending:
+                time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        result = {"impl": impl, "strategy": strategy, "seconds": elapsed, "send_s": sent,
+                  "points_s": points / elapsed, "cpu_s": cpu_seconds(proc.pid) - cpu_before,
+                  "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "missing": len(pending)}
+        stop(proc)
+        return result
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def carbonlink_count(port: int, metric: str) -> int:
+    body = pickle.dumps({"type": "cache-query", "metric": metric}, protocol=2)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(struct.pack("!I", len(body)) + body)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return len(pickle.loads(data[4:])["datapoints"])
+
+
+def run_memory(impl: str, points: int, metrics: int) -> dict:
+    """Resident bytes per cached point, with writes paused."""
+    base = Path(tempfile.mkdtemp(prefix="cachemem-"))
+    try:
+        ports = make_root(base, "sorted", "0.001")
+        proc = start(impl, base)
+        wait_port(ports["line"], proc)
+        time.sleep(1.0)
+        before = rss_kb(proc.pid)
+        now = int(time.time()) // 10 * 10
+        data, names = payload(points, metrics, now)
+        with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
+            sock.sendall(data)
+        per_metric = points // metrics
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if carbonlink_count(ports["query"], names[-1]) >= per_metric:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        after = rss_kb(proc.pid)
+        stop(proc)
+        return {"impl": impl, "rss_growth_mb": (after - before) / 1024,
+                "bytes_per_point": (after - before) * 1024 / points}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=500_000)
+    parser.add_argument("--metrics", type=int, default=10_000)
+    parser.add_argument("--strategies", default="sorted,max,naive,timesorted,bucketmax")
+    parser.add_argument("--reference-strategies", default="sorted,max,naive")
+    parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--no-memory", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    if not args.no_reference:
+        for strategy in args.reference_strategies.split(","):
+            rows.append(run_throughput("reference", strategy, args.points, args.metrics))
+            print(rows[-1], flush=True)
+    for strategy in args.strategies.split(","):
+        rows.append(run_throughput("ours", strategy, args.points, args.metrics))
+        print(rows[-1], flush=True)
+    print("\n| implementation | strategy | points/s | seconds | CPU s | peak RSS MB | missing |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %s | %s | %s | %.1f | %.1f | %.0f | %d |" % (
+            r["impl"], r["strategy"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
+            r["peak_rss_mb"], r["missing"]))
+    if not args.no_memory:
+        memory = [run_memory("ours", args.points, args.metrics)]
+        if not args.no_reference:
+            memory.insert(0, run_memory("reference", args.points, args.metrics))
+        print("\n| implementation | RSS growth MB | bytes per cached point |")
+        print("|---|---|---|")
+        for m in memory:
+            print("| %s | %.1f | %.0f |" % (m["impl"], m["rss_growth_mb"], m["bytes_per_point"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Run a test body on a fresh, private Twisted reactor (no global reactor involved)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from twisted.internet import defer, task
+from twisted.internet.epollreactor import EPollReactor
+from twisted.python.failure import Failure
+
+
+def run_reactor(body: Callable[[Any], Any], timeout: float = 30.0) -> Any:
+    """Call ``body(reactor)`` (which may return a Deferred) on a new reactor; re-raise."""
+    reactor = EPollReactor()
+    outcome: dict[str, Any] = {}
+
+    def start() -> None:
+        d = defer.maybeDeferred(body, reactor)
+
+        def done(result: Any) -> None:
+            outcome.setdefault("result", result)
+            if reactor.running:
+                reactor.stop()
+        d.addBoth(done)
+
+    def expire() -> None:
+        outcome.setdefault("result", Failure(TimeoutError("test body ran over %.0f s" % timeout)))
+        reactor.stop()
+
+    reactor.callWhenRunning(start)
+    timer = reactor.callLater(timeout, expire)
+    reactor.run(installSignalHandlers=False)
+    if timer.active():
+        timer.cancel()
+    for call in reactor.getDelayedCalls():
+        call.cancel()
+    for selectable in reactor.removeAll():  # leftovers of a failed test: close their fds
+        try:
+            selectable.connectionLost(Failure(ConnectionError("test over")))
+        except Exception:  # noqa: BLE001 - best-effort cleanup
+            pass
+    reactor.waker.connectionLost(None)
+    reactor._poller.close()
+    result = outcome.get("result")
+    if isinstance(result, Failure):
+        result.raiseException()
+    return result
+
+
+def sleep(reactor: Any, seconds: float) -> defer.Deferred:
+    return task.deferLater(reactor, seconds, lambda: None)
+
+
+@defer.inlineCallbacks
+def wait_for(reactor: Any, predicate: Callable[[], bool], timeout: float = 10.0,
+             step: float = 0.02, what: str = "condition") -> Any:
+    """Poll ``predicate`` until true; fail after ``timeout`` seconds."""
+    deadline = reactor.seconds() + timeout
+    while not predicate():
+        if reactor.seconds() > deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
+        yield sleep(reactor, step)

@@ -1,0 +1,152 @@
+"""The WSGI application: graphite-web 1.1.10's HTTP API without Django.
+
+``make_app(settings)`` wires the whisper finder, the carbonlink pool, the TagDB and
+the cluster servers into a Store and returns a thread-safe WSGI callable. User errors
+(bad target, unknown function, bad time) answer 400 with a plain-text message; hosts
+that failed during a request are named in the X-Graphite-Failed-Hosts header.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Callable, Iterable, Optional
+
+from webapp import functions_views, metrics
+from webapp.http import HttpError, Request, Response, text_response
+from webapp.render import views as render_views
+from webapp.render.evaluator import InputError, format_input_error
+from webapp.render.grammar import TargetSyntaxError
+from webapp.settings import WEBAPP_VERSION, WebSettings
+from webapp.storage.carbonlink import CarbonLinkPool
+from webapp.storage.store import FindLimitError, Store
+from webapp.storage.whisper_finder import WhisperFinder
+from webapp.tags import views as tag_views
+from webapp.tags.tagdb import TagSpecError, make_tagdb
+
+log = logging.getLogger("webapp")
+View = Callable[..., Response]
+
+
+def version_view(request: Request, store: Any, settings: Any) -> Response:
+    """The version page: ``1.1.10`` (graphite-web's template adds a newline)."""
+    return Response(WEBAPP_VERSION + '\n', 'text/html; charset=utf-8')
+
+
+def not_supported(request: Request, store: Any, settings: Any, *args: Any) -> Response:
+    return text_response('Not supported by this server', 404)
+
+
+ROUTES: list[tuple[str, View]] = [
+    (r'/render/local/?', not_supported),
+    (r'/render/?', render_views.render_view),
+    (r'/metrics/index\.json', metrics.index_view),
+    (r'/metrics/find/?', metrics.find_view),
+    (r'/metrics/expand/?', metrics.expand_view),
+    (r'/metrics/?', metrics.find_view),
+    (r'/tags/tagSeries', tag_views.tag_series),
+    (r'/tags/tagMultiSeries', tag_views.tag_multi_series),
+    (r'/tags/delSeries', tag_views.del_series),
+    (r'/tags/findSeries', tag_views.find_series),
+    (r'/tags/autoComplete/tags', tag_views.auto_complete_tags),
+    (r'/tags/autoComplete/values', tag_views.auto_complete_values),
+    (r'/tags/(.+)', tag_views.tag_details),
+    (r'/tags/?', tag_views.tag_list),
+    (r'/functions/(.+)', functions_views.function_details),
+    (r'/functions/?', functions_views.function_list),
+    (r'/version/?', version_view),
+]
+_COMPILED = [(re.compile('^' + pattern + '$'), view) for pattern, view in ROUTES]
+_USER_ERRORS = (InputError, TargetSyntaxError, TagSpecError, FindLimitError)
+
+
+def _user_error_classes() -> tuple[type, ...]:
+    try:
+        from webapp.functions.registry import InputParameterError
+    except ImportError:  # pragma: no cover
+        return _USER_ERRORS
+    return _USER_ERRORS + (InputParameterError,)
+
+
+class GraphiteApp:
+    """A WSGI callable answering graphite-web's render, metrics, tags and functions API."""
+
+    def __init__(self, settings: WebSettings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
+            else ''
+        self.user_errors = _user_error_classes()
+
+    def close(self) -> None:
+        """Release worker threads, sockets and the TagDB."""
+        self.store.close()
+        carbonlink = getattr(self.store.local_finder, 'carbonlink', None)
+        if carbonlink is not None:
+            carbonlink.close()
+        if self.store.tagdb is not None:
+            self.store.tagdb.close()
+
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+        response = self.handle(environ)
+        headers = response.headers + [('Content-Length', str(len(response.body)))]
+        start_response(response.status_line(), headers)
+        if environ.get('REQUEST_METHOD') == 'HEAD':
+            return [b'']
+        return [response.body]
+
+    def handle(self, environ: dict[str, Any]) -> Response:
+        """The response to one request; never raises."""
+        request: Optional[Request] = None
+        try:
+            request = Request(environ, self.prefix)
+            view, args = self.resolve(request.path)
+            if view is None:
+                return text_response('Not Found: %s' % request.path, 404)
+            request.environ['webapp.forward'] = self._forward_headers(request)
+            response = view(request, self.store, self.settings, *args)
+        except HttpError as err:
+            response = text_response(str(err), err.status)
+        except self.user_errors as err:
+            targets = request.params.getlist('target') or request.params.getlist('target[]') \
+                if request is not None else []
+            log.info("bad request %s: %s", environ.get('PATH_INFO'), err)
+            response = text_response(format_input_error(err, targets), 400)
+        except RecursionError:
+            response = text_response('Invalid parameters (target nested too deeply)', 400)
+        except Exception as err:  # noqa: BLE001 - answer text, never an HTML page
+            log.exception("error answering %s?%s", environ.get('PATH_INFO'),
+                          environ.get('QUERY_STRING'))
+            response = text_response('Internal error: %s: %s' % (type(err).__name__, err), 500)
+        context = environ.get('webapp.context')
+        if context and context.get('failedHosts'):
+            hosts = list(dict.fromkeys(context['failedHosts']))
+            response[self.settings.FAILED_HOSTS_HEADER] = ', '.join(hosts)
+        return response
+
+    @staticmethod
+    def resolve(path: str) -> tuple[Optional[View], tuple]:
+        for pattern, view in _COMPILED:
+            m = pattern.match(path)
+            if m:
+                return view, m.groups()
+        return None, ()
+
+    def _forward_headers(self, request: Request) -> dict[str, str]:
+        out = {}
+        for name in self.settings.REMOTE_STORE_FORWARD_HEADERS:
+            value = request.header(name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+def make_app(settings: WebSettings, store: Optional[Store] = None) -> GraphiteApp:
+    """The WSGI application for ``settings`` (a Store is built unless one is given)."""
+    if store is None:
+        carbonlink = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS \
+            else None
+        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink)
+        store = Store(settings, finder, make_tagdb(settings))
+    return GraphiteApp(settings, store)

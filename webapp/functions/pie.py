@@ -1,0 +1,30 @@
+"""Pie functions: reduce one series to the single value a pie slice shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.functions.common import safe_div, safe_len, safe_max, safe_min, safe_sum
+from webapp.functions.registry import render_function
+from webapp.functions.registry import Param as P
+from webapp.render.series import TimeSeries
+
+SERIES = [P('series', 'series', required=True)]
+
+
+@render_function('average', 'Pie', SERIES, pie=True)
+def pieAverage(requestContext: dict, series: TimeSeries) -> Any:
+    """Mean of the non-null values."""
+    return safe_div(safe_sum(series), safe_len(series))
+
+
+@render_function('maximum', 'Pie', SERIES, pie=True)
+def pieMaximum(requestContext: dict, series: TimeSeries) -> Any:
+    """Largest value."""
+    return safe_max(series)
+
+
+@render_function('minimum', 'Pie', SERIES, pie=True)
+def pieMinimum(requestContext: dict, series: TimeSeries) -> Any:
+    """Smallest value."""
+    return safe_min(series)

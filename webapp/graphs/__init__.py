@@ -1,0 +1,56 @@
+"""PNG / SVG / PDF rendering of series lists through matplotlib (Agg, no pyplot state)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from webapp.graphs.options import GraphOptions, parse_color
+
+CONTENT_TYPES = {'png': 'image/png', 'svg': 'image/svg+xml', 'pdf': 'application/pdf'}
+DPI = 72.0
+
+
+def _canvas(fig: Any, fmt: str) -> Any:
+    if fmt == 'svg':
+        from matplotlib.backends.backend_svg import FigureCanvasSVG
+        return FigureCanvasSVG(fig)
+    if fmt == 'pdf':
+        from matplotlib.backends.backend_pdf import FigureCanvasPdf
+        return FigureCanvasPdf(fig)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    return FigureCanvasAgg(fig)
+
+
+def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[bytes, str]:
+    """Draw ``series_list`` with graphite render ``params``; returns (image bytes, MIME type).
+
+    ``fmt`` is png, svg or pdf; ``params['graphType'] == 'pie'`` draws a pie chart.
+    """
+    from matplotlib.figure import Figure
+
+    fmt = (fmt or 'png').lower()
+    if fmt not in CONTENT_TYPES:
+        raise ValueError('unsupported image format %r' % fmt)
+    options = GraphOptions(params)
+    width = max(1, options.int('width'))
+    height = max(1, options.int('height'))
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI,
+                 facecolor=parse_color(options.str('bgcolor')))
+    _canvas(fig, fmt)
+    import matplotlib
+    with matplotlib.rc_context({'font.family': options.str('fontName'),
+                                'font.weight': 'bold' if options.bool('fontBold') else 'normal',
+                                'font.style': 'italic' if options.bool('fontItalic')
+                                else 'normal',
+                                'svg.hashsalt': 'graphite', 'path.simplify': True}):
+        if options.str('graphType') == 'pie':
+            from webapp.graphs.pie import draw_pie_graph
+            draw_pie_graph(fig, series_list, options)
+        else:
+            from webapp.graphs.line import draw_line_graph
+            draw_line_graph(fig, series_list, options)
+        buffer = io.BytesIO()
+        extra = {'metadata': {'Date': None}} if fmt in ('svg', 'pdf') else {}
+        fig.savefig(buffer, format=fmt, dpi=DPI, facecolor=fig.get_facecolor(), **extra)
+    return buffer.getvalue(), CONTENT_TYPES[fmt]

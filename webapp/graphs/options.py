@@ -1,0 +1,98 @@
+"""Parsing of render graph options (query-string values) and graphite colour names."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+COLOR_ALIASES: dict[str, tuple[int, int, int]] = {
+    'black': (0, 0, 0), 'white': (255, 255, 255), 'blue': (100, 100, 255),
+    'green': (0, 200, 0), 'red': (200, 0, 50), 'yellow': (255, 255, 0),
+    'orange': (255, 165, 0), 'purple': (200, 100, 255), 'brown': (150, 100, 50),
+    'cyan': (0, 255, 255), 'aqua': (0, 150, 150), 'gray': (175, 175, 175),
+    'grey': (175, 175, 175), 'magenta': (255, 0, 255), 'pink': (255, 100, 100),
+    'gold': (200, 200, 0), 'rose': (200, 150, 200), 'darkblue': (0, 0, 255),
+    'darkgreen': (0, 255, 0), 'darkred': (255, 0, 0), 'darkgray': (111, 111, 111),
+    'darkgrey': (111, 111, 111),
+}
+
+DEFAULTS: dict[str, Any] = {
+    'width': 330, 'height': 250, 'bgcolor': 'white', 'fgcolor': 'black',
+    'majorGridLineColor': 'rose', 'minorGridLineColor': 'grey',
+    'colorList': 'blue,green,red,purple,brown,yellow,aqua,grey,magenta,pink,gold,rose',
+    'fontName': 'sans-serif', 'fontSize': 10, 'lineWidth': 1.2, 'margin': 10,
+    'areaMode': 'none', 'lineMode': 'slope', 'pieMode': 'average', 'yUnitSystem': 'si',
+    'valueLabels': 'percent', 'valueLabelsMin': 5,
+}
+
+
+def _single(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return value[-1] if value else None
+    return value
+
+
+class GraphOptions:
+    """Typed access to a params dict whose values are usually query-string strings."""
+
+    def __init__(self, params: Optional[dict] = None) -> None:
+        self.params = {k: _single(v) for k, v in (params or {}).items()}
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        value = self.params.get(key)
+        if value is None or value == '':
+            return DEFAULTS.get(key, default) if default is None else default
+        return value
+
+    def str(self, key: str, default: Any = None) -> Any:
+        value = self.raw(key, default)
+        return None if value is None else str(value)
+
+    def float(self, key: str, default: Optional[float] = None) -> Optional[float]:
+        value = self.raw(key, default)
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return default
+
+    def int(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        value = self.float(key, default)
+        return None if value is None else int(value)
+
+    def bool(self, key: str, default: bool = False) -> bool:
+        value = self.params.get(key)
+        if value is None or value == '':
+            return default
+        if isinstance(value, bool):
+            return value
+        return str(value).strip().lower() in ('1', 'true', 'yes', 'on')
+
+    def has(self, key: str) -> bool:
+        return self.params.get(key) not in (None, '')
+
+
+def parse_color(text: Any) -> tuple[float, float, float, float]:
+    """RGBA (0..1) for a graphite colour: alias, 'RRGGBB[AA]' hex (with or without '#')."""
+    value = str(text).strip()
+    lowered = value.lower()
+    if lowered in COLOR_ALIASES:
+        r, g, b = COLOR_ALIASES[lowered]
+        return (r / 255.0, g / 255.0, b / 255.0, 1.0)
+    hexed = lowered.replace('%23', '').lstrip('#')
+    if len(hexed) in (6, 8) and all(c in '0123456789abcdef' for c in hexed):
+        parts = [int(hexed[i:i + 2], 16) / 255.0 for i in range(0, len(hexed), 2)]
+        if len(parts) == 3:
+            parts.append(1.0)
+        return tuple(parts)  # type: ignore[return-value]
+    from matplotlib.colors import to_rgba
+    try:
+        return to_rgba(lowered)
+    except ValueError:
+        return (0.0, 0.0, 0.0, 1.0)
+
+
+def color_list(options: GraphOptions) -> list[tuple[float, float, float, float]]:
+    """The cycle of line colours from ``colorList``."""
+    names = [c for c in str(options.raw('colorList')).split(',') if c.strip()]
+    return [parse_color(c) for c in names] or [parse_color('blue')]

@@ -1,0 +1,227 @@
+"""Evaluating targets: prefetch every path once, then call the render functions.
+
+Follows graphite-web 1.1.10's evaluator: all path expressions (and ``seriesByTag``
+calls) of the request are fetched in one Store round (one carbonlink query per cache,
+remote hosts in parallel), then the tree is evaluated bottom-up with
+``fn.func(requestContext, *args, **kwargs)``. ``requestContext['evaluateTarget']`` and
+``['fetchSeries']`` let functions fetch other ranges or targets.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from typing import Any, Optional, Union
+
+from carbon.plugins import RENDER_FUNCTIONS
+from webapp.render.attime import epoch
+from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
+from webapp.render.series import TimeSeries
+
+log = logging.getLogger("webapp.render")
+_NUMERIC = re.compile(r'^-?[\d.]+$')
+
+
+class InputError(ValueError):
+    """A user error in a target: unknown function, bad arguments (HTTP 400)."""
+
+
+def _input_error_classes() -> tuple[type, ...]:
+    try:
+        from webapp.functions.registry import InputParameterError
+    except ImportError:  # pragma: no cover - functions package missing
+        return (InputError,)
+    return (InputError, InputParameterError)
+
+
+def make_context(store: Any, settings: Any, start: datetime, end: datetime, now: datetime,
+                 tzinfo: Any, **extra: Any) -> dict[str, Any]:
+    """A requestContext with graphite-web's keys plus evaluateTarget/fetchSeries callables."""
+    ctx: dict[str, Any] = {
+        'startTime': start, 'endTime': end, 'now': now, 'localOnly': False, 'template': {},
+        'tzinfo': tzinfo, 'forwardHeaders': {}, 'sourceIdHeaders': {}, 'data': [],
+        'prefetched': {}, 'xFilesFactor': float(settings.DEFAULT_XFILES_FACTOR),
+        'maxDataPoints': None, 'targets': [], 'maxStep': None, 'args': [],
+        'failedHosts': [], 'store': store, 'settings': settings,
+        'evaluateTarget': evaluate_target, 'fetchSeries': fetch_series,
+    }
+    ctx.update(extra)
+    return ctx
+
+
+def timebounds(ctx: dict[str, Any]) -> tuple[int, int, int]:
+    return epoch(ctx['startTime']), epoch(ctx['endTime']), epoch(ctx['now'])
+
+
+def _as_node(target: Union[str, Node]) -> Optional[Node]:
+    if isinstance(target, Node):
+        return target
+    if not target or not str(target).strip():
+        return None
+    return parse_target(str(target))
+
+
+def evaluate_target(ctx: dict[str, Any], targets: Any) -> list[TimeSeries]:
+    """Series of one target or a list of targets (strings or syntax nodes)."""
+    if not isinstance(targets, list):
+        targets = [targets]
+    nodes = [n for n in (_as_node(t) for t in targets) if n is not None]
+    prefetch(ctx, extract_path_expressions(ctx, nodes))
+    series_list: list[TimeSeries] = []
+    for node in nodes:
+        result = evaluate_tokens(ctx, node)
+        if isinstance(result, TimeSeries):
+            series_list.append(result)
+        elif isinstance(result, list):
+            series_list.extend(result)
+        elif result is not None:
+            raise InputError('target %r is not a series expression' % str(node))
+    return series_list
+
+
+def _template_args(ctx: dict[str, Any], node: Template) -> dict[str, Any]:
+    arglist: dict[str, Any] = {}
+    arglist.update({name: value.value for name, value in node.kwargs})
+    arglist.update({str(i + 1): value.value for i, value in enumerate(node.args)})
+    arglist.update(ctx.get('template') or {})
+    return arglist
+
+
+def extract_path_expressions(ctx: dict[str, Any], nodes: list[Node]) -> list[str]:
+    """Unique path expressions (and seriesByTag call texts) the targets will fetch."""
+    found: set[str] = set()
+
+    def walk(node: Node, replacements: Optional[dict[str, Any]]) -> None:
+        if isinstance(node, Template):
+            walk(node.expr, _template_args(ctx, node))
+        elif isinstance(node, PathExpr):
+            expression = node.path
+            for name, value in (replacements or {}).items():
+                if expression != '$' + name:
+                    expression = expression.replace('$' + name, str(value))
+            found.add(expression)
+        elif isinstance(node, Call):
+            if node.name == 'seriesByTag':
+                found.add(node.raw)
+            else:
+                for arg in node.args:
+                    walk(arg, replacements)
+                for _, arg in node.kwargs:
+                    walk(arg, replacements)
+
+    for node in nodes:
+        walk(node, None)
+    return sorted(found)
+
+
+def prefetch(ctx: dict[str, Any], path_expressions: list[str]) -> None:
+    """Fetch all ``path_expressions`` for the context's time range in one Store call."""
+    if not path_expressions:
+        return
+    start, end, now = timebounds(ctx)
+    cache = ctx.setdefault('prefetched', {}).setdefault((start, end, now), {})
+    missing = [p for p in path_expressions if p not in cache]
+    if not missing:
+        return
+    for p in missing:
+        cache[p] = []
+    for result in ctx['store'].fetch(missing, start, end, now, ctx):
+        cache.setdefault(result['pathExpression'], []).append(
+            (result['name'], result['time_info'], result['values']))
+
+
+def fetch_series(ctx: dict[str, Any], path_expression: str) -> list[TimeSeries]:
+    """Series of one path expression for the context's range, sorted by name."""
+    start, end, now = timebounds(ctx)
+    cache = ctx.setdefault('prefetched', {}).get((start, end, now))
+    if cache is None or path_expression not in cache:
+        prefetch(ctx, [path_expression])
+        cache = ctx['prefetched'][(start, end, now)]
+    xff = ctx.get('xFilesFactor')
+    out = []
+    seen = set()
+    for name, (s, e, step), values in sorted(cache.get(path_expression, []),
+                                             key=lambda item: item[0]):
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append(TimeSeries(name, s, e, step, values, xFilesFactor=xff,
+                              pathExpression=path_expression))
+    return out
+
+
+def evaluate_tokens(ctx: dict[str, Any], node: Node,
+                    replacements: Optional[dict[str, Any]] = None) -> Any:
+    """Value of one syntax node: series list for paths and calls, Python value for literals."""
+    if isinstance(node, Template):
+        return evaluate_tokens(ctx, node.expr, _template_args(ctx, node))
+    if isinstance(node, PathExpr):
+        expression = node.path
+        if replacements:
+            for name in replacements:
+                if expression == '$' + name:
+                    value = replacements[name]
+                    if not isinstance(value, str):
+                        return value
+                    if _NUMERIC.match(value):
+                        try:
+                            return float(value)
+                        except ValueError:
+                            return value
+                    return value
+                expression = expression.replace('$' + name, str(replacements[name]))
+        return fetch_series(ctx, expression)
+    if isinstance(node, Const):
+        return node.value
+    if isinstance(node, Call):
+        return _evaluate_call(ctx, node, replacements)
+    raise InputError('cannot evaluate %r' % (node,))
+
+
+def _evaluate_call(ctx: dict[str, Any], node: Call,
+                   replacements: Optional[dict[str, Any]]) -> Any:
+    if node.name == 'seriesByTag':
+        return fetch_series(ctx, node.raw)
+    try:
+        fn = RENDER_FUNCTIONS.get(node.name)
+    except KeyError:
+        raise InputError('Received request for unknown function: %s' % node.name) from None
+    args = [evaluate_tokens(ctx, arg, replacements) for arg in node.args]
+    kwargs = {name: evaluate_tokens(ctx, arg, replacements) for name, arg in node.kwargs}
+    ctx['args'] = node.args
+    validate = getattr(fn, 'validate', None)
+    if validate is not None:
+        try:
+            args, kwargs = validate(args, kwargs)
+        except _input_error_classes() as err:
+            if ctx['settings'].ENFORCE_INPUT_VALIDATION:
+                raise
+            log.warning('Validation Error: %s (func %s)', err, node.name)
+    try:
+        return fn.func(ctx, *args, **kwargs)
+    except Exception as err:
+        if type(err).__name__ == 'NormalizeEmptyResultError':
+            return []
+        if isinstance(err, TypeError) and _is_call_error(err, fn.func):
+            raise InputError('%s: %s' % (node.name, err)) from None
+        raise
+
+
+def _is_call_error(err: TypeError, func: Any) -> bool:
+    """True when a TypeError comes from calling ``func`` with a wrong signature."""
+    tb = err.__traceback__
+    depth = 0
+    while tb is not None:
+        depth += 1
+        tb = tb.tb_next
+    name = getattr(func, '__name__', '')
+    return depth <= 1 and name in str(err)
+
+
+def format_input_error(err: Exception, targets: list[str]) -> str:
+    """graphite-web's message for a 400: ``Invalid parameters (...); targets: "..."``."""
+    msg = 'Invalid parameters (%s)' % err
+    if targets:
+        msg += '; targets: "%s"' % ', '.join(targets)
+    return msg
