@@ -1,0 +1,295 @@
+"""RelaySink against real counting TCP servers on 127.0.0.1: delivery, framing,
+replication, flow control, spooling, restart replay and shutdown."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+
+import pytest
+from twisted.internet import defer
+
+from carbon.relay.wire import format_value
+from countsink import CountingSink
+from harness import run_reactor, sleep, wait_for
+from relayutil import (Relay, expected_per_destination, feed, free_port, make_points,
+                       relay_settings)
+
+
+def _by_port(sinks):
+    return {sink.port: sink for sink in sinks}
+
+
+def _assert_exact(relay, sinks, points, line=False):
+    """Each destination got exactly its points, once, in order."""
+    expected = expected_per_destination(relay, points)
+    by_port = _by_port(sinks)
+    for dest, want in expected.items():
+        if line:  # the line format writes %.10f values and integer timestamps
+            want = [(m, float(int(t)), float(format_value(v))) for m, t, v in want]
+        got = by_port[dest.port].points
+        assert len(got) == len(want), (dest, len(got), len(want))
+        assert got == want, dest
+
+
+@pytest.mark.parametrize("protocol", ["pickle", "line"])
+def test_delivery_and_wire_format(tmp_path, protocol):
+    points = make_points(6000, names=300)
+    points[5] = ("relay.test.float", points[5][1], 0.1 + 0.2)
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sinks = [CountingSink(reactor, protocol, capture_raw=True) for _ in range(2)]
+        ports = [s.listen() for s in sinks]
+        relay = Relay(reactor, relay_settings(tmp_path, ports, DESTINATION_PROTOCOL=protocol,
+                                              MAX_DATAPOINTS_PER_MESSAGE=100))
+        relay.sink.start()
+        yield feed(reactor, relay, points)
+        yield wait_for(reactor, lambda: sum(len(s.points) for s in sinks) == len(points),
+                       what="delivery")
+        _assert_exact(relay, sinks, points, line=protocol == "line")
+        assert all(s.points for s in sinks)
+        assert relay.total("sent") == relay.total("attemptedRelays") == len(points)
+        yield relay.sink.stop()
+        for sink in sinks:
+            yield sink.stop()
+        return sinks
+
+    sinks = run_reactor(body)
+    raw = b"".join(sinks[0].raw)
+    if protocol == "pickle":
+        # Reference framing: 4-byte big-endian length + protocol-2 pickle of
+        # [(metric, (timestamp, value)), ...], at most MAX_DATAPOINTS_PER_MESSAGE each.
+        offset, messages = 0, 0
+        while offset < len(raw):
+            (length,) = struct.unpack("!L", raw[offset:offset + 4])
+            body_bytes = raw[offset + 4:offset + 4 + length]
+            assert body_bytes[:2] == b"\x80\x02"
+            items = pickle.loads(body_bytes)
+            assert 1 <= len(items) <= 100
+            metric, (timestamp, value) = items[0]
+            assert isinstance(metric, str) and isinstance(timestamp, float)
+            offset += 4 + length
+            messages += 1
+        assert offset == len(raw) and messages >= len(sinks[0].points) // 100
+    else:
+        lines = raw.split(b"\r\n")
+        assert lines[-1] == b""
+        first = sinks[0].points[0]
+        assert lines[0] == ("%s %s %d" % (first[0], ("%.10f" % first[2]).rstrip("0")
+                                          .rstrip("."), first[1])).encode()
+        assert all(line.count(b" ") == 2 for line in lines[:-1])
+        if any(p[0] == "relay.test.float" for p in sinks[0].points):
+            assert b"relay.test.float 0.3 " in raw
+
+
+def test_replication_each_point_reaches_each_replica(tmp_path):
+    points = make_points(9000, names=400)
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sinks = [CountingSink(reactor) for _ in range(3)]
+        ports = [s.listen() for s in sinks]
+        relay = Relay(reactor, relay_settings(tmp_path, ports, REPLICATION_FACTOR=2))
+        relay.sink.start()
+        yield feed(reactor, relay, points)
+        yield wait_for(reactor, lambda: sum(len(s.points) for s in sinks) == 2 * len(points),
+                       what="two replicas of every point")
+        _assert_exact(relay, sinks, points)
+        for point in points[:200]:
+            holders = [s for s in sinks if point in s.points]
+            assert len(holders) == 2
+        yield relay.sink.stop()
+        for sink in sinks:
+            yield sink.stop()
+
+    run_reactor(body)
+
+
+def test_flow_control_pauses_at_high_watermark_and_resumes(tmp_path):
+    points = make_points(400_000, names=1000)
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sink = CountingSink(reactor, rcvbuf=4096)
+        sink.listen()
+        relay = Relay(reactor, relay_settings(tmp_path, [sink.port], MAX_QUEUE_SIZE=2000),
+                      spill_after=60)
+        relay.sink.start()
+        yield wait_for(reactor, lambda: sink.connections, what="connection")
+        sink.set_stall(True)
+        feeding = feed(reactor, relay, points, batch=1000)
+        yield wait_for(reactor, lambda: relay.flow.paused, timeout=15, what="pause")
+        client = next(iter(relay.sink.clients.values()))
+        assert relay.flow.reasons == {"relay:127.0.0.1:%d:a" % sink.port}
+        assert 2000 <= client.queued <= client.hard
+        yield sleep(reactor, 0.3)
+        assert relay.flow.paused and not feeding.called  # held while the sink is stalled
+        assert relay.total("spooled") == 0
+        sink.set_stall(False)
+        yield feeding
+        yield wait_for(reactor, lambda: len(sink.points) == len(points), timeout=20,
+                       what="delivery")
+        assert not relay.flow.paused and relay.flow.pause_count >= 1
+        assert sink.points == points
+        assert relay.total("dropped") == 0
+        yield relay.sink.stop()
+        yield sink.stop()
+
+    run_reactor(body, timeout=60)
+
+
+def test_stalled_destination_spills_to_spool_and_keeps_order(tmp_path):
+    points = make_points(300_000, names=1000)
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sink = CountingSink(reactor, rcvbuf=4096)
+        sink.listen()
+        relay = Relay(reactor, relay_settings(tmp_path, [sink.port], MAX_QUEUE_SIZE=2000),
+                      spill_after=0.3)
+        relay.sink.start()
+        yield wait_for(reactor, lambda: sink.connections, what="connection")
+        sink.set_stall(True)
+        yield feed(reactor, relay, points, batch=1000)  # completes: the spool absorbs it
+        assert relay.total("spooled") > 0 and not relay.flow.paused
+        sink.set_stall(False)
+        yield wait_for(reactor, lambda: len(sink.points) == len(points), timeout=20,
+                       what="replay")
+        assert sink.points == points
+        yield wait_for(reactor, relay.idle, what="empty spool")
+        yield relay.sink.stop()
+        yield sink.stop()
+
+    run_reactor(body, timeout=60)
+
+
+def test_down_destination_spools_then_replays_in_order(tmp_path):
+    points = make_points(40_000)
+    port = free_port()
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        relay = Relay(reactor, relay_settings(tmp_path, [port]))
+        relay.sink.start()
+        yield feed(reactor, relay, points[:25_000])
+        assert not relay.flow.paused
+        client = next(iter(relay.sink.clients.values()))
+        assert client.spool.points > 20_000 and client.retries >= 1
+        sink = CountingSink(reactor, port=port)
+        sink.listen()
+        yield feed(reactor, relay, points[25_000:])
+        yield wait_for(reactor, lambda: len(sink.points) == len(points), timeout=10,
+                       what="replay")
+        assert sink.points == points  # spooled first, then what came after
+        assert relay.total("replayed") >= 20_000
+        yield relay.sink.stop()
+        yield sink.stop()
+
+    run_reactor(body)
+
+
+def test_spool_survives_stop_and_start(tmp_path):
+    points = make_points(30_000)
+    port = free_port()
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        settings = relay_settings(tmp_path, [port])
+        first = Relay(reactor, settings)
+        first.sink.start()
+        yield feed(reactor, first, points[:500])
+        yield first.sink.stop()  # down destination: the short queue goes to the spool too
+        assert first.sink.queued == 500
+        late = Relay(reactor, settings)  # a second run, before the destination returns
+        late.sink.start()
+        yield feed(reactor, late, points[500:])
+        yield late.sink.stop()
+        spool_files = list((tmp_path / "relay-spool").rglob("*.spool"))
+        assert spool_files and sum(f.stat().st_size for f in spool_files) > 0
+
+        sink = CountingSink(reactor, port=port)
+        sink.listen()
+        again = Relay(reactor, settings)
+        assert again.sink.queued == len(points)
+        again.sink.start()
+        yield wait_for(reactor, lambda: len(sink.points) == len(points), what="replay")
+        assert sink.points == points
+        yield wait_for(reactor, again.idle, what="empty spool")
+        yield again.sink.stop()
+        yield sink.stop()
+        assert not list((tmp_path / "relay-spool").rglob("*.spool"))
+        assert not list((tmp_path / "relay-spool").rglob("read.pos"))
+
+    run_reactor(body)
+
+
+def test_shutdown_flushes_queues_to_a_live_destination(tmp_path):
+    points = make_points(50_000)
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sink = CountingSink(reactor)
+        sink.listen()
+        relay = Relay(reactor, relay_settings(tmp_path, [sink.port], MAX_QUEUE_SIZE=100_000))
+        relay.sink.start()
+        yield wait_for(reactor, lambda: sink.connections, what="connection")
+        relay.sink.put_many(points)
+        yield relay.sink.stop()
+        yield wait_for(reactor, lambda: len(sink.points) == len(points), what="flush")
+        assert sink.points == points
+        assert relay.total("spooled") == 0
+        yield sink.stop()
+
+    run_reactor(body)
+
+
+def test_drops_only_past_the_spool_bound_counted_and_logged_once(tmp_path):
+    points = make_points(60_000)
+    port = free_port()
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        relay = Relay(reactor, relay_settings(tmp_path, [port], SPOOL_MAX_BYTES=200_000),
+                      log_interval=0.2)
+        relay.sink.start()
+        yield feed(reactor, relay, points)
+        client = next(iter(relay.sink.clients.values()))
+        dropped = relay.total("fullQueueDrops")
+        assert dropped > 0 and relay.total("dropped") == dropped
+        assert client.spool.disk_bytes <= 200_000
+        yield sleep(reactor, 0.5)
+        drop_lines = [m for m in relay.log.text().splitlines() if "dropp" in m]
+        assert len(drop_lines) == 2, drop_lines  # the first drop, then one summary
+        assert "%d datapoints" % dropped in drop_lines[1]
+        sink = CountingSink(reactor, port=port)
+        sink.listen()
+        yield wait_for(reactor, relay.idle, what="replay")
+        yield wait_for(reactor, lambda: len(sink.points) + dropped == len(points),
+                       what="every kept point delivered")
+        assert sink.points == points[:len(sink.points)]  # the oldest were kept
+        yield relay.sink.stop()
+        yield sink.stop()
+
+    run_reactor(body)
+
+
+def test_unroutable_points_are_counted(tmp_path):
+    rules = tmp_path / "relay-rules.conf"
+    rules.write_text("[d]\ndefault = true\ndestinations = 127.0.0.1:1:z\n")
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sink = CountingSink(reactor)
+        sink.listen()
+        settings = relay_settings(tmp_path, [sink.port], RELAY_METHOD="rules")
+        settings["relay-rules"] = str(rules)
+        relay = Relay(reactor, settings)
+        assert "never used: 127.0.0.1:1:z" in relay.log.text()
+        relay.sink.start()
+        relay.sink.put_many(make_points(10))
+        assert relay.stats.get("relayUnroutable") == 10
+        yield relay.sink.stop()
+        yield sink.stop()
+
+    run_reactor(body)

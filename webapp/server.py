@@ -1,0 +1,79 @@
+"""``graphite-render``: serve the render app with Twisted's WSGI container.
+
+    graphite-render --config /opt/graphite/conf/local_settings.py [--bind 127.0.0.1]
+                    [--port 8080] [--threads 16]
+
+The app runs in the reactor's thread pool; any WSGI server (gunicorn, uwsgi) can
+serve ``webapp.wsgi:application`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Optional, Sequence
+
+from carbon.config.errors import ConfigError
+from webapp.app import make_app
+from webapp.settings import load_settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog='graphite-render',
+                                     description='graphite-web compatible render API server')
+    parser.add_argument('--config', '-c', help='settings file (graphite-web local_settings.py '
+                        'syntax)')
+    parser.add_argument('--bind', default='127.0.0.1', help='address to listen on '
+                        '(default 127.0.0.1)')
+    parser.add_argument('--port', type=int, default=8080, help='TCP port (default 8080, 0 = any)')
+    parser.add_argument('--threads', type=int, default=16, help='WSGI worker threads '
+                        '(default 16)')
+    parser.add_argument('--debug', action='store_true', help='log debug messages to stderr')
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the server until SIGINT/SIGTERM; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as err:
+        print('graphite-render: %s' % err, file=sys.stderr)
+        return 2
+    level = logging.DEBUG if args.debug else getattr(logging, str(settings.LOG_LEVEL).upper(),
+                                                     logging.INFO)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    try:
+        app = make_app(settings)
+    except ConfigError as err:
+        print('graphite-render: %s' % err, file=sys.stderr)
+        return 2
+
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+    from twisted.web.server import Site
+    from twisted.web.wsgi import WSGIResource
+
+    pool = reactor.getThreadPool()
+    pool.adjustPoolsize(minthreads=2, maxthreads=max(2, args.threads))
+    site = Site(WSGIResource(reactor, pool, app))
+    site.displayTracebacks = False
+    try:
+        port = reactor.listenTCP(args.port, site, interface=args.bind)
+    except CannotListenError as err:
+        print('graphite-render: cannot listen on %s:%d: %s' % (args.bind, args.port,
+                                                              err.socketError), file=sys.stderr)
+        app.close()
+        return 1
+    address = port.getHost()
+    print('graphite-render listening on http://%s:%d/' % (address.host, address.port),
+          flush=True)
+    reactor.addSystemEventTrigger('before', 'shutdown', app.close)
+    reactor.run()
+    return 0
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())
