@@ -16,6 +16,7 @@ from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
+from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
 
 
@@ -76,6 +77,9 @@ class CacheDaemon(Daemon):
             self.carbonlink_port = self.reactor.listenTCP(
                 port, CarbonLinkFactory(handler), backlog=int(settings.CACHE_QUERY_BACKLOG),
                 interface=settings.CACHE_QUERY_INTERFACE)
+        if settings.ENABLE_TAGS:
+            self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
+            self.writer.tag_feed.start()
         self.writer.start()
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)

@@ -21,7 +21,9 @@ from __future__ import annotations
 import os
 import struct
 from functools import lru_cache
-from typing import Sequence
+from itertools import chain
+from operator import itemgetter
+from typing import Iterable
 
 from carbon.storage.whisper_format import (
     ARCHIVE_INFO_SIZE, METADATA_SIZE, POINT, POINT_SIZE, CorruptWhisperFile, Header,
@@ -63,48 +65,50 @@ def read_header(fd: int, path: str, cached: Header | None) -> tuple[Header, int 
     return header, base0
 
 
-def prepare_points(datapoints: Sequence[tuple[float, float]]) -> list[tuple[int, float]]:
-    """``(int(t), float(v))`` pairs sorted newest first (stable), as whisper orders them."""
+def prepare_points(datapoints: Iterable[tuple[float, float]]) -> list[tuple[int, float]]:
+    """``(int(t), float(v))`` pairs in time order; equal timestamps in reverse given order.
+
+    That is whisper's newest-first stable sort, reversed (as whisper walks each archive).
+    """
     points = [(int(t), float(v)) for t, v in datapoints]
-    points.sort(key=_timestamp, reverse=True)
+    points.reverse()
+    points.sort(key=_timestamp)
     return points
 
 
-def _timestamp(point: tuple[int, float]) -> int:
-    return point[0]
+_timestamp = itemgetter(0)
 
 
 def apply_update(fd: int, path: str, header: Header, base0: int | None,
                  points: list[tuple[int, float]], now: int) -> int:
     """Write ``points`` (from ``prepare_points``) into the open file; returns how many
     were dropped for being older than the largest retention."""
-    archives = header.archives
-    groups, dropped = _split_by_archive(archives, points, now)
-    for _, group in groups:  # chronological: check the oldest and newest
+    groups, dropped = _split_by_archive(header.archives, points, now)
+    for _, group in groups:  # in time order: check the oldest and the newest
         if group[0][0] < 0 or group[-1][0] >= _MAX_TS:
             raise ValueError("timestamps must be in [0, 2**32) to be stored in whisper")
     update = _Update(fd, path, header)
     if base0 is not None:
         update.bases[0] = base0
     for index, group in groups:
-        aligned = update.write_archive(index, group)
-        update.propagate(index, aligned)
+        intervals = update.write_archive(index, group)
+        update.propagate(index, intervals)
     return dropped
 
 
 def _split_by_archive(archives: list, points: list[tuple[int, float]],
                       now: int) -> tuple[list[tuple[int, list[tuple[int, float]]]], int]:
-    """Points per archive (chronological), as whisper's retention walk assigns them."""
+    """Points per archive (in time order), as whisper's newest-first retention walk
+    assigns them, and how many are too old for every archive."""
     if not points:
         return [], 0
-    first = archives[0]
-    if now - points[-1][0] <= first.retention:  # the usual case: all in the first archive
-        return [(0, points[::-1])], 0
+    if now - points[0][0] <= archives[0].retention:  # the usual case: all in the first
+        return [(0, points)], 0
     groups = []
     index = 0
     current: list[tuple[int, float]] = []
-    for i, point in enumerate(points):
-        age = now - point[0]
+    for i in range(len(points) - 1, -1, -1):
+        age = now - points[i][0]
         while archives[index].retention < age:
             if current:
                 current.reverse()
@@ -112,12 +116,51 @@ def _split_by_archive(archives: list, points: list[tuple[int, float]],
                 current = []
             index += 1
             if index == len(archives):
-                return groups, len(points) - i
-        current.append(point)
+                return groups, i + 1
+        current.append(points[i])
     if current:
         current.reverse()
         groups.append((index, current))
     return groups, 0
+
+
+def _runs(latest: dict[int, float], step: int) -> list[tuple[int, list]]:
+    """Contiguous runs of ``latest`` (interval -> value, ascending): (start, fields)."""
+    keys = list(latest)
+    if keys[-1] - keys[0] == step * (len(keys) - 1):
+        return [(keys[0], list(chain.from_iterable(latest.items())))]
+    items = list(latest.items())
+    runs = []
+    first = 0
+    for i in range(1, len(keys)):
+        if keys[i] != keys[i - 1] + step:
+            runs.append((keys[first], list(chain.from_iterable(items[first:i]))))
+            first = i
+    runs.append((keys[first], list(chain.from_iterable(items[first:]))))
+    return runs
+
+
+def _runs_as_whisper(points: list[tuple[int, float]], step: int) -> list[tuple[int, list]]:
+    """Whisper's own run building, needed when an interval is 0: its test is "not
+    previous", so a run never ends after interval 0 and its start is computed back
+    from the last interval."""
+    aligned = [t - t % step for t, _ in points]
+    runs: list[tuple[int, list]] = []
+    fields: list = []
+    previous = 0
+    last = len(points) - 1
+    for i, interval in enumerate(aligned):
+        if i < last and interval == aligned[i + 1]:
+            continue  # a later point of the same interval wins
+        if not previous or interval == previous + step:
+            fields.append(interval)
+            fields.append(points[i][1])
+        else:
+            runs.append((previous - step * (len(fields) // 2 - 1), fields))
+            fields = [interval, points[i][1]]
+        previous = interval
+    runs.append((previous - step * (len(fields) // 2 - 1), fields))
+    return runs
 
 
 class _Update:
@@ -153,31 +196,12 @@ class _Update:
             offset += written
 
     def write_archive(self, index: int, points: list[tuple[int, float]]) -> list[int]:
-        """Write chronologically ordered points to one archive; returns their aligned
-        intervals (duplicates kept, as propagation uses them)."""
+        """Write time-ordered points to one archive; returns the distinct aligned
+        intervals in order of first appearance (what whisper's propagation sees)."""
         archive = self.header.archives[index]
         step = archive.step
-        aligned = [t - t % step for t, _ in points]
-        runs: list[tuple[int, list]] = []
-        fields: list = []
-        previous = 0
-        last = len(points) - 1
-        for i, interval in enumerate(aligned):
-            if i < last and interval == aligned[i + 1]:
-                continue  # a later point of the same interval wins
-            # Note whisper's test is "not previous": an interval of 0 never ends a run.
-            if not previous or interval == previous + step:
-                fields.append(interval)
-                fields.append(points[i][1])
-            else:
-                count = len(fields) // 2
-                runs.append((previous - step * (count - 1), fields))
-                fields = [interval, points[i][1]]
-            previous = interval
-        if fields:
-            count = len(fields) // 2
-            runs.append((previous - step * (count - 1), fields))
-
+        latest = {t - t % step: v for t, v in points}  # the last point of an interval wins
+        runs = _runs_as_whisper(points, step) if 0 in latest else _runs(latest, step)
         base = self.base(index)
         if base == 0:
             base = runs[0][0]
@@ -196,13 +220,17 @@ class _Update:
                 self._pwrite(data, offset)
                 if offset == start:
                     self._note_slot0(index, data, 0)
-        return aligned
+        return list(latest)
 
     def _note_slot0(self, index: int, data: bytes, position: int) -> None:
         self.bases[index] = _TS.unpack_from(data, position)[0]
 
     def propagate(self, index: int, aligned: list[int]) -> None:
-        """Aggregate the intervals touched in archive ``index`` into every coarser archive."""
+        """Aggregate the intervals touched in archive ``index`` into every coarser archive.
+
+        ``aligned`` may omit repeats: a set's iteration order depends only on the order
+        of first insertion of each distinct value.
+        """
         archives = self.header.archives
         higher = index
         step = archives[index].step
@@ -214,52 +242,24 @@ class _Update:
             higher = lower
 
     def _propagate_level(self, higher: int, lower: int, intervals: set[int]) -> bool:
+        """One level of whisper's propagation; True if any lower point was written."""
         archives = self.header.archives
         high, low = archives[higher], archives[lower]
-        h_step, h_points = high.step, high.points
-        per_lower = low.step // h_step
         order = list(intervals)  # whisper visits them in this (set) order
         h_base = self.base(higher)
-        if h_base == 0:
-            firsts = [0] * len(order)
-        else:
-            firsts = [((x - h_base) // h_step) % h_points for x in order]
-        counts = [_span(f, per_lower, h_points) for f in firsts]
-
-        # One read covering every interval's higher points: a window starting at the
-        # earliest interval's slot, or the whole archive when the window would wrap
-        # onto itself.
-        anchor = firsts[order.index(min(order))]
-        deltas = [(f - anchor) % h_points for f in firsts]
-        window = max(d + c for d, c in zip(deltas, counts, strict=True))
-        if window <= h_points:
-            flat = self._read_slots(high, anchor, window)
-            starts, modulo = deltas, 0
-        else:
-            flat = self._read_slots(high, 0, h_points)
-            starts, modulo = firsts, h_points
-
+        neighbor_lists = (self._neighbors_by_window(high, low, order, h_base)
+                          or self._neighbors_by_slot(high, low, order, h_base))
         method = self.header.aggregation_method
         xff = self.header.xff
         low_step, low_points = low.step, low.points
         l_base = self.base(lower)
         writes: dict[int, bytes] = {}
-        for x, first, count in zip(order, starts, counts, strict=True):
-            neighbors: list = []
-            known: list = []
-            expected = x
-            for i in range(first, first + count):
-                k = 2 * (i % modulo if modulo else i)
-                if flat[k] == expected:
-                    value = flat[k + 1]
-                    neighbors.append(value)
-                    known.append(value)
-                else:
-                    neighbors.append(None)
-                expected += h_step
+        for x, neighbors in zip(order, neighbor_lists, strict=True):
+            known = [v for v in neighbors if v is not None]
             if not known or float(len(known)) / float(len(neighbors)) < xff:
                 continue
             packed = POINT.pack(x, aggregate(method, known, neighbors))
+            # whisper re-reads the base point before each write: track it likewise
             slot = 0 if l_base == 0 else ((x - l_base) // low_step) % low_points
             writes[slot] = packed
             if slot == 0:
@@ -269,6 +269,57 @@ class _Update:
         self._write_slots(low, writes)
         self.bases[lower] = l_base
         return True
+
+    def _neighbors_by_window(self, high, low, order: list[int],
+                             h_base: int) -> list[list] | None:
+        """The usual case, in one read: the higher points of every interval lie in one
+        window of the ring in time order. None when that does not hold."""
+        h_step = high.step
+        per_lower = low.step // h_step
+        if h_base == 0 or low.step % h_step:
+            return None
+        first = min(order)
+        span = (max(order) - first) // h_step + per_lower
+        if span > high.points:
+            return None
+        anchor = ((first - h_base) // h_step) % high.points
+        flat = self._read_slots(high, anchor, span)
+        expected = range(first, first + span * h_step, h_step)
+        values = [v if t == e else None
+                  for t, v, e in zip(flat[0::2], flat[1::2], expected, strict=True)]
+        return [values[d:d + per_lower] for d in [(x - first) // h_step for x in order]]
+
+    def _neighbors_by_slot(self, high, low, order: list[int], h_base: int) -> list[list]:
+        """Whisper's reads for any layout: from each interval's first slot (slot 0 while
+        the higher archive is empty) as many slots as its wrap arithmetic yields."""
+        h_step, h_points = high.step, high.points
+        per_lower = low.step // h_step
+        if h_base == 0:
+            firsts = [0] * len(order)
+        else:
+            firsts = [((x - h_base) // h_step) % h_points for x in order]
+        counts = [_span(f, per_lower, h_points) for f in firsts]
+        # One read: a window from the earliest interval's slot, or the whole archive
+        # when that window would wrap onto itself.
+        anchor = firsts[order.index(min(order))]
+        deltas = [(f - anchor) % h_points for f in firsts]
+        window = max(d + c for d, c in zip(deltas, counts, strict=True))
+        if window <= h_points:
+            flat = self._read_slots(high, anchor, window)
+            starts, modulo = deltas, 0
+        else:
+            flat = self._read_slots(high, 0, h_points)
+            starts, modulo = firsts, h_points
+        result = []
+        for x, first, count in zip(order, starts, counts, strict=True):
+            neighbors: list = []
+            expected = x
+            for i in range(first, first + count):
+                k = 2 * (i % modulo if modulo else i)
+                neighbors.append(flat[k + 1] if flat[k] == expected else None)
+                expected += h_step
+            result.append(neighbors)
+        return result
 
     def _read_slots(self, archive, first: int, count: int) -> tuple:
         """Flat (timestamp, value, ...) of ``count`` slots from ``first``, wrapping."""

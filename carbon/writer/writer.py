@@ -44,6 +44,7 @@ class Writer:
         self.thread: threading.Thread | None = None
         self.throttled_streak = 0
         self.deferred_creates = 0
+        self.tag_feed: Any = None
 
     # -- one step -------------------------------------------------------
     def write_one(self) -> bool:
@@ -78,6 +79,8 @@ class Writer:
             self.stats.increment("errors")
             self.errors.record("Error writing to %s: %s" % (metric, exc))
             return True
+        if self.tag_feed is not None:
+            self.tag_feed.updated(metric)
         self.stats.increment("committedPoints", len(points))
         self.stats.append("updateTimes", took)
         if self.settings.LOG_UPDATES:
@@ -105,6 +108,8 @@ class Writer:
             self.errors.record("Error creating %s: %s" % (metric, exc))
             return False
         self.stats.increment("creates")
+        if self.tag_feed is not None:
+            self.tag_feed.created(metric)
         return True
 
     # -- thread ---------------------------------------------------------

@@ -190,3 +190,35 @@ def test_sigterm_exit_and_pidfile(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     assert not pidfile.exists()
+
+
+def test_tagged_series_are_posted_to_the_tagdb(tmp_path):
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    received: list[list[str]] = []
+
+    class TagDB(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            assert self.path == "/tags/tagMultiSeries"
+            received.append(urllib.parse.parse_qs(body)["path"])
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), TagDB)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    instance = CarbonInstance(tmp_path, GRAPHITE_URL="http://127.0.0.1:%d" % server.server_port)
+    instance.start_foreground()
+    try:
+        send_tcp(instance.line_port, b"cpu;host=a 1 %d\nplain.metric 2 %d\n" % (NOW, NOW))
+        wait_for(lambda: received, what="tag post")
+        assert received[0] == ["cpu;host=a"]
+    finally:
+        instance.kill()
+        server.shutdown()

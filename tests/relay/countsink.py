@@ -145,7 +145,7 @@ def main() -> None:
         sink.stop(graceful=True).addBoth(write)
 
     signal.signal(signal.SIGTERM, lambda *_: reactor.callFromThread(shutdown))
-    reactor.run()
+    reactor.run(installSignalHandlers=False)
 
 
 if __name__ == "__main__":

@@ -164,6 +164,9 @@ class TimeSeries(list):
                     getattr(other, 'color', None))
                 and list.__eq__(self, other))
 
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
     __hash__ = None  # type: ignore[assignment]
 
     def __iter__(self) -> Iterator:
