@@ -27,7 +27,7 @@ class MultiDict:
         for key, value in pairs:
             self._data.setdefault(key, []).append(value)
 
-    def extend(self, other: 'MultiDict') -> None:
+    def extend(self, other: MultiDict) -> None:
         for key, values in other._data.items():
             self._data.setdefault(key, []).extend(values)
 

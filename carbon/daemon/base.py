@@ -77,6 +77,10 @@ class Daemon:
         """Start the sink's services, then the receivers, then periodic tasks."""
         self.start_sink()
         self.ports = start_receivers(self.reactor, self.receivers)
+        if self.settings.ENABLE_AMQP:
+            from carbon.receivers.amqp import start_amqp_listener
+
+            self.amqp = start_amqp_listener(self.reactor, self.receivers)
         interval = float(self.settings.CARBON_METRIC_INTERVAL or 0)
         if interval > 0:
             self.every(interval, self.reporter.report)

@@ -28,6 +28,7 @@ from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
 from twisted.internet.protocol import ClientFactory, Protocol
 from zope.interface import implementer
 
+from carbon.config.errors import ConfigError
 from carbon.pipeline import Batch
 from carbon.relay.destinations import Destination
 from carbon.relay.spool import Spool
@@ -74,6 +75,26 @@ class SenderProtocol(Protocol):
         self.closing = True
 
 
+def tls_options(settings: Any, host: str) -> Any:
+    """Client TLS options for DESTINATION_TRANSPORT = ssl (DESTINATION_SSL_CA optional)."""
+    try:
+        import OpenSSL  # noqa: F401
+        from twisted.internet import ssl
+    except ImportError:
+        raise ConfigError("SSL destination transport request, but no Python OpenSSL "
+                          "available.", key="DESTINATION_TRANSPORT") from None
+    authority = None
+    ca_file = settings.get("DESTINATION_SSL_CA")
+    if ca_file:
+        try:
+            with open(ca_file) as handle:
+                authority = ssl.Certificate.loadPEM(handle.read())
+        except OSError:
+            raise ConfigError("Failed to read CA chain: %s" % ca_file,
+                              key="DESTINATION_SSL_CA") from None
+    return ssl.optionsForClientTLS(host, authority)
+
+
 def _enable_keepalive(transport: Any, settings: Any) -> None:
     if not settings.get("TCP_KEEPALIVE") or not hasattr(transport, "getHandle"):
         return
@@ -102,7 +123,8 @@ class DestinationClient:
     def __init__(self, destination: Destination, settings: Any, stats: Any, flow: Any,
                  reactor: Any, log: Any, spool: Spool, wake: Any, *,
                  spill_after: float = 3.0, headroom: int = 50000, write_points: int = 20000,
-                 initial_delay: float = 0.2, max_delay: float = 5.0) -> None:
+                 initial_delay: float = 0.2, max_delay: float = 5.0,
+                 tls: Any = None, state_changed: Any = None) -> None:
         self.destination = destination
         self.settings = settings
         self.stats = stats
@@ -120,6 +142,8 @@ class DestinationClient:
         self.spill_after = spill_after
         self.write_points = max(self.per_message, write_points)
         self.initial_delay, self.max_delay = initial_delay, max_delay
+        self.tls = tls  # client TLS options when DESTINATION_TRANSPORT = ssl
+        self.state_changed = state_changed  # called (client, up) for DYNAMIC_ROUTER
         self.queue: deque[Batch] = deque()
         self.queued = 0
         self.protocol: SenderProtocol | None = None
@@ -158,13 +182,18 @@ class DestinationClient:
         host, port, _ = self.destination
         self.log.clients("%s::startedConnecting (%s:%d)" % (self, host, port))
         self.attempting = True
-        self.reactor.connectTCP(host, port, _Factory(self), timeout=10)
+        if self.tls is not None:
+            self.reactor.connectSSL(host, port, _Factory(self), self.tls, timeout=10)
+        else:
+            self.reactor.connectTCP(host, port, _Factory(self), timeout=10)
 
     def connection_made(self, protocol: SenderProtocol) -> None:
         self.protocol = protocol
         self.attempting = False
         self.retries = 0
         self.log.clients("Destination is up: %s:%d:%s" % tuple(self.destination))
+        if self.state_changed is not None:
+            self.state_changed(self, True)
         self.wake()
 
     def connect_failed(self, reason: Any) -> None:
@@ -195,6 +224,8 @@ class DestinationClient:
         delay *= random.uniform(0.9, 1.1)
         self.retries += 1
         self._reconnect_call = self.reactor.callLater(delay, self.connect)
+        if self.state_changed is not None:
+            self.state_changed(self, False)
 
     # -- queueing -----------------------------------------------------------------------
     def enqueue(self, points: Batch) -> None:
@@ -221,6 +252,12 @@ class DestinationClient:
                 taken = chunk  # popped from the queue (or a fresh slice): ours to extend
         self.queued -= len(taken)
         return taken
+
+    def take_all(self) -> Batch:
+        """Empty the memory queue (DYNAMIC_ROUTER re-routes it elsewhere)."""
+        points = self._take(self.queued)
+        self._update_flow()
+        return points
 
     # -- sending ------------------------------------------------------------------------
     def flush(self) -> bool:

@@ -18,10 +18,12 @@ from twisted.internet import defer, task
 from carbon.config.errors import ConfigError
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch
-from carbon.relay.client import DestinationClient
+from carbon.relay.client import DestinationClient, tls_options
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.spool import Spool
+from carbon.relay.wire import encoder_for
 from carbon.routers import DatapointRouter, make_router
+from carbon.tags import normalize
 
 
 def spool_directory(settings: Any) -> str:
@@ -65,16 +67,33 @@ class RelaySink:
         self.check_interval = check_interval
         self.log_interval = float(log_interval if log_interval is not None
                                   else settings.get("CARBON_METRIC_INTERVAL") or 60)
+        try:
+            encoder_for(settings.DESTINATION_PROTOCOL)
+        except ValueError as exc:
+            raise ConfigError(str(exc), settings.get("config_file"),
+                              key="DESTINATION_PROTOCOL") from None
+        transport = settings.get("DESTINATION_TRANSPORT") or "none"
+        if transport not in ("none", "ssl"):
+            raise ConfigError("DESTINATION_TRANSPORT must be none or ssl, not %r" % transport,
+                              settings.get("config_file"), key="DESTINATION_TRANSPORT")
+        if settings.get("DESTINATION_POOL_REPLICAS"):
+            self.log.msg("WARNING: DESTINATION_POOL_REPLICAS is not supported; each "
+                         "destination gets one connection")
+        self.dynamic = bool(settings.get("DYNAMIC_ROUTER"))
+        self.dynamic_retries = int(settings.get("DYNAMIC_ROUTER_MAX_RETRIES") or 0)
+        self.normalize_tags = bool(settings.get("TAG_RELAY_NORMALIZED"))
         self.clients: dict[Destination, DestinationClient] = {}
         for dest in self.destinations:
             if dest in self.clients:
-                raise ConfigError("destination %s is listed twice" % dest, key="DESTINATIONS")
+                raise ConfigError("destination %s is listed twice" % (dest,), key="DESTINATIONS")
             spool = Spool(os.path.join(self.spool_dir, dest.stat_name.replace("/", "_")),
                           int(settings.SPOOL_MAX_BYTES), settings.DESTINATION_PROTOCOL)
             self.clients[dest] = DestinationClient(
                 dest, settings, stats, flow, reactor, self.log, spool, self.schedule_flush,
                 spill_after=spill_after, headroom=headroom,
-                initial_delay=initial_delay, max_delay=max_delay)
+                initial_delay=initial_delay, max_delay=max_delay,
+                tls=tls_options(settings, dest.host) if transport == "ssl" else None,
+                state_changed=self._state_changed if self.dynamic else None)
         self.defer_seconds = float(settings.TIME_TO_DEFER_SENDING or 0)
         self.unroutable_unlogged = 0
         self.stopping = False
@@ -96,6 +115,13 @@ class RelaySink:
             client.connect()
         self._every(self.check_interval, self._check)
         self._every(self.log_interval, self._log_drops)
+        if hasattr(self.router, "check_rules"):
+            self._every(10.0, self._check_rules)  # the reference re-reads rules every 10 s
+
+    def _check_rules(self) -> None:
+        error = self.router.check_rules()
+        if error is not None:
+            self.log.msg("aggregation rules not reloaded: %s" % error)
 
     def _every(self, seconds: float, func: Callable[[], None]) -> None:
         loop = task.LoopingCall(func)
@@ -108,6 +134,8 @@ class RelaySink:
         """Route ``batch`` and queue each destination's share."""
         if not batch:
             return
+        if self.normalize_tags:
+            batch = normalize_names(batch)
         if self.stopped:
             self._spool_late(batch)
             return
@@ -123,6 +151,26 @@ class RelaySink:
                 client.flush()
             client.check(now)
         self.schedule_flush()
+
+    def _state_changed(self, client: DestinationClient, up: bool) -> None:
+        """DYNAMIC_ROUTER: take a destination out of the router after
+        DYNAMIC_ROUTER_MAX_RETRIES failed attempts (its queue is routed to the others;
+        the last destination is kept so its points spool), and back in once it is up."""
+        router, dest = self.router, client.destination
+        if up:
+            if not router.has_destination(dest):
+                self.log.clients("Adding client %s:%d:%s to router" % tuple(dest))
+                router.add_destination(dest)
+            return
+        if (client.retries < self.dynamic_retries or not router.has_destination(dest)
+                or router.count_destinations() <= 1):
+            return
+        self.log.clients("Removing client %s:%d:%s to router" % tuple(dest))
+        router.remove_destination(dest)
+        points = client.take_all()
+        self.log.clients("Re-injecting %d metrics from %s" % (len(points), client))
+        if points:
+            self.put_many(points)
 
     def _spool_late(self, batch: Batch) -> None:
         """Points arriving after stop() finished go straight to the spools."""
@@ -235,6 +283,22 @@ class RelaySink:
 
         poll()
         return done
+
+
+def normalize_names(batch: Batch) -> Batch:
+    """TAG_RELAY_NORMALIZED: route tagged series by their normalised names."""
+    out: Batch = []
+    for point in batch:
+        name = point[0]
+        if ";" in name or "{" in name or name[:1] == "~":
+            try:
+                normalized = normalize(name)
+            except ValueError:
+                normalized = name  # like the reference: keep the name as received
+            if normalized != name:
+                point = (normalized, point[1], point[2])
+        out.append(point)
+    return out
 
 
 def relay_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:

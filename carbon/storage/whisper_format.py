@@ -13,7 +13,8 @@ from typing import Sequence
 
 __all__ = [
     "WhisperError", "CorruptWhisperFile", "InvalidConfiguration", "InvalidAggregationMethod",
-    "InvalidXFilesFactor", "AGGREGATION_TYPES", "AGGREGATION_METHODS", "Archive", "Header",
+    "InvalidXFilesFactor", "AGGREGATION_TYPES", "AGGREGATION_METHODS", "AGGREGATORS", "Archive",
+    "Header",
     "parse_header", "pack_metadata", "validate_archive_list", "aggregate", "create_file",
 ]
 
@@ -78,7 +79,8 @@ class Archive:
 class Header:
     """A parsed whisper header plus the raw bytes it came from (for staleness checks)."""
 
-    __slots__ = ("raw", "aggregation_method", "max_retention", "xff", "archives")
+    __slots__ = ("raw", "aggregation_method", "max_retention", "xff", "archives", "lowers",
+                 "aggregator")
 
     def __init__(self, raw: bytes, aggregation_method: str, max_retention: int, xff: float,
                  archives: list[Archive]) -> None:
@@ -87,6 +89,10 @@ class Header:
         self.max_retention = max_retention
         self.xff = xff
         self.archives = archives
+        # per archive: the indexes of the coarser archives whisper propagates into
+        self.lowers = [[j for j, lower in enumerate(archives) if lower.step > archive.step]
+                       for archive in archives]
+        self.aggregator = AGGREGATORS[aggregation_method]
 
     @property
     def size(self) -> int:
@@ -180,26 +186,54 @@ def validate_archive_list(archives: Sequence[tuple[int, int]]) -> list[tuple[int
     return ordered
 
 
-def aggregate(method: str, known: list[float], neighbors: list[float | None]) -> float:
-    """Whisper's aggregate of one lower-archive interval (same float operations, same order)."""
-    if method == "average":
-        return float(sum(known)) / float(len(known))
-    if method == "sum":
-        return float(sum(known))
-    if method == "last":
-        return known[-1]
-    if method == "max":
-        return max(known)
-    if method == "min":
-        return min(known)
-    if method == "avg_zero":
-        values = [v or 0 for v in neighbors]
-        return float(sum(values)) / float(len(values))
-    if method == "absmax":
-        return max(known, key=abs)
-    if method == "absmin":
-        return min(known, key=abs)
-    raise InvalidAggregationMethod("Unrecognized aggregation method %s" % method)
+def _average(known, neighbors):
+    return float(sum(known)) / float(len(known))
+
+
+def _sum(known, neighbors):
+    return float(sum(known))
+
+
+def _last(known, neighbors):
+    return known[-1]
+
+
+def _max(known, neighbors):
+    return max(known)
+
+
+def _min(known, neighbors):
+    return min(known)
+
+
+def _avg_zero(known, neighbors):
+    values = [v or 0 for v in neighbors]
+    return float(sum(values)) / float(len(values))
+
+
+def _absmax(known, neighbors):
+    return max(known, key=abs)
+
+
+def _absmin(known, neighbors):
+    return min(known, key=abs)
+
+
+# Whisper's aggregation of one lower-archive interval: the same float operations in the
+# same order. ``known`` are the values present, ``neighbors`` all slots (None if absent).
+AGGREGATORS = {
+    "average": _average, "sum": _sum, "last": _last, "max": _max, "min": _min,
+    "avg_zero": _avg_zero, "absmax": _absmax, "absmin": _absmin,
+}
+
+
+def aggregate(method: str, known: Sequence[float], neighbors: Sequence[float | None]) -> float:
+    """Whisper's aggregate of one lower-archive interval."""
+    try:
+        function = AGGREGATORS[method]
+    except KeyError:
+        raise InvalidAggregationMethod("Unrecognized aggregation method %s" % method) from None
+    return function(known, neighbors)
 
 
 def build_header(archives: list[tuple[int, int]], xff: float, aggregation_method: str) -> bytes:

@@ -23,11 +23,11 @@ import struct
 from functools import lru_cache
 from itertools import chain
 from operator import itemgetter
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from carbon.storage.whisper_format import (
     ARCHIVE_INFO_SIZE, METADATA_SIZE, POINT, POINT_SIZE, CorruptWhisperFile, Header,
-    aggregate, header_size, parse_header,
+    header_size, parse_header,
 )
 
 __all__ = ["read_header", "prepare_points", "apply_update"]
@@ -233,61 +233,73 @@ class _Update:
         """
         archives = self.header.archives
         higher = index
-        step = archives[index].step
-        for lower in [j for j, a in enumerate(archives) if a.step > step]:
+        for lower in self.header.lowers[index]:
             lower_step = archives[lower].step
-            intervals = set([t - t % lower_step for t in aligned])
+            intervals = {t - t % lower_step for t in aligned}
             if not self._propagate_level(higher, lower, intervals):
                 break
             higher = lower
 
     def _propagate_level(self, higher: int, lower: int, intervals: set[int]) -> bool:
         """One level of whisper's propagation; True if any lower point was written."""
-        archives = self.header.archives
-        high, low = archives[higher], archives[lower]
+        header = self.header
+        high, low = header.archives[higher], header.archives[lower]
         order = list(intervals)  # whisper visits them in this (set) order
         h_base = self.base(higher)
-        neighbor_lists = (self._neighbors_by_window(high, low, order, h_base)
-                          or self._neighbors_by_slot(high, low, order, h_base))
-        method = self.header.aggregation_method
-        xff = self.header.xff
+        h_step = high.step
+        per_lower = low.step // h_step
+        first = min(order)
+        span = (max(order) - first) // h_step + per_lower
+        if h_base and span <= high.points and not low.step % h_step:
+            # The usual case, in one read: all the higher points lie in one window of
+            # the ring, in time order.
+            anchor = ((first - h_base) // h_step) % high.points
+            flat = self._read_slots(high, anchor, span)
+            stamps, values = flat[0::2], flat[1::2]
+            expected = tuple(range(first, first + span * h_step, h_step))
+            neighbor_lists: list[Sequence] = []
+            for x in order:
+                d = (x - first) // h_step
+                e = d + per_lower
+                if stamps[d:e] == expected[d:e]:  # every slot holds its interval
+                    neighbor_lists.append(values[d:e])
+                else:
+                    neighbor_lists.append([v if t == w else None for t, v, w in
+                                           zip(stamps[d:e], values[d:e], expected[d:e],
+                                               strict=True)])
+        else:
+            neighbor_lists = self._neighbors_by_slot(high, low, order, h_base)
+
+        aggregator = header.aggregator
+        xff = header.xff
         low_step, low_points = low.step, low.points
         l_base = self.base(lower)
         writes: dict[int, bytes] = {}
+        pack = POINT.pack
         for x, neighbors in zip(order, neighbor_lists, strict=True):
-            known = [v for v in neighbors if v is not None]
-            if not known or float(len(known)) / float(len(neighbors)) < xff:
-                continue
-            packed = POINT.pack(x, aggregate(method, known, neighbors))
+            if None in neighbors:
+                known = [v for v in neighbors if v is not None]
+                if not known or float(len(known)) / float(len(neighbors)) < xff:
+                    continue
+            else:
+                known = neighbors
             # whisper re-reads the base point before each write: track it likewise
-            slot = 0 if l_base == 0 else ((x - l_base) // low_step) % low_points
-            writes[slot] = packed
-            if slot == 0:
-                l_base = x
+            if l_base:
+                slot = ((x - l_base) // low_step) % low_points
+                if not slot:
+                    l_base = x
+            else:
+                slot, l_base = 0, x
+            writes[slot] = pack(x, aggregator(known, neighbors))
         if not writes:
             return False
-        self._write_slots(low, writes)
         self.bases[lower] = l_base
+        if len(writes) == 1:
+            for slot, data in writes.items():
+                self._pwrite(data, low.offset + slot * POINT_SIZE)
+        else:
+            self._write_slots(low, writes)
         return True
-
-    def _neighbors_by_window(self, high, low, order: list[int],
-                             h_base: int) -> list[list] | None:
-        """The usual case, in one read: the higher points of every interval lie in one
-        window of the ring in time order. None when that does not hold."""
-        h_step = high.step
-        per_lower = low.step // h_step
-        if h_base == 0 or low.step % h_step:
-            return None
-        first = min(order)
-        span = (max(order) - first) // h_step + per_lower
-        if span > high.points:
-            return None
-        anchor = ((first - h_base) // h_step) % high.points
-        flat = self._read_slots(high, anchor, span)
-        expected = range(first, first + span * h_step, h_step)
-        values = [v if t == e else None
-                  for t, v, e in zip(flat[0::2], flat[1::2], expected, strict=True)]
-        return [values[d:d + per_lower] for d in [(x - first) // h_step for x in order]]
 
     def _neighbors_by_slot(self, high, low, order: list[int], h_base: int) -> list[list]:
         """Whisper's reads for any layout: from each interval's first slot (slot 0 while

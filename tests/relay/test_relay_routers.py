@@ -95,6 +95,28 @@ def test_aggregated_router_follows_the_aggregate_name():
     assert fast.hash_router.ring.hash_type == "mmh3_ch"
 
 
+def test_aggregated_router_reads_and_follows_the_rules_file(tmp_path):
+    import os
+
+    rules = tmp_path / "aggregation-rules.conf"
+    settings = _settings(CASES[4], RELAY_METHOD="aggregated-consistent-hashing")
+    settings["aggregation-rules"] = str(rules)
+    router = make_router(settings)  # a missing file means no rules, as in the reference
+    plain = make_router(_settings(CASES[4]))
+    assert router.get_destinations("hosts.web1.cpu") == plain.get_destinations("hosts.web1.cpu")
+    rules.write_text("agg.<host>.sum (60) = sum hosts.<host>.*\n")
+    assert router.check_rules() is None
+    assert router.get_destinations("hosts.web1.cpu") == plain.get_destinations("agg.web1.sum")
+    rules.write_text("agg.<host>.avg (60) = avg hosts.<host>.*\n")
+    os.utime(rules, (1, 1))  # a different mtime even within one clock tick
+    assert router.check_rules() is None
+    assert router.get_destinations("hosts.web1.cpu") == plain.get_destinations("agg.web1.avg")
+    rules.write_text("broken line\n")
+    os.utime(rules, (2, 2))
+    assert router.check_rules() is not None  # error reported, old rules kept
+    assert router.get_destinations("hosts.web1.cpu") == plain.get_destinations("agg.web1.avg")
+
+
 def test_replication_and_diverse_replicas():
     dests = ["10.0.0.1:2004:a", "10.0.0.1:2104:b", "10.0.0.2:2004:a", "10.0.0.2:2104:b"]
     diverse = make_router(Settings(RELAY_METHOD="consistent-hashing", REPLICATION_FACTOR=2,

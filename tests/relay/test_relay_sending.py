@@ -293,3 +293,86 @@ def test_unroutable_points_are_counted(tmp_path):
         yield sink.stop()
 
     run_reactor(body)
+
+
+def test_dynamic_router_moves_a_dead_destination_out_and_back(tmp_path):
+    points = make_points(4000)
+    dead = free_port()
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        live = CountingSink(reactor)
+        live.listen()
+        # A queue big enough that nothing is spooled before the removal (spooled points
+        # wait for their own destination; only the memory queue is re-routed).
+        relay = Relay(reactor, relay_settings(tmp_path, [live.port, dead], DYNAMIC_ROUTER=True,
+                                              DYNAMIC_ROUTER_MAX_RETRIES=2,
+                                              MAX_QUEUE_SIZE=100_000))
+        relay.sink.start()
+        dead_dest = next(d for d in relay.sink.clients if d.port == dead)
+        relay.sink.put_many(points[:2000])  # half of these are for the dead destination
+        yield wait_for(reactor, lambda: not relay.sink.router.has_destination(dead_dest),
+                       what="removal from the router")
+        assert "Removing client 127.0.0.1:%d:b to router" % dead in relay.log.text()
+        relay.sink.put_many(points[2000:])
+        yield wait_for(reactor, lambda: len(live.points) == len(points), what="re-routing")
+        assert sorted(live.points) == sorted(points)  # everything went to the live one
+        back = CountingSink(reactor, port=dead)
+        back.listen()
+        yield wait_for(reactor, lambda: relay.sink.router.has_destination(dead_dest),
+                       what="destination back in the router")
+        relay.sink.put_many(points)
+        yield wait_for(reactor, lambda: len(live.points) + len(back.points) == 2 * len(points),
+                       what="delivery after the return")
+        assert back.points
+        yield relay.sink.stop()
+        for sink in (live, back):
+            yield sink.stop()
+
+    run_reactor(body)
+
+
+def test_tag_relay_normalized_routes_by_normalized_name(tmp_path):
+    @defer.inlineCallbacks
+    def body(reactor):
+        sinks = [CountingSink(reactor) for _ in range(3)]
+        ports = [s.listen() for s in sinks]
+        relay = Relay(reactor, relay_settings(tmp_path, ports, TAG_RELAY_NORMALIZED=True))
+        relay.sink.start()
+        names = ["cpu;host=h%d;dc=x" % i for i in range(50)]
+        relay.sink.put_many([(name, 1.0, 2.0) for name in names] + [("plain.name", 1.0, 2.0)])
+        yield wait_for(reactor, lambda: sum(len(s.points) for s in sinks) == 51, what="delivery")
+        got = {p[0] for s in sinks for p in s.points}
+        assert got == {"cpu;dc=x;host=h%d" % i for i in range(50)} | {"plain.name"}
+        for sink in sinks:
+            for name, _, _ in sink.points:
+                assert relay.sink.router.get_destinations(name)[0].port == sink.port
+        yield relay.sink.stop()
+        for sink in sinks:
+            yield sink.stop()
+
+    run_reactor(body)
+
+
+def test_configuration_errors(tmp_path):
+    from carbon.config.errors import ConfigError
+
+    def make(**overrides):
+        return run_reactor(lambda reactor: Relay(reactor, relay_settings(
+            tmp_path, [free_port()], **overrides)))
+
+    with pytest.raises(ConfigError, match="DESTINATION_PROTOCOL must be one of"):
+        make(DESTINATION_PROTOCOL="protobuf3")
+    with pytest.raises(ConfigError, match="DESTINATIONS is empty"):
+        make(DESTINATIONS=[])
+    with pytest.raises(ConfigError, match="Invalid destination"):
+        make(DESTINATIONS=["nope"])
+    with pytest.raises(ConfigError, match="DESTINATION_TRANSPORT"):
+        make(DESTINATION_TRANSPORT="quic")
+    with pytest.raises(ConfigError, match="STORAGE_DIR"):
+        make(STORAGE_DIR="")
+    try:
+        import OpenSSL  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="no Python OpenSSL"):
+            make(DESTINATION_TRANSPORT="ssl")

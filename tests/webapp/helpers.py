@@ -115,6 +115,7 @@ class FakeCarbonCache:
         self.error = error
         self.requests: list[dict] = []
         self.connections = 0
+        self.open_conns: list[socket.socket] = []
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(('127.0.0.1', 0))
@@ -132,6 +133,7 @@ class FakeCarbonCache:
             except OSError:
                 continue
             self.connections += 1
+            self.open_conns.append(conn)
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
@@ -174,4 +176,9 @@ class FakeCarbonCache:
     def stop(self) -> None:
         self._stop.set()
         self.sock.close()
+        for conn in self.open_conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.thread.join(2)

@@ -70,8 +70,19 @@ class Param:
 
     toJSON = to_json
 
+    _KEYS = ('name', 'type', 'required', 'default', 'multiple', 'options', 'suggestions')
+
     def __getitem__(self, key: str) -> Any:
-        return self.to_json().get(key) if key != 'options' else self.options
+        """Dict-style access to the schema fields (``param['name']``)."""
+        if key not in self._KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._KEYS else default
+
+    def __repr__(self) -> str:
+        return 'Param(%r)' % self.to_json()
 
     def validate(self, value: Any, func: str) -> Any:
         """Check and coerce one argument value; raise InputParameterError when invalid."""
@@ -192,7 +203,7 @@ class RenderFunction:
         for param in params[len(args):]:
             value = kwargs.get(param.name)
             if value is None:
-                if param.required and not param.multiple:
+                if param.required:
                     raise InputParameterError('Missing required parameter "%s" for function "%s"'
                                               % (param.name, self.name))
                 continue

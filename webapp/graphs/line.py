@@ -158,9 +158,10 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
                 fontsize=font_size * 1.5, transform=ax.transAxes)
         return
     _consolidate(series_list, max(1, width - 60))
-    _stack_area_mode(series_list, options)
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]
+    _stack_area_mode(left, options)
+    _stack_area_mode(right, options)
     handles = _draw_series(ax, left, options, tz, colors)
     ax2 = None
     if right:
@@ -174,7 +175,8 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     if options.has('title') and not graph_only:
         fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2)
     show_legend = not graph_only and not options.bool('hideLegend', len(handles) > 10)
-    _legend(fig, ax, handles, options, fg, font_size, show_legend, width, height)
+    right_margin = 0.86 if ax2 is not None and not hide_axes else 0.95
+    _legend(fig, handles, options, fg, font_size, show_legend, width, height, right_margin)
 
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
@@ -232,10 +234,11 @@ def _x_format(span: float) -> str:
     return '%m/%d'
 
 
-def _legend(fig: Figure, ax: Any, handles: list, options: GraphOptions, fg: tuple,
-            font_size: float, show: bool, width: int, height: int) -> None:
+def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_size: float,
+            show: bool, width: int, height: int, right: float) -> None:
+    top = 0.88 if options.has('title') else 0.95
     if not show or not handles:
-        fig.subplots_adjust(left=0.16, right=0.95, top=0.88, bottom=0.12)
+        fig.subplots_adjust(left=0.16, right=right, top=top, bottom=0.12)
         return
     seen, artists, labels = set(), [], []
     for artist, series in handles:
@@ -251,7 +254,7 @@ def _legend(fig: Figure, ax: Any, handles: list, options: GraphOptions, fg: tupl
     rows = math.ceil(len(labels) / columns) if labels else 0
     legend_px = rows * font_size * 1.5 + 8
     bottom = min(0.6, (legend_px + 24) / float(height))
-    fig.subplots_adjust(left=0.16, right=0.95, top=0.88, bottom=bottom)
+    fig.subplots_adjust(left=0.16, right=right, top=top, bottom=bottom)
     if labels:
         fig.legend(artists, labels, loc='lower center', ncol=columns, frameon=False,
                    fontsize=font_size, labelcolor=fg, borderaxespad=0.2)

@@ -11,7 +11,7 @@ absolute seconds (DST-safe); references are wall-clock times in the request's zo
 from __future__ import annotations
 
 import calendar
-from datetime import datetime, timedelta, timezone, tzinfo as TzInfo
+from datetime import datetime, timedelta, tzinfo as TzInfo, UTC
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
@@ -30,7 +30,7 @@ def get_timezone(name: str) -> TzInfo:
 
 
 def localize(naive: datetime, tz: TzInfo) -> datetime:
-    """Attach ``tz`` to a wall-clock time; ambiguous/missing times resolve as pytz's is_dst=False."""
+    """Attach ``tz`` to a wall-clock time (ambiguous/missing times as pytz's is_dst=False)."""
     first = naive.replace(tzinfo=tz, fold=0)
     second = naive.replace(tzinfo=tz, fold=1)
     if first.utcoffset() == second.utcoffset():
@@ -41,7 +41,7 @@ def localize(naive: datetime, tz: TzInfo) -> datetime:
 
 def epoch(dt: datetime) -> int:
     """Whole epoch seconds of an aware datetime."""
-    return calendar.timegm(dt.astimezone(timezone.utc).timetuple())
+    return calendar.timegm(dt.astimezone(UTC).timetuple())
 
 
 def parse_at_time(s: str | datetime, tz: TzInfo, now: str | datetime | None = None) -> datetime:
@@ -65,7 +65,7 @@ def parse_at_time(s: str | datetime, tz: TzInfo, now: str | datetime | None = No
         ref, offset = s, ''
     base = parse_time_reference(ref, tz, now)
     try:
-        return (base.astimezone(timezone.utc) + parse_time_offset(offset)).astimezone(tz)
+        return (base.astimezone(UTC) + parse_time_offset(offset)).astimezone(tz)
     except OverflowError:
         raise ValueError("date out of range: %s" % s) from None
 
@@ -159,7 +159,7 @@ def _day_reference(ref: str, raw_ref: str, ref_date: datetime, hour: int,
 
 
 def parse_time_offset(offset: str) -> timedelta:
-    """``-1d2h`` -> timedelta; units as graphite (``s``, ``min``, ``h``, ``d``, ``w``, ``mon``, ``y``)."""
+    """``-1d2h`` -> timedelta; graphite's units: s, min, h, d, w, mon (30d), y (365d)."""
     if not offset:
         return timedelta()
     t = timedelta()

@@ -33,7 +33,8 @@ PICKLE_PROTOCOL = 2
 
 def _graph_value(opt: str, val: str) -> Any:
     """graphite-web's coercion of a graph option (int, float, bool or text)."""
-    if (val.isdigit() or (val.startswith('-') and val[1:].isdigit())) and 'color' not in opt.lower():
+    if (val.isdigit() or (val.startswith('-') and val[1:].isdigit())) and \
+            'color' not in opt.lower():
         return int(val)
     if '.' in val and (val.replace('.', '', 1).isdigit() or
                        (val.startswith('-') and val[1:].replace('.', '', 1).isdigit())):
@@ -145,24 +146,27 @@ def _forward_headers(request: Request, settings: Any) -> dict[str, str]:
     return out
 
 
-def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[tuple[str, float]]:
+def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[Any]:
+    """Series for a pie chart: ``name:value`` targets become one-point series.
+
+    The graph renderer reduces each series with ``pieMode`` (graphite-web's PieFunctions).
+    """
     from webapp.functions.registry import PIE_FUNCTIONS
-    data = []
+    from webapp.render.series import TimeSeries
+    if opts['pieMode'] not in PIE_FUNCTIONS:
+        raise HttpError("Invalid parameters (Invalid pieMode '%s', must be one of %s)"
+                        % (opts['pieMode'], PIE_FUNCTIONS.names()))
+    data: list[Any] = []
     for target in opts['targets']:
         if ':' in target:
             name, _, value = target.partition(':')
             try:
-                data.append((name, float(value)))
+                number = float(value)
             except ValueError:
                 raise HttpError("Invalid parameters (Invalid target '%s')" % target) from None
+            data.append(TimeSeries(name, 0, 1, 1, [number]))
             continue
-        try:
-            func = PIE_FUNCTIONS.get(opts['pieMode'])
-        except KeyError:
-            raise HttpError("Invalid parameters (unknown pieMode '%s')" % opts['pieMode']) \
-                from None
-        for series in evaluate_target(ctx, target):
-            data.append((series.name, func(ctx, series) or 0))
+        data.extend(evaluate_target(ctx, target))
     return data
 
 

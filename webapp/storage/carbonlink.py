@@ -53,7 +53,7 @@ class CarbonLinkPool:
                                             thread_name_prefix='carbonlink')
 
     @classmethod
-    def from_settings(cls, settings: Any) -> 'CarbonLinkPool':
+    def from_settings(cls, settings: Any) -> CarbonLinkPool:
         return cls(settings.CARBONLINK_HOSTS, settings.CARBONLINK_TIMEOUT,
                    settings.CARBONLINK_HASHING_TYPE, settings.CARBONLINK_RETRY_DELAY,
                    int(settings.REPLICATION_FACTOR), settings.CARBON_METRIC_PREFIX,
@@ -221,7 +221,7 @@ def _recv_exactly(conn: socket.socket, size: int, deadline: float) -> bytes:
     while remaining > 0:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise socket.timeout('carbonlink answer not complete in time')
+            raise TimeoutError('carbonlink answer not complete in time')
         conn.settimeout(left)
         data = conn.recv(min(remaining, 1 << 20))
         if not data:

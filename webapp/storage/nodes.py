@@ -35,7 +35,7 @@ class Node:
             self._intervals = self.fetcher() if self.fetcher else []
         return self._intervals
 
-    def merge(self, other: 'Node') -> None:
+    def merge(self, other: Node) -> None:
         """Absorb another finder's node for the same path (intervals are unioned)."""
         if other.is_leaf and self.is_leaf:
             self._intervals = union_intervals(self.intervals + other.intervals)

@@ -31,7 +31,7 @@ def merge_results(first: tuple, second: tuple) -> tuple:
     (s1, e1, st1), v1 = first
     (s2, e2, st2), v2 = second
     if (s1, e1, st1) == (s2, e2, st2) and len(v1) == len(v2):
-        return first[0], [a if a is not None else b for a, b in zip(v1, v2)]
+        return first[0], [a if a is not None else b for a, b in zip(v1, v2, strict=False)]
     if st1 > st2:
         (s1, e1, st1), v1, (s2, e2, st2), v2 = (s2, e2, st2), v2, (s1, e1, st1), v1
     start, end, step = min(s1, s2), max(e1, e2), st1

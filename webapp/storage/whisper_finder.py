@@ -106,12 +106,18 @@ class WhisperFinder:
         clean = pattern.replace('\\', '')
         out: dict[Any, Node] = {}
         if ';' in pattern and not pattern.startswith('_tagged.'):
-            for hash_only in (True, False):
-                rel = carbon_tags.encode(pattern, sep=os.sep, hash_only=hash_only)
-                for ext in ('.wsp', '.wsp.gz'):
-                    fs_path = join(self.root, rel + ext)
-                    if isfile(fs_path) and pattern not in out:
-                        out[pattern] = WhisperLeaf(pattern, fs_path, pattern)
+            names = [pattern]
+            try:
+                names.append(carbon_tags.normalize(pattern))
+            except ValueError:
+                pass
+            for name in names:
+                for hash_only in (True, False):
+                    rel = carbon_tags.encode(name, sep=os.sep, hash_only=hash_only)
+                    for ext in ('.wsp', '.wsp.gz'):
+                        fs_path = join(self.root, rel + ext)
+                        if pattern not in out and isfile(fs_path):
+                            out[pattern] = WhisperLeaf(pattern, fs_path, name)
             return list(out.values())
         parts = clean.split('.')
         if not isdir(self.root):

@@ -67,7 +67,8 @@ def parse_series(path: str) -> carbon_tags.TaggedSeries:
 class SQLiteTagDB:
     """Thread-safe TagDB in one SQLite file; find results cached for TAGDB_CACHE_DURATION."""
 
-    def __init__(self, path: str, cache_duration: float = 60, autocomplete_limit: int = 100) -> None:
+    def __init__(self, path: str, cache_duration: float = 60,
+                 autocomplete_limit: int = 100) -> None:
         self.path = path
         self.cache_duration = float(cache_duration)
         self.autocomplete_limit = int(autocomplete_limit)
@@ -135,10 +136,10 @@ class SQLiteTagDB:
             if matches_empty:
                 filters.append((tag, op, spec))
             else:
-                sql += (' JOIN tags_tag AS t{0} ON t{0}.tag=?'
-                        ' JOIN tags_seriestag AS st{0} ON st{0}.series_id=s.id'
-                        ' AND st{0}.tag_id=t{0}.id'
-                        ' JOIN tags_tagvalue AS v{0} ON v{0}.id=st{0}.value_id').format(s)
+                sql += (f' JOIN tags_tag AS t{s} ON t{s}.tag=?'
+                        f' JOIN tags_seriestag AS st{s} ON st{s}.series_id=s.id'
+                        f' AND st{s}.tag_id=t{s}.id'
+                        f' JOIN tags_tagvalue AS v{s} ON v{s}.id=st{s}.value_id')
                 params.append(tag)
             all_match_empty = all_match_empty and matches_empty
         if all_match_empty:

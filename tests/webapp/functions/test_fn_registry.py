@@ -128,3 +128,19 @@ def test_validate_allows_multiple_trailing_args():
 def test_deprecated_series_suffix_accepted_for_agg_funcs():
     fn = RENDER_FUNCTIONS.get('aggregate')
     assert fn.validate([[], 'sumSeries'], {})[0][1] == 'sumSeries'
+
+
+def test_missing_required_multiple_param():
+    with pytest.raises(InputParameterError):
+        RENDER_FUNCTIONS.get('aliasByNode').validate([[]], {})
+    # optional multiple params may be omitted
+    assert RENDER_FUNCTIONS.get('group').validate([], {}) == ([], {})
+
+
+def test_params_support_dict_style_access():
+    param = RENDER_FUNCTIONS.get('movingAverage').params[1]
+    assert param['name'] == 'windowSize' and param['type'] == 'intOrInterval'
+    assert param['required'] is True and param.get('multiple') is False
+    assert param.get('bogus', 'x') == 'x'
+    with pytest.raises(KeyError):
+        param['bogus']

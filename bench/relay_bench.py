@@ -1,0 +1,183 @@
+"""carbon-relay side by side: ours, reference carbon-relay 1.1.10, carbon-c-relay.
+
+Each relay listens for plaintext on 127.0.0.1 and consistent-hashes to counting
+destinations (bench/relay_sink.py, one process); the load is N lines over M names
+sent flat out over C inbound TCP connections (default 2,000,000 / 100,000 / 4).
+Measured: seconds until every point (times the replication factor) has reached the
+destinations, lines/s, relay CPU seconds, peak RSS, and points missing at the end.
+
+    python bench/relay_bench.py [--lines 2000000 --names 100000 --connections 4]
+        [--destinations 2 --replication 1 --protocol pickle] [--impl ours,reference,c-relay]
+
+carbon-c-relay is used if ``carbon-c-relay`` (or ``relay``) is on PATH; it always
+sends plaintext, so its destinations count lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, cpu_seconds, free_port, reference_venv, rss_kb, stop, wait_port  # noqa: E402
+
+REFENV = Path("/work/refenv")
+HERE = Path(__file__).resolve().parent
+
+
+def reference_python() -> tuple[str, str]:
+    venv = REFENV if (REFENV / "bin" / "carbon-relay.py").exists() else reference_venv()
+    return str(venv / "bin" / "python"), str(venv / "bin" / "carbon-relay.py")
+
+
+def crelay_binary() -> str | None:
+    return shutil.which("carbon-c-relay") or shutil.which("relay")
+
+
+def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Namespace) -> None:
+    conf = base / "conf"
+    conf.mkdir(parents=True)
+    (conf / "storage-schemas.conf").write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
+    (conf / "carbon.conf").write_text("\n".join([
+        "[relay]",
+        "STORAGE_DIR = %s" % (base / "storage"),
+        "LINE_RECEIVER_INTERFACE = 127.0.0.1", "LINE_RECEIVER_PORT = %d" % line_port,
+        "PICKLE_RECEIVER_INTERFACE = 127.0.0.1", "PICKLE_RECEIVER_PORT = %d" % free_port(),
+        "RELAY_METHOD = consistent-hashing",
+        "REPLICATION_FACTOR = %d" % args.replication, "DIVERSE_REPLICAS = False",
+        "DESTINATIONS = %s" % ", ".join(dests),
+        "DESTINATION_PROTOCOL = %s" % args.protocol,
+        "MAX_QUEUE_SIZE = %d" % args.max_queue, "USE_FLOW_CONTROL = True",
+        "MAX_DATAPOINTS_PER_MESSAGE = 500", "CARBON_METRIC_INTERVAL = 0",
+        "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
+    (conf / "crelay.conf").write_text(
+        "cluster bench\n    carbon_ch replication %d\n%s\n    ;\nmatch * send to bench;\n" % (
+            args.replication, "\n".join("        %s" % d.replace(":", ":", 1).rsplit(":", 1)[0]
+                                        + "=" + d.rsplit(":", 1)[1] for d in dests)))
+
+
+def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
+    log = open(base / "relay.log", "w")
+    env = {"GRAPHITE_ROOT": str(base), "PATH": "/usr/bin:/bin"}
+    conf = str(base / "conf" / "carbon.conf")
+    if impl == "reference":
+        python, script = reference_python()
+        cmd = [python, script, "--config", conf, "--nodaemon", "start"]
+    elif impl == "c-relay":
+        cmd = [crelay_binary() or "carbon-c-relay", "-f", str(base / "conf" / "crelay.conf"),
+               "-p", str(line_port), "-w", "2"]
+    else:
+        env["PYTHONPATH"] = str(ROOT)
+        cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
+               "run('carbon-relay', sys.argv[1:], %r)" % str(base / "bin" / "x"),
+               "--config", conf, "--nodaemon", "start"]
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(base))
+
+
+def make_payload(lines: int, names: int, connections: int) -> list[bytes]:
+    """``lines`` plaintext lines over ``names`` names, cut into one part per connection."""
+    now = int(time.time())
+    per_part = -(-lines // connections)
+    parts = []
+    for c in range(connections):
+        rows = range(c * per_part, min(lines, (c + 1) * per_part))
+        parts.append("".join("bench.host%03d.metric%06d %d %d\n" % (
+            i % 1000, i % names, i % 1000, now - 60 * (i // names)) for i in rows).encode())
+    return parts
+
+
+def sink_counts(control: int) -> dict[str, int]:
+    with socket.create_connection(("127.0.0.1", control), timeout=5) as sock:
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return json.loads(data)
+
+
+def send_all(port: int, parts: list[bytes]) -> list[threading.Thread]:
+    def push(part: bytes) -> None:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(part)
+    threads = [threading.Thread(target=push, args=(part,)) for part in parts]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace) -> dict:
+    base = Path(tempfile.mkdtemp(prefix="relay-bench-"))
+    sink_protocol = "line" if impl == "c-relay" else args.protocol
+    ports = [free_port() for _ in range(args.destinations)]
+    control, line_port = free_port(), free_port()
+    dests = ["127.0.0.1:%d:%s" % (p, chr(ord("a") + i)) for i, p in enumerate(ports)]
+    write_conf(base, line_port, dests, args)
+    sink = subprocess.Popen([sys.executable, str(HERE / "relay_sink.py"), "--listen",
+                             ",".join("%d:%s" % (p, sink_protocol) for p in ports),
+                             "--control", str(control)], stdout=subprocess.PIPE, text=True)
+    relay = None
+    try:
+        assert sink.stdout.readline().strip() == "READY"
+        relay = start_relay(impl, base, line_port)
+        wait_port(line_port, relay)
+        expected = lines * args.replication
+        cpu0, started = cpu_seconds(relay.pid), time.monotonic()
+        senders = send_all(line_port, parts)
+        peak, got, last_change, last_got = 0, 0, started, -1
+        while got < expected and time.monotonic() - last_change < args.settle:
+            time.sleep(0.05)
+            peak = max(peak, rss_kb(relay.pid))
+            got = sum(sink_counts(control).values())
+            if got != last_got:
+                last_got, last_change = got, time.monotonic()
+        elapsed = (last_change if got < expected else time.monotonic()) - started
+        for thread in senders:
+            thread.join(30)
+        return {"impl": impl, "seconds": round(elapsed, 2),
+                "lines_per_s": round(lines / elapsed) if elapsed else None,
+                "cpu_s": round(cpu_seconds(relay.pid) - cpu0, 2), "peak_rss_mb": peak // 1024,
+                "delivered": got, "missing": expected - got}
+    finally:
+        if relay is not None:
+            stop(relay)
+        stop(sink)
+        sink.stdout.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=2_000_000)
+    parser.add_argument("--names", type=int, default=100_000)
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--destinations", type=int, default=2)
+    parser.add_argument("--replication", type=int, default=1)
+    parser.add_argument("--protocol", default="pickle", choices=["pickle", "line"])
+    parser.add_argument("--max-queue", type=int, default=10000,
+                        help="MAX_QUEUE_SIZE (the example carbon.conf value)")
+    parser.add_argument("--settle", type=float, default=15.0,
+                        help="give up after this many seconds without progress")
+    parser.add_argument("--impl", default="ours,reference,c-relay")
+    args = parser.parse_args()
+    parts = make_payload(args.lines, args.names, args.connections)
+    results = []
+    for impl in args.impl.split(","):
+        if impl == "c-relay" and crelay_binary() is None:
+            print("carbon-c-relay not found on PATH: skipped", file=sys.stderr)
+            continue
+        results.append(run_one(impl, parts, args.lines, args))
+        print(json.dumps(results[-1]), flush=True)
+    if os.environ.get("RELAY_BENCH_JSON"):
+        Path(os.environ["RELAY_BENCH_JSON"]).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

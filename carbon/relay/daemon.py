@@ -1,0 +1,30 @@
+"""carbon-relay: receivers -> (whitelist) -> RelaySink -> destinations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from carbon.daemon.base import Daemon
+from carbon.instrumentation.reporter import Reporter
+from carbon.relay.sink import RelaySink, relay_extra
+
+
+class RelayDaemon(Daemon):
+    """Routes every received batch to DESTINATIONS; self-metrics under carbon.relays."""
+
+    metric_kind = "relays"
+
+    def make_sink(self) -> RelaySink:
+        self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
+        return self.relay
+
+    def make_reporter(self) -> Reporter:
+        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+                        gauges=gauges, extra=relay_extra)
+
+    def start_sink(self) -> None:
+        self.relay.start()
+
+    def stop_sink(self) -> Any:
+        return self.relay.stop()

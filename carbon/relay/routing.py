@@ -1,0 +1,306 @@
+"""The routers' machinery: the per-name LRU, the batch API, rules and hash placement.
+
+``carbon.routers`` (the reference module name) re-exports these and registers them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, Callable, Iterable
+
+from cachetools import LRUCache
+
+from carbon.config.errors import ConfigError
+from carbon.hashing import hash_function
+from carbon.pipeline import Batch, Datapoint
+from carbon.plugins import HASH_RINGS
+from carbon.relay.destinations import Destination
+from carbon.relay.rules import RelayRule, load_relay_rules
+
+
+def _setting(settings: Any, key: str, default: Any = None) -> Any:
+    getter = getattr(settings, "get", None)
+    if getter is not None:
+        return getter(key, default)
+    return getattr(settings, key, default)
+
+
+class DatapointRouter:
+    """Base router: destination bookkeeping, the per-name LRU and the batch API."""
+
+    plugin_name = ""
+
+    def __init__(self, settings: Any) -> None:
+        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 100000) or 0)
+        self._cache: LRUCache | None = LRUCache(maxsize=size) if size > 0 else None
+
+    # -- subclasses implement these -------------------------------------------------
+    def add_destination(self, destination: tuple) -> None:
+        raise NotImplementedError
+
+    def remove_destination(self, destination: tuple) -> None:
+        raise NotImplementedError
+
+    def has_destination(self, destination: tuple) -> bool:
+        raise NotImplementedError
+
+    def count_destinations(self) -> int:
+        raise NotImplementedError
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        """Uncached placement of ``metric``."""
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------
+    def clear_cache(self) -> None:
+        if self._cache is not None:
+            self._cache.clear()
+
+    def get_destinations(self, metric: str) -> tuple[Destination, ...]:
+        """Destinations of ``metric``, in the reference's order, each at most once."""
+        cache = self._cache
+        if cache is not None:
+            found = cache.get(metric)
+            if found is not None:
+                return found
+        found = tuple(self.compute_destinations(metric))
+        if cache is not None:
+            cache[metric] = found
+        return found
+
+    def route_batch(self, batch: Batch) -> dict[Destination, list[Datapoint]]:
+        """Split a batch by destination; a point with several replicas is in each list.
+
+        Points with no destination are returned under the key ``None``.
+        """
+        out: dict[Any, list[Datapoint]] = {}
+        cache = self._cache
+        if cache is None:
+            cache = {}
+        getitem = cache.__getitem__
+        for point in batch:
+            try:
+                dests = getitem(point[0])
+            except KeyError:
+                dests = self.get_destinations(point[0])
+                if cache is not self._cache:
+                    cache[point[0]] = dests
+            if not dests:
+                dests = (None,)
+            for dest in dests:
+                bucket = out.get(dest)
+                if bucket is None:
+                    out[dest] = [point]
+                else:
+                    bucket.append(point)
+        return out
+
+    # -- reference spellings (carbonate and friends call these) ---------------------
+    def addDestination(self, destination: tuple) -> None:  # noqa: N802
+        self.add_destination(destination)
+
+    def removeDestination(self, destination: tuple) -> None:  # noqa: N802
+        self.remove_destination(destination)
+
+    def hasDestination(self, destination: tuple) -> bool:  # noqa: N802
+        return self.has_destination(destination)
+
+    def countDestinations(self) -> int:  # noqa: N802
+        return self.count_destinations()
+
+    def getDestinations(self, metric: str) -> tuple[Destination, ...]:  # noqa: N802
+        return self.get_destinations(metric)
+
+
+class RelayRulesRouter(DatapointRouter):
+    """RELAY_METHOD = rules: first matching rule wins unless it says ``continue``.
+
+    Only destinations also listed in DESTINATIONS (added to the router) are used.
+    """
+
+    plugin_name = "rules"
+
+    def __init__(self, settings: Any, rules: list[RelayRule] | None = None) -> None:
+        super().__init__(settings)
+        if rules is None:
+            path = _setting(settings, "relay-rules") or os.path.join(
+                _setting(settings, "CONF_DIR", "") or "",
+                _setting(settings, "RELAY_RULES", "relay-rules.conf"))
+            self.rules_path = path
+            rules = load_relay_rules(path)
+        self.rules = rules
+        self.destinations: set[tuple] = set()
+
+    def add_destination(self, destination: tuple) -> None:
+        self.destinations.add(Destination(*destination))
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        self.destinations.discard(Destination(*destination))
+        self.clear_cache()
+
+    def has_destination(self, destination: tuple) -> bool:
+        return Destination(*destination) in self.destinations
+
+    def count_destinations(self) -> int:
+        return len(self.destinations)
+
+    def unknown_rule_destinations(self) -> list[Destination]:
+        """Destinations named by rules but missing from DESTINATIONS (never used)."""
+        named = {d for rule in self.rules for d in rule.destinations}
+        return sorted(named - self.destinations, key=str)
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        out: list[Destination] = []
+        for rule in self.rules:
+            if rule.matches(metric):
+                for dest in rule.destinations:
+                    if dest in self.destinations and dest not in out:
+                        out.append(dest)
+                if not rule.continue_matching:
+                    break
+        return out
+
+
+class ConsistentHashingRouter(DatapointRouter):
+    """RELAY_METHOD = consistent-hashing, with REPLICATION_FACTOR and DIVERSE_REPLICAS."""
+
+    plugin_name = "consistent-hashing"
+    default_hash_type = "carbon_ch"
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.replication_factor = int(_setting(settings, "REPLICATION_FACTOR", 1))
+        self.diverse_replicas = bool(_setting(settings, "DIVERSE_REPLICAS", True))
+        self.hash_type = _setting(settings, "ROUTER_HASH_TYPE") or self.default_hash_type
+        self.ring = self._make_ring(settings)
+        self.instance_ports: dict[tuple, int] = {}  # {(server, instance): port}
+        self.getKey: Callable[[str], str] = lambda metric: metric  # noqa: N815
+
+    def _make_ring(self, settings: Any) -> Any:
+        try:
+            factory = HASH_RINGS.get(self.hash_type)
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0]), key="ROUTER_HASH_TYPE") from None
+        return factory([])
+
+    def _member(self, destination: tuple) -> tuple:
+        """What makes a destination unique on this ring: (server, instance) as in the
+        reference, or the whole destination for rings that hash the port."""
+        server, port, instance = destination
+        if getattr(self.ring, "takes_port", False):
+            return Destination(server, port, instance)
+        return (server, instance)
+
+    def add_destination(self, destination: tuple) -> None:
+        server, port, instance = destination
+        member = self._member(destination)
+        if member in self.instance_ports:
+            raise ValueError("destination instance (%s, %s) already configured"
+                             % (server, instance))
+        self.instance_ports[member] = port
+        self.ring.add_node(member)
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        server, port, instance = destination
+        member = self._member(destination)
+        if member not in self.instance_ports:
+            raise ValueError("destination instance (%s, %s) not configured"
+                             % (server, instance))
+        del self.instance_ports[member]
+        self.ring.remove_node(member)
+        self.clear_cache()
+
+    def has_destination(self, destination: tuple) -> bool:
+        return self._member(destination) in self.instance_ports
+
+    def count_destinations(self) -> int:
+        return len(self.instance_ports)
+
+    def _destination(self, node: tuple) -> Destination:
+        if len(node) == 3:
+            return Destination(*node)
+        server, instance = node
+        return Destination(server, self.instance_ports[(server, instance)], instance)
+
+    def compute_destinations(self, metric: str) -> list[Destination]:
+        key = self.getKey(metric)
+        out: list[Destination] = []
+        if self.replication_factor < 1:
+            return out
+        if self.diverse_replicas:
+            used_servers: set[str] = set()
+            for node in self.ring.get_nodes(key):
+                if node[0] in used_servers:
+                    continue
+                used_servers.add(node[0])
+                out.append(self._destination(node))
+                if len(used_servers) >= self.replication_factor:
+                    break
+        else:
+            for node in self.ring.get_nodes(key):
+                out.append(self._destination(node))
+                if len(out) == self.replication_factor:
+                    break
+        return out
+
+    def setKeyFunction(self, func: Callable[[str], str]) -> None:  # noqa: N802
+        self.getKey = func
+        self.clear_cache()
+
+    def setKeyFunctionFromModule(self, keyfunc_spec: str) -> None:  # noqa: N802
+        """``/path/to/module.py:function`` -- the routing key function carbonate uses."""
+        module_path, func_name = keyfunc_spec.rsplit(":", 1)
+        spec = importlib.util.spec_from_file_location("keyfunc_module", module_path)
+        if spec is None or spec.loader is None:
+            raise ValueError("cannot load key function module %s" % module_path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        self.setKeyFunction(getattr(module, func_name))
+
+
+class FastHashRing:
+    """carbon 1.1.10's fast-hashing 'ring': nodes sorted by hash, start at hash % n."""
+
+    takes_port = False
+
+    def __init__(self, hash_type: str = "mmh3_ch") -> None:
+        self.hash_type = hash_type
+        self._hash = hash_function(hash_type)
+        self.nodes: set[tuple] = set()
+        self.sorted_nodes: list[tuple[int, tuple]] = []
+
+    def _update_nodes(self) -> None:
+        self.sorted_nodes = sorted(((self._hash(str(n)), n) for n in self.nodes),
+                                   key=lambda v: (v[0], str(v[1])))
+
+    def add_node(self, node: tuple) -> None:
+        self.nodes.add(node)
+        self._update_nodes()
+
+    def remove_node(self, node: tuple) -> None:
+        self.nodes.discard(node)
+        self._update_nodes()
+
+    def get_nodes(self, key: str) -> Iterable[tuple]:
+        count = len(self.sorted_nodes)
+        if not count:
+            return
+        seed = self._hash(key) % count
+        for n in range(seed, seed + count):
+            yield self.sorted_nodes[n % count][1]
+
+
+class FastHashingRouter(ConsistentHashingRouter):
+    """RELAY_METHOD = fast-hashing (mmh3_ch unless ROUTER_HASH_TYPE says otherwise)."""
+
+    plugin_name = "fast-hashing"
+    default_hash_type = "mmh3_ch"
+
+    def _make_ring(self, settings: Any) -> Any:
+        try:
+            return FastHashRing(self.hash_type)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="ROUTER_HASH_TYPE") from None

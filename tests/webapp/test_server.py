@@ -1,0 +1,112 @@
+"""Settings files and the ``graphite-render`` Twisted server as a real process."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carbon.config.errors import ConfigError
+from tests.webapp.helpers import call, http_get, make_whisper
+from webapp.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Any, text: str) -> str:
+    path = tmp_path / 'local_settings.py'
+    path.write_text(text)
+    return str(path)
+
+
+def test_settings_file_and_derived_values(tmp_path: Any) -> None:
+    path = write(tmp_path, 'import os\nSTORAGE_DIR = %r\nCARBONLINK_HOSTS = ["10.0.0.1:7002:a",'
+                 ' "[::1]:7102"]\nCLUSTER_SERVERS = ["h1:8080"]\nREMOTE_FETCH_TIMEOUT = 9\n'
+                 'TIME_ZONE = "Europe/Paris"\nSECRET_KEY = "ignored"\nlowercase = 1\n'
+                 % str(tmp_path))
+    settings = load_settings(path)
+    assert settings.WHISPER_DIR == str(tmp_path / 'whisper')
+    assert settings.TAGDB_SQLITE_PATH == str(tmp_path / 'graphite.db')
+    assert settings.FETCH_TIMEOUT == 9.0 and settings.FIND_TIMEOUT == 3.0
+    assert settings.CLUSTER_SERVERS == ['h1:8080'] and settings.TIME_ZONE == 'Europe/Paris'
+    assert 'lowercase' not in settings
+    assert load_settings(path, TIME_ZONE='UTC').TIME_ZONE == 'UTC'
+    assert load_settings(None).WHISPER_DIR == '/opt/graphite/storage/whisper'
+
+
+@pytest.mark.parametrize('text, fragment', [
+    ('X = (\n', 'line 1'),
+    ('A = 1\nraise RuntimeError("nope")\n', 'line 2'),
+    ('CARBONLINK_HOST = ["a:1"]\n', 'did you mean CARBONLINK_HOSTS'),
+    ('CARBONLINK_HOSTS = ["nocolon"]\n', 'CARBONLINK_HOSTS'),
+    ('CARBONLINK_TIMEOUT = "soon"\n', 'must be a number'),
+    ('TIME_ZONE = "Mars/Base"\n', 'unknown time zone'),
+    ('CARBONLINK_HASHING_TYPE = "md5"\n', 'unknown hashing type'),
+])
+def test_settings_errors_name_file_and_line(tmp_path: Any, text: str, fragment: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert fragment in str(info.value) and path in str(info.value)
+
+
+def test_wsgi_module_reads_environment(tmp_path: Any, monkeypatch: Any) -> None:
+    make_whisper(str(tmp_path / 'whisper'), 'a.b', [])
+    path = write(tmp_path, 'STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\n' % str(tmp_path))
+    monkeypatch.setenv('GRAPHITE_SETTINGS', path)
+    sys.modules.pop('webapp.wsgi', None)
+    module = importlib.import_module('webapp.wsgi')
+    try:
+        status, _, body = call(module.application, '/metrics/index.json')
+        assert json.loads(body) == ['a.b']
+    finally:
+        module.application.close()
+        sys.modules.pop('webapp.wsgi', None)
+
+
+def test_graphite_render_process(tmp_path: Any, base_time: int) -> None:
+    make_whisper(str(tmp_path / 'whisper'), 'proc.m', [(base_time, 7.0)])
+    path = write(tmp_path, 'STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\n' % str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, '-m', 'webapp.server', '--config', path,
+                             '--port', '0'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=str(ROOT), text=True)
+    try:
+        line = proc.stdout.readline()
+        assert 'listening on http://127.0.0.1:' in line, proc.stderr.read()
+        base = line.strip().split()[-1].rstrip('/')
+        status, _, body = http_get(base + '/render?target=proc.m&format=json&from=%d&until=%d'
+                                   % (base_time - 60, base_time))
+        assert status == 200 and json.loads(body)[0]['datapoints'] == [[7.0, base_time]]
+        status, headers, body = http_get(base + '/render?target=bad(&format=json')
+        assert status == 400 and headers['Content-Type'].startswith('text/plain')
+        assert http_get(base + '/version')[2] == b'1.1.10\n'
+        body = b'target=proc.m&format=json&from=%d&until=%d' % (base_time - 60, base_time)
+        status, _, answer = http_get(base + '/render', data=body, headers={
+            'Content-Type': 'application/x-www-form-urlencoded'})
+        assert status == 200 and json.loads(answer)[0]['target'] == 'proc.m'
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 0
+
+
+def test_graphite_render_bad_config(tmp_path: Any) -> None:
+    path = write(tmp_path, 'CARBONLINK_HOSTS = ["x"]\n')
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, '-m', 'webapp.server', '--config', path],
+                            capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=30)
+    assert result.returncode == 2 and 'CARBONLINK_HOSTS' in result.stderr
