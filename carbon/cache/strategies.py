@@ -67,9 +67,11 @@ class SortedStrategy(Strategy):
     """The metrics with most pending points first (carbon's default)."""
 
     def snapshot(self) -> list[str]:
-        counts = self.cache.counts()
-        counts.sort(key=lambda item: item[1])
-        return [metric for metric, _ in counts]
+        data = self.cache.data
+        empty: tuple = ()
+        names = list(data)
+        names.sort(key=lambda metric: len(data.get(metric, empty)))
+        return names
 
 
 @WRITE_STRATEGIES.register("timesorted")

@@ -5,11 +5,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from typing import Any, Callable, Iterable
-
-from cachetools import LRUCache
 
 from carbon.config.errors import ConfigError
 from carbon.hashing import hash_function
@@ -33,7 +32,11 @@ class DatapointRouter:
 
     def __init__(self, settings: Any) -> None:
         size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 100000) or 0)
-        self._cache: LRUCache | None = LRUCache(maxsize=size) if size > 0 else None
+        self.cache_size = max(0, size)
+        # functools' C LRU: same bound and eviction order as cachetools.LRUCache, and
+        # about twice as fast on hits (the data path's common case).
+        self.get_destinations = functools.lru_cache(maxsize=self.cache_size)(
+            self._destinations)
 
     # -- subclasses implement these -------------------------------------------------
     def add_destination(self, destination: tuple) -> None:
@@ -54,20 +57,17 @@ class DatapointRouter:
 
     # -- shared --------------------------------------------------------------------
     def clear_cache(self) -> None:
-        if self._cache is not None:
-            self._cache.clear()
+        self.get_destinations.cache_clear()
 
-    def get_destinations(self, metric: str) -> tuple[Destination, ...]:
-        """Destinations of ``metric``, in the reference's order, each at most once."""
-        cache = self._cache
-        if cache is not None:
-            found = cache.get(metric)
-            if found is not None:
-                return found
-        found = tuple(self.compute_destinations(metric))
-        if cache is not None:
-            cache[metric] = found
-        return found
+    @property
+    def cached_names(self) -> int:
+        return self.get_destinations.cache_info().currsize
+
+    def _destinations(self, metric: str) -> tuple[Destination, ...]:
+        return tuple(self.compute_destinations(metric))
+
+    # ``get_destinations(metric) -> tuple[Destination, ...]`` (set in __init__): the
+    # destinations of ``metric`` in the reference's order, each at most once, cached.
 
     def route_batch(self, batch: Batch) -> dict[Destination, list[Datapoint]]:
         """Split a batch by destination; a point with several replicas is in each list.
@@ -75,21 +75,28 @@ class DatapointRouter:
         Points with no destination are returned under the key ``None``.
         """
         out: dict[Any, list[Datapoint]] = {}
-        cache = self._cache
-        if cache is None:
-            cache = {}
-        getitem = cache.__getitem__
+        lookup = self.get_destinations
+        if not self.cache_size:
+            memo: dict[str, tuple] = {}
+            uncached = lookup
+
+            def lookup(name: str) -> tuple:
+                found = memo.get(name)
+                if found is None:
+                    found = memo[name] = uncached(name)
+                return found
+        get = out.get
         for point in batch:
-            try:
-                dests = getitem(point[0])
-            except KeyError:
-                dests = self.get_destinations(point[0])
-                if cache is not self._cache:
-                    cache[point[0]] = dests
-            if not dests:
-                dests = (None,)
-            for dest in dests:
-                bucket = out.get(dest)
+            dests = lookup(point[0])
+            if len(dests) == 1:
+                bucket = get(dests[0])
+                if bucket is None:
+                    out[dests[0]] = [point]
+                else:
+                    bucket.append(point)
+                continue
+            for dest in dests or (None,):
+                bucket = get(dest)
                 if bucket is None:
                     out[dest] = [point]
                 else:

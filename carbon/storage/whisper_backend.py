@@ -34,6 +34,7 @@ __all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE"]
 log = logging.getLogger(__name__)
 
 DEFAULT_FD_CACHE_SIZE = 1024
+_PATH_CACHE_SIZE = 100_000
 METADATA_KEYS = ("aggregationMethod",)
 
 try:
@@ -75,12 +76,19 @@ class WhisperDatabase:
         size = settings.get("WHISPER_FD_CACHE_SIZE", DEFAULT_FD_CACHE_SIZE)
         self._fds = FdCache(effective_capacity(size), self.fadvise_random)
         self._lock = threading.Lock()
+        self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
 
     # -- paths -------------------------------------------------------------------------
 
     def get_filesystem_path(self, metric: str) -> str:
         """The .wsp file of ``metric`` (tagged series under ``_tagged/``)."""
-        return tags.filesystem_path(self.data_dir, metric, self.tag_hash_filenames)
+        path = self._paths.get(metric)
+        if path is None:
+            path = tags.filesystem_path(self.data_dir, metric, self.tag_hash_filenames)
+            if len(self._paths) >= _PATH_CACHE_SIZE:
+                self._paths.clear()
+            self._paths[metric] = path
+        return path
 
     def exists(self, metric: str) -> bool:
         """True if the metric's file exists. With TAG_HASH_FILENAMES, a tagged series

@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import struct
 from functools import lru_cache
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, compress
+from operator import eq, itemgetter
 from typing import Iterable, Sequence
 
 from carbon.storage.whisper_format import (
@@ -127,17 +127,13 @@ def _split_by_archive(archives: list, points: list[tuple[int, float]],
 def _runs(latest: dict[int, float], step: int) -> list[tuple[int, list]]:
     """Contiguous runs of ``latest`` (interval -> value, ascending): (start, fields)."""
     keys = list(latest)
-    if keys[-1] - keys[0] == step * (len(keys) - 1):
+    count = len(keys)
+    if keys[-1] - keys[0] == step * (count - 1):
         return [(keys[0], list(chain.from_iterable(latest.items())))]
     items = list(latest.items())
-    runs = []
-    first = 0
-    for i in range(1, len(keys)):
-        if keys[i] != keys[i - 1] + step:
-            runs.append((keys[first], list(chain.from_iterable(items[first:i]))))
-            first = i
-    runs.append((keys[first], list(chain.from_iterable(items[first:]))))
-    return runs
+    bounds = [0, *[i for i in range(1, count) if keys[i] - keys[i - 1] != step], count]
+    return [(keys[lo], list(chain.from_iterable(items[lo:hi])))
+            for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
 
 def _runs_as_whisper(points: list[tuple[int, float]], step: int) -> list[tuple[int, list]]:
@@ -200,6 +196,15 @@ class _Update:
         intervals in order of first appearance (what whisper's propagation sees)."""
         archive = self.header.archives[index]
         step = archive.step
+        if len(points) == 1:
+            t, v = points[0]
+            interval = t - t % step
+            base = self.base(index) or interval
+            offset = archive.offset + ((interval - base) // step * POINT_SIZE) % archive.size
+            self._pwrite(POINT.pack(interval, v), offset)
+            if offset == archive.offset:
+                self.bases[index] = interval
+            return [interval]
         latest = {t - t % step: v for t, v in points}  # the last point of an interval wins
         runs = _runs_as_whisper(points, step) if 0 in latest else _runs(latest, step)
         base = self.base(index)
@@ -236,9 +241,36 @@ class _Update:
         for lower in self.header.lowers[index]:
             lower_step = archives[lower].step
             intervals = {t - t % lower_step for t in aligned}
-            if not self._propagate_level(higher, lower, intervals):
+            if len(intervals) == 1:
+                done = self._propagate_one(higher, lower, aligned[0] - aligned[0] % lower_step)
+            else:
+                done = self._propagate_level(higher, lower, intervals)
+            if not done:
                 break
             higher = lower
+
+    def _propagate_one(self, higher: int, lower: int, x: int) -> bool:
+        """``_propagate_level`` for a single lower interval ``x`` (the common case)."""
+        header = self.header
+        high, low = header.archives[higher], header.archives[lower]
+        h_step = high.step
+        per_lower = low.step // h_step
+        h_base = self.base(higher)
+        if not h_base or per_lower > high.points:
+            return self._propagate_level(higher, lower, {x})
+        flat = self._read_slots(high, ((x - h_base) // h_step) % high.points, per_lower)
+        present = list(map(eq, flat[0::2], range(x, x + per_lower * h_step, h_step)))
+        candidate = _candidate(flat[1::2], present, header)
+        if candidate is None:
+            return False
+        known, neighbors = candidate
+        l_base = self.base(lower)
+        slot = ((x - l_base) // low.step) % low.points if l_base else 0
+        self._pwrite(POINT.pack(x, header.aggregator(known, neighbors)),
+                     low.offset + slot * POINT_SIZE)
+        if not slot:
+            self.bases[lower] = x
+        return True
 
     def _propagate_level(self, higher: int, lower: int, intervals: set[int]) -> bool:
         """One level of whisper's propagation; True if any lower point was written."""
@@ -250,39 +282,32 @@ class _Update:
         per_lower = low.step // h_step
         first = min(order)
         span = (max(order) - first) // h_step + per_lower
+        candidates = []
         if h_base and span <= high.points and not low.step % h_step:
             # The usual case, in one read: all the higher points lie in one window of
             # the ring, in time order.
-            anchor = ((first - h_base) // h_step) % high.points
-            flat = self._read_slots(high, anchor, span)
-            stamps, values = flat[0::2], flat[1::2]
-            expected = tuple(range(first, first + span * h_step, h_step))
-            neighbor_lists: list[Sequence] = []
+            flat = self._read_slots(high, ((first - h_base) // h_step) % high.points, span)
+            values = flat[1::2]
+            present = list(map(eq, flat[0::2], range(first, first + span * h_step, h_step)))
             for x in order:
                 d = (x - first) // h_step
                 e = d + per_lower
-                if stamps[d:e] == expected[d:e]:  # every slot holds its interval
-                    neighbor_lists.append(values[d:e])
-                else:
-                    neighbor_lists.append([v if t == w else None for t, v, w in
-                                           zip(stamps[d:e], values[d:e], expected[d:e],
-                                               strict=True)])
+                candidate = _candidate(values[d:e], present[d:e], header)
+                if candidate is not None:
+                    candidates.append((x, candidate))
         else:
-            neighbor_lists = self._neighbors_by_slot(high, low, order, h_base)
-
+            for x, neighbors in self._neighbors_by_slot(high, low, order, h_base):
+                known = [v for v in neighbors if v is not None]
+                if known and float(len(known)) / float(len(neighbors)) >= header.xff:
+                    candidates.append((x, (known, neighbors)))
+        if not candidates:
+            return False
         aggregator = header.aggregator
-        xff = header.xff
         low_step, low_points = low.step, low.points
         l_base = self.base(lower)
         writes: dict[int, bytes] = {}
         pack = POINT.pack
-        for x, neighbors in zip(order, neighbor_lists, strict=True):
-            if None in neighbors:
-                known = [v for v in neighbors if v is not None]
-                if not known or float(len(known)) / float(len(neighbors)) < xff:
-                    continue
-            else:
-                known = neighbors
+        for x, (known, neighbors) in candidates:
             # whisper re-reads the base point before each write: track it likewise
             if l_base:
                 slot = ((x - l_base) // low_step) % low_points
@@ -291,17 +316,12 @@ class _Update:
             else:
                 slot, l_base = 0, x
             writes[slot] = pack(x, aggregator(known, neighbors))
-        if not writes:
-            return False
         self.bases[lower] = l_base
-        if len(writes) == 1:
-            for slot, data in writes.items():
-                self._pwrite(data, low.offset + slot * POINT_SIZE)
-        else:
-            self._write_slots(low, writes)
+        self._write_slots(low, writes)
         return True
 
-    def _neighbors_by_slot(self, high, low, order: list[int], h_base: int) -> list[list]:
+    def _neighbors_by_slot(self, high, low, order: list[int],
+                           h_base: int) -> list[tuple[int, list]]:
         """Whisper's reads for any layout: from each interval's first slot (slot 0 while
         the higher archive is empty) as many slots as its wrap arithmetic yields."""
         h_step, h_points = high.step, high.points
@@ -330,7 +350,7 @@ class _Update:
                 k = 2 * (i % modulo if modulo else i)
                 neighbors.append(flat[k + 1] if flat[k] == expected else None)
                 expected += h_step
-            result.append(neighbors)
+            result.append((x, neighbors))
         return result
 
     def _read_slots(self, archive, first: int, count: int) -> tuple:
@@ -345,6 +365,10 @@ class _Update:
 
     def _write_slots(self, archive, writes: dict[int, bytes]) -> None:
         """Write single points by slot, coalescing neighbouring slots into one write."""
+        if len(writes) == 1:
+            for slot, data in writes.items():
+                self._pwrite(data, archive.offset + slot * POINT_SIZE)
+            return
         slots = sorted(writes)
         run_start = previous = slots[0]
         chunk = [writes[run_start]]
@@ -355,6 +379,24 @@ class _Update:
             chunk.append(writes[slot])
             previous = slot
         self._pwrite(b"".join(chunk), archive.offset + run_start * POINT_SIZE)
+
+
+def _candidate(values: Sequence[float], present: list[bool],
+               header: Header) -> tuple[Sequence, Sequence | None] | None:
+    """(known, neighbors) of one lower interval if it passes xFilesFactor, else None.
+
+    ``present[i]`` tells whether slot i holds its own interval. ``neighbors`` (with None
+    for absent slots) is only built when the aggregation needs it (avg_zero).
+    """
+    known = list(compress(values, present))
+    count = len(known)
+    if count == len(values):
+        return known, known
+    if not count or float(count) / float(len(values)) < header.xff:
+        return None
+    if header.aggregation_method != "avg_zero":
+        return known, None
+    return known, [v if ok else None for v, ok in zip(values, present, strict=True)]
 
 
 def _span(first: int, wanted: int, points: int) -> int:

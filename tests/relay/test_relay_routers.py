@@ -172,10 +172,10 @@ def test_lru_cache_is_bounded_and_cleared_on_changes():
                                   DESTINATIONS=["h1:1:a", "h2:1:b"]))
     for i in range(100):
         router.get_destinations("name.%d" % i)
-    assert len(router._cache) == 10
+    assert router.cached_names == 10
     before = router.get_destinations("name.99")
     router.remove_destination(("h1", 1, "a"))
-    assert len(router._cache) == 0
+    assert router.cached_names == 0
     assert router.get_destinations("name.99") == (Destination("h2", 1, "b"),)
     router.add_destination(("h1", 1, "a"))
     assert router.get_destinations("name.99") == before

@@ -246,7 +246,19 @@ def unit_string(unit: str) -> str:
 
 
 def parse_interval(offset: str) -> timedelta:
-    """A signed offset such as ``-1d``, ``5min`` or ``1h30min`` as a timedelta."""
+    """A signed offset such as ``-1d``, ``5min`` or ``1h30min`` as a timedelta.
+
+    Raises InputParameterError (a ValueError) for malformed offsets.
+    """
+    try:
+        return _parse_interval(offset)
+    except InputParameterError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        raise InputParameterError('Invalid interval %r: %s' % (offset, err)) from None
+
+
+def _parse_interval(offset: str) -> timedelta:
     if not offset:
         return timedelta()
     offset = str(offset)
@@ -354,11 +366,6 @@ def rename(series: TimeSeries, name: str) -> TimeSeries:
     series.name = name
     series.pathExpression = name
     return series
-
-
-def fmt_g(value: float) -> str:
-    """``%g`` formatting as graphite-web uses in generated names."""
-    return '%g' % value
 
 
 UNIT_SYSTEMS: dict[str, tuple] = {

@@ -222,19 +222,16 @@ def _json_number(v: Any) -> str:
     return json.dumps(v)
 
 
+_ENCODE = json.JSONEncoder(allow_nan=True).encode
+
+
 def _datapoints_json(series: Any) -> str:
+    """``[[value, ts], ...]`` of a series; NaN as null, infinities as +-1e9999."""
     step = int(series.step * series.valuesPerPoint) or 1
-    start = int(series.start)
-    parts = []
-    append = parts.append
-    ts = start
-    stop = int(series.end)
-    for value in series:
-        if ts > stop:
-            break
-        append('[%s, %d]' % (_json_number(value), ts))
-        ts += step
-    return '[' + ', '.join(parts) + ']'
+    text = _ENCODE(list(zip(series, range(int(series.start), int(series.end) + 1, step))))
+    if 'N' in text or 'I' in text:
+        text = text.replace('NaN', 'null').replace('Infinity', '1e9999')
+    return text
 
 
 def render_json(opts: dict[str, Any], data: list) -> Response:

@@ -5,6 +5,8 @@ import math
 import pytest
 from fnhelpers import START, FakeData, call, make_ctx, ts, values
 
+from carbon.plugins import RENDER_FUNCTIONS
+
 
 def test_summarize_aligned_to_interval():
     series = ts('m', list(range(1, 11)), start=START + 120)
@@ -136,3 +138,12 @@ def test_time_and_sin_generators():
     (result,) = call('sin', ctx, 'wave', 3)
     assert values(result) == pytest.approx([3 * math.sin(START + 60 * i) for i in range(3)])
     assert call('sinFunction', ctx, 'wave')[0].name == 'wave'
+
+
+@pytest.mark.parametrize('bad', ['5m', 'min', '1x', 'abc'])
+def test_bad_intervals_are_input_errors(bad):
+    from webapp.functions.registry import InputParameterError
+    with pytest.raises(InputParameterError):
+        call('summarize', None, [ts('m', [1])], bad)
+    with pytest.raises(InputParameterError):
+        RENDER_FUNCTIONS.get('movingAverage').func(make_ctx(first_arg='m'), [ts('m', [1])], bad)
