@@ -61,8 +61,8 @@ def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Name
         "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
     (conf / "crelay.conf").write_text(
         "cluster bench\n    carbon_ch replication %d\n%s\n    ;\nmatch * send to bench;\n" % (
-            args.replication, "\n".join("        %s" % d.replace(":", ":", 1).rsplit(":", 1)[0]
-                                        + "=" + d.rsplit(":", 1)[1] for d in dests)))
+            args.replication,  # carbon-c-relay spells an instance host:port=instance
+            "\n".join("        %s=%s" % tuple(d.rsplit(":", 1)) for d in dests)))
 
 
 def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
@@ -117,15 +117,17 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
     base = Path(tempfile.mkdtemp(prefix="relay-bench-"))
     sink_protocol = "line" if impl == "c-relay" else args.protocol
     ports = [free_port() for _ in range(args.destinations)]
-    control, line_port = free_port(), free_port()
+    controls, line_port = [free_port() for _ in ports], free_port()
     dests = ["127.0.0.1:%d:%s" % (p, chr(ord("a") + i)) for i, p in enumerate(ports)]
     write_conf(base, line_port, dests, args)
-    sink = subprocess.Popen([sys.executable, str(HERE / "relay_sink.py"), "--listen",
-                             ",".join("%d:%s" % (p, sink_protocol) for p in ports),
-                             "--control", str(control)], stdout=subprocess.PIPE, text=True)
+    sinks = [subprocess.Popen([sys.executable, str(HERE / "relay_sink.py"), "--listen",
+                               "%d:%s" % (port, sink_protocol), "--control", str(control)],
+                              stdout=subprocess.PIPE, text=True)
+             for port, control in zip(ports, controls, strict=True)]
     relay = None
     try:
-        assert sink.stdout.readline().strip() == "READY"
+        for sink in sinks:
+            assert sink.stdout.readline().strip() == "READY"
         relay = start_relay(impl, base, line_port)
         wait_port(line_port, relay)
         expected = lines * args.replication
@@ -135,7 +137,7 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
         while got < expected and time.monotonic() - last_change < args.settle:
             time.sleep(0.05)
             peak = max(peak, rss_kb(relay.pid))
-            got = sum(sink_counts(control).values())
+            got = sum(sum(sink_counts(c).values()) for c in controls)
             if got != last_got:
                 last_got, last_change = got, time.monotonic()
         elapsed = (last_change if got < expected else time.monotonic()) - started
@@ -148,8 +150,9 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
     finally:
         if relay is not None:
             stop(relay)
-        stop(sink)
-        sink.stdout.close()
+        for sink in sinks:
+            stop(sink)
+            sink.stdout.close()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -303,18 +303,23 @@ class DestinationClient:
 
     # -- watermarks and spilling --------------------------------------------------------
     def check(self, now: float) -> None:
-        """Spill to the spool or pause/resume receivers as the queue state requires."""
+        """Spill to the spool or pause/resume receivers as the queue state requires.
+
+        A live destination whose spool is nearly full holds receivers paused instead
+        of spilling: points are only dropped for a destination that is down.
+        """
         queued = self.queued
-        if queued and (queued >= self.hard
-                       or (queued >= self.high
-                           and (not self.expected_up or self.spool.points))
-                       or (self.paused_since is not None
-                           and now - self.paused_since >= self.spill_after)):
+        if queued and not (self.expected_up and self.spool.nearly_full) and (
+                queued >= self.hard
+                or (queued >= self.high and (not self.expected_up or self.spool.points))
+                or (self.paused_since is not None
+                    and now - self.paused_since >= self.spill_after)):
             self.spill()
         self._update_flow(now)
 
     def _update_flow(self, now: float | None = None) -> None:
-        if self.queued >= self.high and self.expected_up and not self.spool.points:
+        if (self.queued >= self.high and self.expected_up
+                and (not self.spool.points or self.spool.nearly_full)):
             if self.paused_since is None:
                 self.paused_since = self.reactor.seconds() if now is None else now
                 self.flow.pause(self.flow_reason)

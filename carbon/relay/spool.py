@@ -208,6 +208,11 @@ class Spool:
     def __len__(self) -> int:
         return self.points
 
+    @property
+    def nearly_full(self) -> bool:
+        """Less than a tenth of ``max_bytes`` (or one segment) left."""
+        return self.max_bytes - self.disk_bytes < max(self.max_bytes // 10, self.segment_bytes)
+
     def close(self) -> None:
         """Close files and remember the read position of a part-read oldest segment."""
         if self._writer is not None:

@@ -146,14 +146,23 @@ def test_stalled_destination_spills_to_spool_and_keeps_order(tmp_path):
     def body(reactor):
         sink = CountingSink(reactor, rcvbuf=4096)
         sink.listen()
-        relay = Relay(reactor, relay_settings(tmp_path, [sink.port], MAX_QUEUE_SIZE=2000),
-                      spill_after=0.3)
+        relay = Relay(reactor, relay_settings(tmp_path, [sink.port], MAX_QUEUE_SIZE=2000,
+                                              SPOOL_MAX_BYTES=2_000_000), spill_after=0.3)
         relay.sink.start()
         yield wait_for(reactor, lambda: sink.connections, what="connection")
         sink.set_stall(True)
-        yield feed(reactor, relay, points, batch=1000)  # completes: the spool absorbs it
-        assert relay.total("spooled") > 0 and not relay.flow.paused
+        feeding = feed(reactor, relay, points, batch=1000)
+        yield wait_for(reactor, lambda: relay.total("spooled") > 0, timeout=15, what="spill")
+        client = next(iter(relay.sink.clients.values()))
+        # Spooling lets receivers go on until the spool is nearly full; then, the
+        # destination being alive, they are held paused rather than points dropped.
+        yield wait_for(reactor, lambda: client.spool.nearly_full and relay.flow.paused,
+                       timeout=15, what="back-pressure at the spool bound")
+        yield sleep(reactor, 0.5)
+        assert relay.flow.paused and not feeding.called
+        assert relay.total("dropped") == 0 and client.spool.disk_bytes <= 2_000_000
         sink.set_stall(False)
+        yield feeding
         yield wait_for(reactor, lambda: len(sink.points) == len(points), timeout=20,
                        what="replay")
         assert sink.points == points

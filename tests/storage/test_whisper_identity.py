@@ -81,7 +81,7 @@ def _read(path: str) -> bytes:
         return fh.read()
 
 
-@settings(max_examples=250, deadline=None,
+@settings(max_examples=int(os.environ.get("STORAGE_EXAMPLES", "250")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_update_many_byte_identity(tmp_path, scenario) -> None:

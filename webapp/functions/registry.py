@@ -232,14 +232,6 @@ def render_function(name: str, group: str, params: list[Param], aliases: Iterabl
     return register
 
 
-def not_implemented(name: str, group: str, params: list[Param], reason: str) -> None:
-    """Register a function whose metadata is known but which raises when called."""
-    def func(requestContext: dict, *args: Any, **kwargs: Any) -> Any:
-        raise InputParameterError('%s() is not implemented: %s' % (name, reason))
-    func.__doc__ = 'Not implemented here: %s' % reason
-    RENDER_FUNCTIONS.add(name, RenderFunction(name, group, params, func))
-
-
 def signature_string(fn: RenderFunction) -> str:
     """``name(arg, kw=default, *rest)`` from the Python signature, minus requestContext."""
     sig = inspect.signature(fn.func)

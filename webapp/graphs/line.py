@@ -13,6 +13,8 @@ from matplotlib.ticker import FuncFormatter
 from webapp.functions.common import format_units
 from webapp.graphs.options import GraphOptions, color_list, parse_color
 
+DEFAULT_LINE_WIDTH = 1.2
+
 
 def _tz(options: GraphOptions) -> Any:
     name = options.str('tz')
@@ -46,19 +48,36 @@ def _nan(values: list) -> list:
     return [float('nan') if v is None else float(v) for v in values]
 
 
+def _connect(times: list, values: list, limit: Optional[float]) -> tuple[list, list]:
+    """Drop None runs of at most ``limit`` points so the line joins across them."""
+    keep_t, keep_v, gap = [], [], []
+    for t, v in zip(times, values, strict=True):
+        if v is None:
+            gap.append(t)
+            continue
+        if gap and limit is not None and len(gap) > limit:
+            keep_t.append(gap[0])
+            keep_v.append(None)
+        gap = []
+        keep_t.append(t)
+        keep_v.append(v)
+    return keep_t, keep_v
+
+
 def _style(series: Any, index: int, colors: list, options: GraphOptions) -> dict:
-    color = getattr(series, 'color', None)
+    side = 'right' if series.options.get('secondYAxis') else 'left'
+    color = getattr(series, 'color', None) or options.str(side + 'Color')
     rgba = parse_color(color) if color else colors[index % len(colors)]
     alpha = series.options.get('alpha')
     if alpha is not None:
         rgba = (rgba[0], rgba[1], rgba[2], float(alpha))
-    style = {
-        'color': rgba,
-        'linewidth': float(series.options.get('lineWidth', options.float('lineWidth'))),
-    }
-    if series.options.get('dashed'):
-        length = float(series.options['dashed'])
-        style['linestyle'] = (0, (length, length))
+    width = series.options.get('lineWidth', options.float(side + 'Width'))
+    if width is None:
+        width = _first(options, 'lineWidth', 'thickness') or DEFAULT_LINE_WIDTH
+    style = {'color': rgba, 'linewidth': float(width)}
+    dashed = series.options.get('dashed') or (options.bool(side + 'Dashed') and 5)
+    if dashed:
+        style['linestyle'] = (0, (float(dashed), float(dashed)))
     return style
 
 
@@ -116,9 +135,7 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
             handles.append((artist, series))
             continue
         if line_mode == 'connected':
-            pairs = [(t, v) for t, v in zip(times, values, strict=True) if v is not None]
-            times = [t for t, _ in pairs]
-            values = [v for _, v in pairs]
+            times, values = _connect(times, values, options.float('connectedLimit'))
         ys = _nan(values)
         stacked = series.options.get('stacked')
         if series.options.get('invisible'):
@@ -174,7 +191,8 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
             ax2.set_axis_off()
     if options.has('title') and not graph_only:
         fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2)
-    show_legend = not graph_only and not options.bool('hideLegend', len(handles) > 10)
+    too_many = len(handles) > options.int('legendMaxItems', 10)
+    show_legend = not graph_only and not options.bool('hideLegend', too_many)
     right_margin = 0.86 if ax2 is not None and not hide_axes else 0.95
     _legend(fig, handles, options, fg, font_size, show_legend, width, height, right_margin)
 
@@ -198,8 +216,8 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         log_base = options.float('logBase')
         if log_base and log_base > 1:
             axis.set_yscale('log', base=log_base)
-    low = options.float('yMin', options.float('yMinLeft'))
-    high = options.float('yMax', options.float('yMaxLeft'))
+    low = _first(options, 'yMin', 'min', 'yMinLeft')
+    high = _first(options, 'yMax', 'max', 'yMaxLeft')
     if low is not None or high is not None:
         ax.set_ylim(bottom=low, top=high)
     if ax2 is not None:
@@ -224,6 +242,13 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
             ax.tick_params(which='minor', left=False, bottom=False)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
+
+
+def _first(options: GraphOptions, *keys: str) -> Optional[float]:
+    for key in keys:
+        if options.has(key):
+            return options.float(key)
+    return None
 
 
 def _x_format(span: float) -> str:

@@ -19,7 +19,7 @@ DEFAULTS: dict[str, Any] = {
     'width': 330, 'height': 250, 'bgcolor': 'white', 'fgcolor': 'black',
     'majorGridLineColor': 'rose', 'minorGridLineColor': 'grey',
     'colorList': 'blue,green,red,purple,brown,yellow,aqua,grey,magenta,pink,gold,rose',
-    'fontName': 'sans-serif', 'fontSize': 10, 'lineWidth': 1.2, 'margin': 10,
+    'fontName': 'sans-serif', 'fontSize': 10, 'margin': 10,
     'areaMode': 'none', 'lineMode': 'slope', 'pieMode': 'average', 'yUnitSystem': 'si',
     'valueLabels': 'percent', 'valueLabelsMin': 5,
 }

@@ -57,7 +57,9 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     rotate = options.str('pieLabels') == 'rotated'
     wedges: Any = ax.pie([v for _, v in slices], colors=slice_colors, autopct=label_for,
                          startangle=90, counterclock=False, rotatelabels=rotate,
-                         textprops={'color': fg, 'fontsize': font_size})
+                         textprops={'color': parse_color(options.str('valueLabelsColor'))
+                                    if options.has('valueLabelsColor') else fg,
+                                    'fontsize': font_size})
     ax.set_aspect('equal')
     if not options.bool('hideLegend'):
         fig.legend(wedges[0], [label for label, _ in slices], loc='lower center',

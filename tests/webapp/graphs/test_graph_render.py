@@ -189,3 +189,19 @@ def test_graph_options_accept_lists_and_bools():
     opts = GraphOptions({'width': ['100', '200'], 'hideLegend': True, 'yMin': ''})
     assert opts.int('width') == 200 and opts.bool('hideLegend') is True
     assert opts.float('yMin') is None and opts.int('height') == 250
+
+
+def test_axis_and_alias_options_change_output():
+    def two():
+        a = series('x', [float(i % 9) if i % 6 else None for i in range(60)])
+        b = series('y', [3.0] * 60)
+        b.options['secondYAxis'] = True
+        return [a, b]
+    base = render_graph(two(), {}, 'png')[0]
+    variants = [{'leftColor': 'red'}, {'rightColor': 'red'}, {'leftWidth': 4},
+                {'rightDashed': True}, {'thickness': 4}, {'min': -5}, {'max': 50},
+                {'lineMode': 'connected', 'connectedLimit': 3}, {'legendMaxItems': 1}]
+    outputs = [render_graph(two(), v, 'png')[0] for v in variants]
+    assert base not in outputs and len(set(outputs)) == len(outputs)
+    assert render_graph(two(), {'min': -5}, 'png')[0] == \
+        render_graph(two(), {'yMin': -5}, 'png')[0]

@@ -1,0 +1,285 @@
+"""Render benchmark: this app against graphite-web 1.1.10 over the same whisper tree.
+
+    python bench/render_bench.py [--series 200] [--duration 8] [--concurrency 4]
+                                 [--workdir ~/.cache/render-bench] [--skip-graphite]
+
+The script builds everything it needs outside the repository (under --workdir): a
+whisper tree of N series x 1 day at 60 s, a Python 3.9 venv with graphite-web 1.1.10
+(Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn for running this app
+under gunicorn (pip --target, on this interpreter). Servers measured, each as one process so they get the same CPU:
+
+* graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
+* this app under the same gunicorn configuration (``webapp.wsgi:application``)
+* this app's embedded Twisted server (``python -m webapp.server --threads T``)
+
+Scenarios: format=json of all series, ``sumSeries`` of them, and all series with
+maxDataPoints=300. Before measuring, the JSON of both apps is compared. Load is a
+closed loop of C client threads with keep-alive for D seconds; reported: requests/s,
+p50 and p99 latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPHITE_REQS = ['graphite-web==1.1.10', 'Django>=2.2,<2.3', 'django-tagging==0.4.3',
+                 'pyparsing==2.4.7', 'cairocffi', 'whisper==1.1.10', 'pytz', 'six', 'urllib3<2',
+                 'gunicorn']
+
+
+def log(msg: str) -> None:
+    print('[render-bench] %s' % msg, file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw: Any) -> None:
+    log('$ ' + ' '.join(cmd))
+    subprocess.run(cmd, check=True, **kw)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def find_python39() -> str:
+    base = Path('/root/.pyenv/versions')
+    for cand in sorted(base.glob('3.9*/bin/python')) if base.exists() else []:
+        return str(cand)
+    found = shutil.which('python3.9')
+    if not found:
+        raise SystemExit('Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)')
+    return found
+
+
+def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
+    """N series x 1 day at 60 s; rebuilt when missing or older than 6 hours."""
+    import whisper
+    storage = workdir / 'storage'
+    root = storage / 'whisper'
+    stamp = storage / 'built-at'
+    now = int(time.time())
+    if stamp.exists() and now - int(stamp.read_text()) < 6 * 3600 and \
+            len(list(root.glob('bench/*/cpu.wsp'))) == series:
+        return storage, int(stamp.read_text())
+    shutil.rmtree(root, ignore_errors=True)
+    log('writing %d whisper files' % series)
+    for i in range(series):
+        path = root / 'bench' / ('host%03d' % i) / 'cpu.wsp'
+        path.parent.mkdir(parents=True, exist_ok=True)
+        whisper.create(str(path), [(60, 1440 * 2), (300, 2016)])
+        points = [(now - j * 60, float((j * 7 + i) % 101)) for j in range(1440)
+                  if (j + i) % 53]
+        whisper.update_many(str(path), points)
+    stamp.write_text(str(now))
+    return storage, now
+
+
+def setup_graphite(workdir: Path, storage: Path) -> Path:
+    venv = workdir / 'gw-venv'
+    marker = venv / '.installed'
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        run([find_python39(), '-m', 'venv', str(venv)])
+        env = dict(os.environ, GRAPHITE_NO_PREFIX='1')
+        run([str(venv / 'bin/pip'), 'install', '-q'] + GRAPHITE_REQS, env=env)
+        marker.write_text('ok')
+    site = subprocess.run([str(venv / 'bin/python'), '-c',
+                           'import graphite, os; print(os.path.dirname(graphite.__file__))'],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / 'local_settings.py').write_text(
+        'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
+        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\n'
+        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
+    (workdir / 'gw-log').mkdir(exist_ok=True)
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings')
+    run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'], env=env,
+        cwd=str(workdir))
+    return venv
+
+
+def setup_ours_gunicorn(workdir: Path) -> Path:
+    """gunicorn installed into a private directory used on this interpreter's PYTHONPATH."""
+    target = workdir / 'gunicorn-lib'
+    marker = target / '.installed'
+    if not marker.exists():
+        shutil.rmtree(target, ignore_errors=True)
+        run([sys.executable, '-m', 'pip', 'install', '-q', '--target', str(target), 'gunicorn'])
+        marker.write_text('ok')
+    return target
+
+
+class Server:
+    def __init__(self, name: str, cmd: list[str], env: dict, port: int) -> None:
+        self.name, self.port = name, port
+        self.log = open(Path(env['BENCH_WORKDIR']) / ('%s.log' % name.replace(' ', '_')), 'w')
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=env.get('BENCH_CWD'))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(('127.0.0.1', port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise SystemExit('%s exited early, see %s' % (name, self.log.name))
+                time.sleep(0.2)
+        raise SystemExit('%s did not start' % name)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
+def fetch(port: int, path: str, conn: Optional[http.client.HTTPConnection] = None
+          ) -> tuple[int, bytes, http.client.HTTPConnection]:
+    conn = conn or http.client.HTTPConnection('127.0.0.1', port, timeout=120)
+    conn.request('GET', path)
+    resp = conn.getresponse()
+    body = resp.read()
+    if resp.will_close:
+        conn.close()
+        conn = http.client.HTTPConnection('127.0.0.1', port, timeout=120)
+    return resp.status, body, conn
+
+
+def load(port: int, path: str, duration: float, concurrency: int) -> dict[str, float]:
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    stop_at = time.monotonic() + duration
+
+    def worker() -> None:
+        conn = None
+        mine = []
+        while time.monotonic() < stop_at:
+            t0 = time.perf_counter()
+            try:
+                status, _, conn = fetch(port, path, conn)
+            except (OSError, http.client.HTTPException):
+                conn = None
+                status = 0
+            if status != 200:
+                with lock:
+                    errors[0] += 1
+                continue
+            mine.append(time.perf_counter() - t0)
+        with lock:
+            latencies.extend(mine)
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 \
+            if latencies else float('nan')
+    return {'requests': len(latencies), 'rps': len(latencies) / elapsed, 'p50_ms': pct(0.50),
+            'p99_ms': pct(0.99), 'errors': errors[0]}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--series', type=int, default=200)
+    parser.add_argument('--duration', type=float, default=8.0)
+    parser.add_argument('--concurrency', type=int, default=4)
+    parser.add_argument('--threads', type=int, default=4)
+    parser.add_argument('--workdir', default=os.path.expanduser('~/.cache/render-bench'))
+    parser.add_argument('--skip-graphite', action='store_true')
+    parser.add_argument('--skip-gunicorn', action='store_true')
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    storage, now = build_tree(workdir, args.series)
+    ours_conf = workdir / 'ours_settings.py'
+    ours_conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
+                         % str(storage))
+    base_env = dict(os.environ, BENCH_WORKDIR=str(workdir), PYTHONPATH=str(ROOT),
+                    GRAPHITE_SETTINGS=str(ours_conf))
+    servers: list[tuple[str, list[str], dict]] = []
+    if not args.skip_graphite:
+        gw = setup_graphite(workdir, storage)
+        servers.append(('graphite-web 1.1.10 (gunicorn)', [
+            str(gw / 'bin/gunicorn'), '--workers', '1', '--threads', str(args.threads),
+            '--worker-class', 'gthread', '--log-level', 'warning', 'graphite.wsgi:application'],
+            dict(base_env, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH='',
+                 BENCH_CWD=str(workdir))))
+    if not args.skip_gunicorn:
+        lib = setup_ours_gunicorn(workdir)
+        servers.append(('this app (gunicorn)', [
+            sys.executable, '-m', 'gunicorn', '--workers', '1', '--threads', str(args.threads),
+            '--worker-class', 'gthread', '--log-level', 'warning', 'webapp.wsgi:application'],
+            dict(base_env, BENCH_CWD=str(ROOT), PYTHONPATH='%s:%s' % (ROOT, lib))))
+    servers.append(('this app (twisted)', [sys.executable, '-m', 'webapp.server', '--config',
+                                           str(ours_conf), '--threads', str(args.threads)],
+                    dict(base_env, BENCH_CWD=str(ROOT))))
+    window = {'from': now - 86400, 'until': now, 'now': now, 'format': 'json'}
+    scenarios = [
+        ('json %d series' % args.series, dict(window, target='bench.*.cpu')),
+        ('sumSeries', dict(window, target='sumSeries(bench.*.cpu)')),
+        ('maxDataPoints=300', dict(window, target='bench.*.cpu', maxDataPoints=300)),
+    ]
+    results: dict[str, dict[str, Any]] = {}
+    answers: dict[str, dict[str, Any]] = {}
+    for name, cmd, env in servers:
+        port = free_port()
+        if 'gunicorn' in name:
+            cmd = cmd + ['--bind', '127.0.0.1:%d' % port]
+        else:
+            cmd = cmd + ['--port', str(port)]
+        log('starting %s on port %d' % (name, port))
+        server = Server(name, cmd, env, port)
+        try:
+            for label, params in scenarios:
+                path = '/render?' + urlencode(params)
+                status, body, _ = fetch(port, path)
+                if status != 200:
+                    raise SystemExit('%s answered %d to %s: %r' % (name, status, label,
+                                                                    body[:300]))
+                answers.setdefault(label, {})[name] = json.loads(body)
+                for _ in range(2):
+                    fetch(port, path)
+                results.setdefault(label, {})[name] = load(port, path, args.duration,
+                                                           args.concurrency)
+                log('%s / %s: %s' % (name, label, results[label][name]))
+        finally:
+            server.stop()
+    print('\n| scenario | server | req/s | p50 ms | p99 ms | errors |')
+    print('| --- | --- | ---: | ---: | ---: | ---: |')
+    for label, by_server in results.items():
+        for name, r in by_server.items():
+            print('| %s | %s | %.1f | %.0f | %.0f | %d |' % (label, name, r['rps'], r['p50_ms'],
+                                                             r['p99_ms'], r['errors']))
+    for label, by_server in answers.items():
+        names = list(by_server)
+        same = all(by_server[n] == by_server[names[0]] for n in names[1:])
+        print('%s: responses %s across %s' % (label, 'IDENTICAL' if same else 'DIFFER',
+                                               ', '.join(names)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
