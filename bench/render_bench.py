@@ -5,8 +5,8 @@
 
 The script builds everything it needs outside the repository (under --workdir): a
 whisper tree of N series x 1 day at 60 s, a Python 3.9 venv with graphite-web 1.1.10
-(Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn for running this app
-under gunicorn (pip --target, on this interpreter). Servers measured, each as one process so they get the same CPU:
+(Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn (pip --target, run on
+this interpreter) for this app. Servers measured, each one process so they get the same CPU:
 
 * graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
 * this app under the same gunicorn configuration (``webapp.wsgi:application``)

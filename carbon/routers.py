@@ -56,5 +56,8 @@ def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
         except ValueError as exc:
             raise ConfigError(str(exc), key="DESTINATIONS") from None
     for dest in destinations:
-        router.add_destination(Destination(*dest))
+        try:
+            router.add_destination(Destination(*dest))
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="DESTINATIONS") from None
     return router

@@ -23,10 +23,14 @@ Retention and late data (improving on carbon 1.1.10):
   partial one (graphite-project/carbon#751). Points for intervals this output
   never emitted (replays, backfill) are aggregated normally.
 * Memory is bounded (carbon#45, #588): an output whose intervals have all
-  expired keeps only its tombstone, and is dropped entirely once that is older
-  than ``horizon`` intervals; intervals more than ``horizon`` intervals in the
-  future are dropped once emitted; the output dicts are rebuilt after they
-  shrink to a quarter of their peak so freed slots go back to the allocator.
+  expired keeps only its tombstone, and is dropped entirely once that is
+  ``idle_keep`` (default MAX_AGGREGATION_INTERVALS) intervals old, so a quiet
+  output costs memory for about twice as long as in the reference but far less
+  per name (no LoopingCall per buffer); a late point for an output dropped that
+  way is aggregated as a new interval, as the reference does. Intervals more
+  than ``horizon`` intervals in the future are dropped once emitted; the
+  output dicts are rebuilt after they shrink to a quarter of their peak so
+  freed slots go back to the allocator.
 """
 
 from __future__ import annotations
@@ -65,10 +69,11 @@ class BufferManager:
     """
 
     def __init__(self, max_intervals: int = 5, write_back_frequency: float | None = None,
-                 horizon: int = 64) -> None:
+                 horizon: int = 64, idle_keep: int | None = None) -> None:
         self.max_intervals = max(1, int(max_intervals))
         self.write_back_frequency = write_back_frequency
         self.horizon = max(1, int(horizon))
+        self.idle_keep = self.max_intervals if idle_keep is None else max(0, int(idle_keep))
         self._limit = (1 << self.horizon) - 1
         self.outputs: dict[str, OutputBuffer] = {}
         self._groups: dict[float, dict[str, OutputBuffer]] = {}
@@ -161,7 +166,7 @@ class BufferManager:
             if acc.dirty:
                 out.append((name, interval, acc.value()))
                 acc.dirty = False
-            elif interval > newest:
+            elif interval < oldest or interval > newest:
                 expired.append(interval)
         for interval in expired:
             del ob.intervals[interval]
@@ -170,7 +175,7 @@ class BufferManager:
         if ob.intervals:
             return True
         base = ob.tomb_base
-        return base is not None and base >= oldest - self.horizon * freq
+        return base is not None and base >= oldest - self.idle_keep * freq
 
     def flush(self, now: float, force: bool = False) -> Batch:
         """Aggregates due at ``now`` as (output, interval, value); ``force`` flushes all.

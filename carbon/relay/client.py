@@ -19,102 +19,16 @@ its side (a draining carbon daemon), what was written is flushed before closing.
 from __future__ import annotations
 
 import random
-import socket
 from collections import deque
 from typing import Any
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
-from twisted.internet.protocol import ClientFactory, Protocol
-from zope.interface import implementer
 
-from carbon.config.errors import ConfigError
 from carbon.pipeline import Batch
+from carbon.relay.connection import SenderProtocol, SenderFactory
 from carbon.relay.destinations import Destination
 from carbon.relay.spool import Spool
 from carbon.relay.wire import DECODERS, encoder_for
-
-
-@implementer(IPushProducer, IHalfCloseableProtocol)
-class SenderProtocol(Protocol):
-    """The connection to a destination; pauses when the socket buffer is full."""
-
-    def __init__(self, client: DestinationClient) -> None:
-        self.client = client
-        self.paused = False
-        self.closing = False
-
-    def connectionMade(self) -> None:  # noqa: N802
-        _enable_keepalive(self.transport, self.client.settings)
-        self.transport.registerProducer(self, True)
-        self.client.connection_made(self)
-
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
-        """Destinations send nothing back; ignore anything they do."""
-
-    def readConnectionLost(self) -> None:  # noqa: N802
-        """The peer is closing: stop writing, flush what was written, then close."""
-        self.closing = True
-        self.transport.loseConnection()
-
-    def writeConnectionLost(self) -> None:  # noqa: N802
-        self.closing = True
-
-    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
-        self.closing = True
-        self.client.connection_lost(self, reason)
-
-    def pauseProducing(self) -> None:  # noqa: N802
-        self.paused = True
-
-    def resumeProducing(self) -> None:  # noqa: N802
-        self.paused = False
-        self.client.wake()
-
-    def stopProducing(self) -> None:  # noqa: N802
-        self.closing = True
-
-
-def tls_options(settings: Any, host: str) -> Any:
-    """Client TLS options for DESTINATION_TRANSPORT = ssl (DESTINATION_SSL_CA optional)."""
-    try:
-        import OpenSSL  # noqa: F401
-        from twisted.internet import ssl
-    except ImportError:
-        raise ConfigError("SSL destination transport request, but no Python OpenSSL "
-                          "available.", key="DESTINATION_TRANSPORT") from None
-    authority = None
-    ca_file = settings.get("DESTINATION_SSL_CA")
-    if ca_file:
-        try:
-            with open(ca_file) as handle:
-                authority = ssl.Certificate.loadPEM(handle.read())
-        except OSError:
-            raise ConfigError("Failed to read CA chain: %s" % ca_file,
-                              key="DESTINATION_SSL_CA") from None
-    return ssl.optionsForClientTLS(host, authority)
-
-
-def _enable_keepalive(transport: Any, settings: Any) -> None:
-    if not settings.get("TCP_KEEPALIVE") or not hasattr(transport, "getHandle"):
-        return
-    sock = transport.getHandle()
-    transport.setTcpKeepAlive(1)
-    for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
-        flag, value = getattr(socket, name, None), settings.get(name)
-        if flag is not None and value is not None:
-            sock.setsockopt(socket.SOL_TCP, flag, int(value))
-
-
-class _Factory(ClientFactory):
-    def __init__(self, client: DestinationClient) -> None:
-        self.client = client
-
-    def buildProtocol(self, addr: Any) -> SenderProtocol:  # noqa: N802
-        return SenderProtocol(self.client)
-
-    def clientConnectionFailed(self, connector: Any, reason: Any) -> None:  # noqa: N802
-        self.client.connect_failed(reason)
 
 
 class DestinationClient:
@@ -183,9 +97,9 @@ class DestinationClient:
         self.log.clients("%s::startedConnecting (%s:%d)" % (self, host, port))
         self.attempting = True
         if self.tls is not None:
-            self.reactor.connectSSL(host, port, _Factory(self), self.tls, timeout=10)
+            self.reactor.connectSSL(host, port, SenderFactory(self), self.tls, timeout=10)
         else:
-            self.reactor.connectTCP(host, port, _Factory(self), timeout=10)
+            self.reactor.connectTCP(host, port, SenderFactory(self), timeout=10)
 
     def connection_made(self, protocol: SenderProtocol) -> None:
         self.protocol = protocol
@@ -333,8 +247,13 @@ class DestinationClient:
         while self.queue:
             points = self._take(self.write_points)
             payload, _, count = self.encode(points, self.per_message)
-            if count and not self.spool.append(payload, count):
-                self._drop(count, "spool full (%d bytes)" % self.spool.max_bytes)
+            try:
+                stored = not count or self.spool.append(payload, count)
+                why = "spool full (%d bytes)" % self.spool.max_bytes
+            except OSError as exc:  # disk full, permissions: count and log, never raise
+                stored, why = False, "cannot write spool %s: %s" % (self.spool.directory, exc)
+            if not stored:
+                self._drop(count, why)
                 continue
             moved += count
             self.stats.increment(self.stat["spooled"], count)
@@ -377,11 +296,11 @@ class DestinationClient:
         if self._closed is None:
             self._closed = defer.Deferred()
         closed = self._closed
-        protocol.closing = True
         if abort:
+            protocol.closing = True
             protocol.transport.abortConnection()
-        else:
-            protocol.transport.loseConnection()
+        elif not protocol.closing:
+            protocol.finish_writing()
         return closed
 
     def finish(self) -> None:

@@ -18,7 +18,8 @@ from twisted.internet import defer, task
 from carbon.config.errors import ConfigError
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch
-from carbon.relay.client import DestinationClient, tls_options
+from carbon.relay.client import DestinationClient
+from carbon.relay.connection import tls_options
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.spool import Spool
 from carbon.relay.wire import encoder_for

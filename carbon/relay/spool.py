@@ -119,14 +119,32 @@ class Spool:
             return False
         if writer is None or self._sizes[self._segments[-1]] >= self.segment_bytes:
             writer = self._new_segment()
-        writer.write(_RECORD.pack(len(payload), count))
-        writer.write(payload)
-        writer.flush()
         number = self._segments[-1]
+        try:
+            writer.write(_RECORD.pack(len(payload), count))
+            writer.write(payload)
+            writer.flush()
+        except OSError:
+            self._cut_torn_write(number)
+            raise
         self._sizes[number] += _RECORD.size + len(payload)
         self.disk_bytes += _RECORD.size + len(payload)
         self.points += count
         return True
+
+    def _cut_torn_write(self, number: int) -> None:
+        """After a failed write, drop the partial record so the segment stays readable."""
+        writer, self._writer = self._writer, None
+        try:
+            if writer is not None:
+                writer.close()
+        except OSError:
+            pass
+        try:
+            os.truncate(self._path(number), self._sizes[number])
+        except OSError:
+            log.error("relay spool %s: cannot cut a failed write", self._path(number))
+        # With no writer, the next append starts a new segment; this one stays readable.
 
     def _new_segment(self) -> BinaryIO:
         if self._writer is not None:

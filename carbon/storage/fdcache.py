@@ -1,8 +1,18 @@
-"""A bounded LRU of open whisper file descriptors, each with its last parsed header."""
+"""A bounded cache of open whisper file descriptors, each with its last parsed header.
+
+Carbon's writer visits every metric with cached points in turn, so with more active
+metrics than cached descriptors plain LRU would evict each file just before it is
+needed again and never hit. Instead, when full, the least recently used descriptor
+is replaced only if it has been idle for ``idle_seconds``; otherwise the new file is
+used through a transient descriptor that is closed right after the write. Cached
+descriptors idle that long are also closed as the cache is used, so a deleted file's
+space is not held for long.
+"""
 
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
 
 from carbon.storage.whisper_format import Header
@@ -13,15 +23,17 @@ _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 
 
 class Handle:
-    """An open file: its descriptor, identity (device, inode) and cached header."""
+    """An open file: descriptor, identity (device, inode), cached header, last use."""
 
-    __slots__ = ("fd", "dev", "ino", "header")
+    __slots__ = ("fd", "dev", "ino", "header", "used", "cached")
 
-    def __init__(self, fd: int, dev: int, ino: int) -> None:
+    def __init__(self, fd: int, dev: int, ino: int, used: float) -> None:
         self.fd = fd
         self.dev = dev
         self.ino = ino
         self.header: Header | None = None
+        self.used = used
+        self.cached = False
 
 
 def effective_capacity(requested: int) -> int:
@@ -38,13 +50,16 @@ def effective_capacity(requested: int) -> int:
 
 
 class FdCache:
-    """Path -> Handle, least recently used closed first, never more than ``capacity`` open.
+    """Path -> Handle, never more than ``capacity`` descriptors kept open.
 
-    Not thread-safe by itself: the backend serialises access.
+    Not thread-safe by itself: the backend serialises access. Call ``release`` after
+    using a handle from ``get`` (it closes transient ones).
     """
 
-    def __init__(self, capacity: int, fadvise_random: bool = False) -> None:
+    def __init__(self, capacity: int, fadvise_random: bool = False,
+                 idle_seconds: float = 300.0) -> None:
         self.capacity = capacity
+        self.idle_seconds = idle_seconds
         self.fadvise_random = fadvise_random and hasattr(os, "posix_fadvise")
         self._handles: OrderedDict[str, Handle] = OrderedDict()
 
@@ -55,23 +70,33 @@ class FdCache:
         return path in self._handles
 
     def get(self, path: str, st: os.stat_result | None = None) -> Handle:
-        """The open handle of ``path``, reopened if the path now names another file.
+        """An open handle of the file ``path`` names now (reopened if it was replaced).
 
         ``st`` is a fresh ``os.stat(path)`` when the caller already has one.
         """
+        now = time.monotonic()
         handle = self._handles.get(path)
         if handle is not None:
             if st is None:
                 st = os.stat(path)
             if st.st_ino == handle.ino and st.st_dev == handle.dev:
                 self._handles.move_to_end(path)
+                handle.used = now
+                self._close_idle(now)
                 return handle
             self.discard(path)
-        fd = os.open(path, _OPEN_FLAGS)
-        return self.adopt(path, fd)
+        return self._admit(path, os.open(path, _OPEN_FLAGS), now)
 
-    def adopt(self, path: str, fd: int) -> Handle:
-        """Cache an already open read-write descriptor for ``path``."""
+    def adopt(self, path: str, fd: int) -> None:
+        """Take over an open read-write descriptor of ``path`` (closed if not kept)."""
+        self.release(self._admit(path, fd, time.monotonic()))
+
+    def release(self, handle: Handle) -> None:
+        """Done with ``handle`` for now: closes it unless it is cached."""
+        if not handle.cached:
+            os.close(handle.fd)
+
+    def _admit(self, path: str, fd: int, now: float) -> Handle:
         try:
             st = os.fstat(fd)
             if self.fadvise_random:
@@ -80,21 +105,38 @@ class FdCache:
             os.close(fd)
             raise
         self.discard(path)
-        handle = Handle(fd, st.st_dev, st.st_ino)
+        handle = Handle(fd, st.st_dev, st.st_ino, now)
+        if len(self._handles) >= self.capacity:
+            oldest = next(iter(self._handles.values()))
+            if now - oldest.used < self.idle_seconds:
+                return handle  # transient: the cached ones are still in use
+            self._evict_oldest()
+        handle.cached = True
         self._handles[path] = handle
-        while len(self._handles) > self.capacity:
-            _, oldest = self._handles.popitem(last=False)
-            os.close(oldest.fd)
         return handle
+
+    def _close_idle(self, now: float) -> None:
+        """Close the least recently used descriptor if it has been idle too long."""
+        if len(self._handles) > 1:
+            oldest = next(iter(self._handles.values()))
+            if now - oldest.used >= self.idle_seconds:
+                self._evict_oldest()
+
+    def _evict_oldest(self) -> None:
+        _, oldest = self._handles.popitem(last=False)
+        oldest.cached = False
+        os.close(oldest.fd)
 
     def discard(self, path: str) -> None:
         """Close and forget ``path``'s descriptor, if open."""
         handle = self._handles.pop(path, None)
         if handle is not None:
+            handle.cached = False
             os.close(handle.fd)
 
     def close(self) -> None:
         """Close every descriptor."""
         while self._handles:
             _, handle = self._handles.popitem()
+            handle.cached = False
             os.close(handle.fd)

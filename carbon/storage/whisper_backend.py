@@ -1,16 +1,20 @@
 """The whisper storage backend (DATABASE = whisper), byte-compatible with carbon 1.1.10.
 
 Files are created exactly as ``whisper.create`` makes them and updated exactly as
-``whisper.update_many`` would, but through a bounded LRU of open descriptors and a
-cached header (see carbon.storage.whisper_writer). Nothing global is touched: the
+``whisper.update_many`` would (see carbon.storage.whisper_writer), through a bounded
+cache of open descriptors (carbon.storage.fdcache; WHISPER_FD_CACHE_SIZE, default 1024,
+at most half the open-file limit; WHISPER_FD_CACHE_IDLE seconds, default 300) and
+parsed headers shared by files of one schema. Nothing global is touched: the
 WHISPER_* options apply to this instance only.
 
-Staleness: every write ``stat``s the path (~1 us) and reopens when the path names a
-different file (device, inode) than the cached descriptor, e.g. after whisper-resize
-renamed a new file into place; the header is re-read with each write in the same
-``pread`` as the first archive's base point and re-parsed only when its bytes changed,
-so in-place edits (whisper-set-aggregation-method, whisper-set-xfilesfactor) are seen
-at once. Nothing is ever written to a replaced or deleted file.
+Staleness: every write ``stat``s the path (~1 us; or reuses the stat ``exists()``
+took for that path just before, as carbon's writer checks and then writes) and
+reopens when the path names another file (device, inode) than the cached descriptor,
+e.g. after whisper-resize renamed a new file into place. The header is re-read with
+every write, in the same ``pread`` as the first archive's base point, and re-parsed
+only when its bytes changed, so in-place edits (whisper-set-aggregation-method,
+whisper-set-xfilesfactor) are seen at once. Nothing is written to a replaced or
+deleted file.
 """
 
 from __future__ import annotations
@@ -23,18 +27,20 @@ from typing import Any, Iterable, Sequence
 
 from carbon import tags
 from carbon.plugins import STORAGE_BACKENDS
-from carbon.storage.fdcache import FdCache, effective_capacity
+from carbon.storage.fdcache import FdCache, Handle, effective_capacity
 from carbon.storage.whisper_format import (
-    AGGREGATION_METHODS, create_file, pack_metadata, validate_archive_list,
+    AGGREGATION_METHODS, Header, create_file, pack_metadata, validate_archive_list,
 )
 from carbon.storage.whisper_writer import apply_update, prepare_points, read_header
 
-__all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE"]
+__all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE", "DEFAULT_FD_CACHE_IDLE"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_FD_CACHE_SIZE = 1024
+DEFAULT_FD_CACHE_IDLE = 300.0
 _PATH_CACHE_SIZE = 100_000
+STAT_REUSE_SECONDS = 0.5
 METADATA_KEYS = ("aggregationMethod",)
 
 try:
@@ -74,9 +80,12 @@ class WhisperDatabase:
             log.error("WHISPER_FADVISE_RANDOM is enabled but posix_fadvise is unavailable")
             self.fadvise_random = False
         size = settings.get("WHISPER_FD_CACHE_SIZE", DEFAULT_FD_CACHE_SIZE)
-        self._fds = FdCache(effective_capacity(size), self.fadvise_random)
+        idle = float(settings.get("WHISPER_FD_CACHE_IDLE", DEFAULT_FD_CACHE_IDLE))
+        self._fds = FdCache(effective_capacity(size), self.fadvise_random, idle)
+        self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
+        self._checked: tuple[str, os.stat_result, float] | None = None
 
     # -- paths -------------------------------------------------------------------------
 
@@ -94,7 +103,12 @@ class WhisperDatabase:
         """True if the metric's file exists. With TAG_HASH_FILENAMES, a tagged series
         stored under its readable name is first renamed to its hashed name."""
         path = self.get_filesystem_path(metric)
-        if os.path.exists(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            pass
+        else:
+            self._checked = (path, st, time.monotonic())
             return True
         if self.tag_hash_filenames and ";" in metric:
             old = tags.filesystem_path(self.data_dir, metric, False)
@@ -129,13 +143,14 @@ class WhisperDatabase:
             return 0
         path = self.get_filesystem_path(metric)
         with self._lock:
-            handle = self._fds.get(path)
+            handle = self._fds.get(path, self._fresh_stat(path))
             fd = handle.fd
+            ok = False
             try:
                 if self.lock_writes:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
-                    header, base0 = read_header(fd, path, handle.header)
+                    header, base0 = read_header(fd, path, handle.header, self._headers)
                     handle.header = header
                     if now is None:
                         now = int(time.time())
@@ -145,10 +160,27 @@ class WhisperDatabase:
                 finally:
                     if self.lock_writes:
                         fcntl.flock(fd, fcntl.LOCK_UN)
-            except OSError:
-                self._fds.discard(path)
-                raise
+                ok = True
+            finally:
+                self._done(path, handle, ok)
         return dropped
+
+    def _done(self, path: str, handle: Handle, ok: bool) -> None:
+        """Release a handle after use; after a failure, also forget the cached one."""
+        if not ok and handle.cached:
+            self._fds.discard(path)
+        else:
+            self._fds.release(handle)
+
+    def _fresh_stat(self, path: str) -> os.stat_result | None:
+        """The stat taken by ``exists(path)`` just before (carbon's writer checks, then
+        writes), or None. Used once; older than STAT_REUSE_SECONDS it is not used."""
+        checked = self._checked
+        if checked is not None and checked[0] == path:
+            self._checked = None
+            if time.monotonic() - checked[2] < STAT_REUSE_SECONDS:
+                return checked[1]
+        return None
 
     # -- metadata ---------------------------------------------------------------------
 
@@ -157,8 +189,13 @@ class WhisperDatabase:
         path = self.get_filesystem_path(metric)
         with self._lock:
             handle = self._fds.get(path)
-            header, _ = read_header(handle.fd, path, handle.header)
-            handle.header = header
+            ok = False
+            try:
+                header, _ = read_header(handle.fd, path, handle.header, self._headers)
+                handle.header = header
+                ok = True
+            finally:
+                self._done(path, handle, ok)
         return header.info()
 
     def get_metadata(self, metric: str, key: str) -> Any:
@@ -175,19 +212,27 @@ class WhisperDatabase:
         with self._lock:
             handle = self._fds.get(path)
             fd = handle.fd
-            if self.lock_writes:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            ok = False
             try:
-                header, _ = read_header(fd, path, handle.header)
-                packed = pack_metadata(value, header.max_retention, header.xff,
-                                       len(header.archives))
-                os.pwrite(fd, packed, 0)
-                handle.header = None
-                if self.autoflush:
-                    os.fsync(fd)
-            finally:
                 if self.lock_writes:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    header, _ = read_header(fd, path, handle.header, self._headers)
+                    packed = pack_metadata(value, header.max_retention, header.xff,
+                                           len(header.archives))
+                    os.pwrite(fd, packed, 0)
+                    handle.header = None
+                    if self.autoflush:
+                        os.fsync(fd)
+                finally:
+                    if self.lock_writes:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                ok = True
+            except ValueError:
+                ok = True  # a refused value: nothing was written, the descriptor is fine
+                raise
+            finally:
+                self._done(path, handle, ok)
         return header.aggregation_method
 
     # -- misc -------------------------------------------------------------------------

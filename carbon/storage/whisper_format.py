@@ -79,12 +79,13 @@ class Archive:
 class Header:
     """A parsed whisper header plus the raw bytes it came from (for staleness checks)."""
 
-    __slots__ = ("raw", "aggregation_method", "max_retention", "xff", "archives", "lowers",
-                 "aggregator")
+    __slots__ = ("raw", "size", "aggregation_method", "max_retention", "xff", "archives",
+                 "lowers", "aggregator")
 
     def __init__(self, raw: bytes, aggregation_method: str, max_retention: int, xff: float,
                  archives: list[Archive]) -> None:
         self.raw = raw
+        self.size = len(raw)
         self.aggregation_method = aggregation_method
         self.max_retention = max_retention
         self.xff = xff
@@ -93,10 +94,6 @@ class Header:
         self.lowers = [[j for j, lower in enumerate(archives) if lower.step > archive.step]
                        for archive in archives]
         self.aggregator = AGGREGATORS[aggregation_method]
-
-    @property
-    def size(self) -> int:
-        return len(self.raw)
 
     def info(self) -> dict:
         """The header as ``whisper.info`` returns it."""

@@ -35,6 +35,8 @@ __all__ = ["read_header", "prepare_points", "apply_update"]
 _TS = struct.Struct("!L")
 _MAX_TS = 1 << 32
 _MAX_HEADER_READ = 1 << 20
+_HEADER_GUESS = METADATA_SIZE + 6 * ARCHIVE_INFO_SIZE
+_HEADER_CACHE_SIZE = 4096
 
 
 @lru_cache(maxsize=512)
@@ -42,11 +44,16 @@ def _run_struct(count: int) -> struct.Struct:
     return struct.Struct("!" + "Ld" * count)
 
 
-def read_header(fd: int, path: str, cached: Header | None) -> tuple[Header, int | None]:
-    """The file's current header (``cached`` if its bytes are unchanged) and, when the
-    first archive starts right after the header, that archive's base timestamp."""
-    want = cached.size + POINT_SIZE if cached is not None else METADATA_SIZE + 4 * (
-        ARCHIVE_INFO_SIZE) + POINT_SIZE
+def read_header(fd: int, path: str, cached: Header | None,
+                headers: dict[bytes, Header]) -> tuple[Header, int | None]:
+    """The file's current header and, when the first archive starts right after the
+    header, that archive's base timestamp; one ``pread`` in the usual case.
+
+    ``cached`` (the header last seen in this file) is reused if its bytes are unchanged;
+    else ``headers`` (parsed headers by their bytes: files of one schema share one)
+    is consulted and filled.
+    """
+    want = (cached.size if cached is not None else _HEADER_GUESS) + POINT_SIZE
     raw = os.pread(fd, want, 0)
     if cached is not None and raw[:cached.size] == cached.raw:
         header = cached
@@ -56,7 +63,12 @@ def read_header(fd: int, path: str, cached: Header | None) -> tuple[Header, int 
             raise CorruptWhisperFile("Unable to read header", path)
         if len(raw) < size + POINT_SIZE and len(raw) == want:
             raw = os.pread(fd, min(size + POINT_SIZE, _MAX_HEADER_READ), 0)
-        header = parse_header(raw, path)
+        header = headers.get(raw[:size])
+        if header is None:
+            header = parse_header(raw, path)
+            if len(headers) >= _HEADER_CACHE_SIZE:
+                headers.clear()
+            headers[header.raw] = header
     if not header.archives:
         raise CorruptWhisperFile("No archives in header", path)
     base0 = None
@@ -71,8 +83,9 @@ def prepare_points(datapoints: Iterable[tuple[float, float]]) -> list[tuple[int,
     That is whisper's newest-first stable sort, reversed (as whisper walks each archive).
     """
     points = [(int(t), float(v)) for t, v in datapoints]
-    points.reverse()
-    points.sort(key=_timestamp)
+    if len(points) > 1:
+        points.reverse()
+        points.sort(key=_timestamp)
     return points
 
 

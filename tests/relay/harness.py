@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer, task
 from twisted.internet.epollreactor import EPollReactor
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
 
 
@@ -27,9 +28,19 @@ def run_reactor(body: Callable[[Any], Any], timeout: float = 30.0) -> Any:
         outcome.setdefault("result", Failure(TimeoutError("test body ran over %.0f s" % timeout)))
         reactor.stop()
 
+    errors: list[str] = []
+
+    def observe(event: dict) -> None:  # errors raised in reactor callbacks fail the test
+        if event.get("log_failure") is not None or event.get("isError"):
+            errors.append(formatEvent(event) or repr(event.get("log_failure")))
+
     reactor.callWhenRunning(start)
     timer = reactor.callLater(timeout, expire)
-    reactor.run(installSignalHandlers=False)
+    globalLogPublisher.addObserver(observe)
+    try:
+        reactor.run(installSignalHandlers=False)
+    finally:
+        globalLogPublisher.removeObserver(observe)
     if timer.active():
         timer.cancel()
     for call in reactor.getDelayedCalls():
@@ -44,6 +55,8 @@ def run_reactor(body: Callable[[Any], Any], timeout: float = 30.0) -> Any:
     result = outcome.get("result")
     if isinstance(result, Failure):
         result.raiseException()
+    if errors:
+        raise AssertionError("errors logged in the reactor:\n" + "\n".join(errors))
     return result
 
 

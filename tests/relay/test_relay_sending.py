@@ -244,7 +244,10 @@ def test_shutdown_flushes_queues_to_a_live_destination(tmp_path):
         relay.sink.start()
         yield wait_for(reactor, lambda: sink.connections, what="connection")
         relay.sink.put_many(points)
+        started = reactor.seconds()
         yield relay.sink.stop()
+        assert reactor.seconds() - started < 2  # flushed and closed, not timed out (5 s)
+        assert relay.log.text().count("clientConnectionLost") == 1
         yield wait_for(reactor, lambda: len(sink.points) == len(points), what="flush")
         assert sink.points == points
         assert relay.total("spooled") == 0

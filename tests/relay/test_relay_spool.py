@@ -149,3 +149,30 @@ def test_spool_written_as_line_is_replayed_as_pickle(tmp_path):
         yield sink.stop()
 
     run_reactor(body)
+
+
+def test_failed_write_leaves_a_readable_spool(tmp_path):
+    spool = Spool(str(tmp_path), 1 << 20, "pickle")
+    points = make_points(300)
+    spool.append(*_record(points[:100]))
+
+    class FailingWriter:
+        def __init__(self, real):
+            self.real = real
+
+        def write(self, data):
+            self.real.write(data[:3])  # a torn record, then the disk is full
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            self.real.flush()
+
+        def close(self):
+            self.real.close()
+
+    spool._writer = FailingWriter(spool._writer)
+    with pytest.raises(OSError):
+        spool.append(*_record(points[100:200]))
+    assert spool.append(*_record(points[200:]))  # a new segment
+    assert spool.points == 200
+    assert _drain(spool) == points[:100] + points[200:]

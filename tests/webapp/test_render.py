@@ -188,6 +188,12 @@ def test_cache_headers(app: Any, base_time: int) -> None:
     ({'target': 'a.b', 'cacheTimeout': 'soon'}, b'Invalid parameters'),
     ({'target': 'template(a.b, c.d)'}, b'invalid template() syntax'),
     ({'target': 'f(' * 2000 + 'a' + ')' * 2000}, b'Invalid parameters'),
+    ({'target': 'scale(servers.web1.cpu, "x")'}, b'Invalid "float" value'),
+    ({'target': 'sumSeries(1)'}, b'"seriesList" value'),
+    ({'target': 'sumSeries(servers.web1.cpu, foo=1)'}, b'Unexpected key word arguments: foo'),
+    ({'target': 'alias(servers.web1.cpu)'}, b'Missing required parameter "newName"'),
+    ({'target': 'movingAverage(servers.web1.cpu, "bogus")'}, b'bogus'),
+    ({'target': 'servers.web1.cpu', 'graphType': 'pie', 'pieMode': 'median'}, b'pieMode'),
 ])
 def test_user_errors_are_400_text(app: Any, params: dict, fragment: bytes) -> None:
     params.setdefault('format', 'json')

@@ -191,18 +191,23 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
     kwargs = {name: evaluate_tokens(ctx, arg, replacements) for name, arg in node.kwargs}
     ctx['args'] = node.args
     validate = getattr(fn, 'validate', None)
+    invalid: Optional[Exception] = None
     if validate is not None:
         try:
             args, kwargs = validate(args, kwargs)
         except _input_error_classes() as err:
             if ctx['settings'].ENFORCE_INPUT_VALIDATION:
                 raise
-            log.warning('Validation Error: %s (func %s)', err, node.name)
+            log.info('Validation Error: %s (func %s)', err, node.name)
+            invalid = err
     try:
         return fn.func(ctx, *args, **kwargs)
     except Exception as err:
         if type(err).__name__ == 'NormalizeEmptyResultError':
             return []
+        if invalid is not None and not isinstance(err, _input_error_classes()):
+            # graphite-web would answer 500 here; the arguments were invalid, so say so
+            raise InputError(str(invalid)) from err
         if isinstance(err, TypeError) and _is_call_error(err, fn.func):
             raise InputError('%s: %s' % (node.name, err)) from None
         raise

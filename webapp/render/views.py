@@ -228,7 +228,8 @@ _ENCODE = json.JSONEncoder(allow_nan=True).encode
 def _datapoints_json(series: Any) -> str:
     """``[[value, ts], ...]`` of a series; NaN as null, infinities as +-1e9999."""
     step = int(series.step * series.valuesPerPoint) or 1
-    text = _ENCODE(list(zip(series, range(int(series.start), int(series.end) + 1, step))))
+    stamps = range(int(series.start), int(series.end) + 1, step)
+    text = _ENCODE(list(zip(series, stamps, strict=False)))
     if 'N' in text or 'I' in text:
         text = text.replace('NaN', 'null').replace('Infinity', '1e9999')
     return text

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Optional
 import whisper
 
 from carbon import tags as carbon_tags
+from webapp.storage import whisper_read
 from webapp.storage.carbonlink import CarbonLinkPool, merge_with_cache
 from webapp.storage.nodes import Node, expand_braces, match_entries
 
@@ -52,16 +53,16 @@ class WhisperLeaf(Node):
             return []
         return [(start, end)]
 
-    def read(self, start: int, end: int, now: Optional[int]) -> Optional[tuple]:
-        """``whisper.fetch`` of the file: ((start, end, step), values) or None."""
+    def read(self, start: int, end: int, now: Optional[int]) -> tuple[Optional[tuple], dict]:
+        """(``whisper.fetch`` result or None, file header)."""
         try:
             if self.fs_path.endswith('.gz'):
                 with gzip.open(self.fs_path, 'rb') as fh:
-                    return whisper.file_fetch(fh, start, end, now=now)
-            return whisper.fetch(self.fs_path, start, end, now=now)
-        except (OSError, whisper.WhisperException) as err:
+                    return whisper_read.file_fetch(fh, start, end, now)
+            return whisper_read.fetch(self.fs_path, start, end, now)
+        except (OSError, EOFError, whisper.WhisperException) as err:
             log.warning("failed fetch of whisper file %s: %s", self.fs_path, err)
-            return None
+            return None, {}
 
 
 def _rel(path: str, base: str) -> str:
@@ -207,23 +208,22 @@ class WhisperFinder:
             pending = self.carbonlink.query_bulk_async(names)
         results = []
         for pattern, leaf in leaves:
-            data = leaf.read(start, end, now)
+            data, header = leaf.read(start, end, now)
             if data is None:
                 continue
-            results.append((pattern, leaf, data))
+            results.append((pattern, leaf, data, header))
         cached: dict[str, list] = {}
         if pending is not None:
             cached = self.carbonlink.wait(pending)
         out = []
-        for pattern, leaf, (time_info, values) in results:
+        for pattern, leaf, (time_info, values), header in results:
             points = cached.get(leaf.real_path)
             if points:
                 try:
-                    info = leaf.info()
                     values = merge_with_cache(points, time_info[0], time_info[2], values,
-                                              info['aggregationMethod'],
-                                              info['archives'][0]['secondsPerPoint'])
-                except (OSError, ValueError, whisper.WhisperException) as err:
+                                              header['aggregationMethod'],
+                                              header['archives'][0]['secondsPerPoint'])
+                except (ValueError, TypeError, KeyError) as err:
                     log.warning("cannot merge cache for %s: %s", leaf.path, err)
             out.append({'pathExpression': pattern, 'name': leaf.path, 'path': leaf.path,
                         'time_info': tuple(time_info), 'values': values})

@@ -1,0 +1,100 @@
+"""The TCP (or TLS) connection to one destination, driven by its DestinationClient."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
+from twisted.internet.protocol import ClientFactory, Protocol
+from zope.interface import implementer
+
+from carbon.config.errors import ConfigError
+
+
+@implementer(IPushProducer, IHalfCloseableProtocol)
+class SenderProtocol(Protocol):
+    """The connection to a destination; pauses when the socket buffer is full."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.paused = False
+        self.closing = False
+
+    def connectionMade(self) -> None:  # noqa: N802
+        _enable_keepalive(self.transport, self.client.settings)
+        self.transport.registerProducer(self, True)
+        self.client.connection_made(self)
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        """Destinations send nothing back; ignore anything they do."""
+
+    def readConnectionLost(self) -> None:  # noqa: N802
+        """The peer is closing: stop writing, flush what was written, then close."""
+        self.finish_writing()
+
+    def finish_writing(self) -> None:
+        """Close once the transport's buffer is written (a registered producer would
+        keep the connection open forever, so unregister first)."""
+        self.closing = True
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
+    def writeConnectionLost(self) -> None:  # noqa: N802
+        self.closing = True
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.closing = True
+        self.client.connection_lost(self, reason)
+
+    def pauseProducing(self) -> None:  # noqa: N802
+        self.paused = True
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.paused = False
+        self.client.wake()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        self.closing = True
+
+
+def tls_options(settings: Any, host: str) -> Any:
+    """Client TLS options for DESTINATION_TRANSPORT = ssl (DESTINATION_SSL_CA optional)."""
+    try:
+        import OpenSSL  # noqa: F401
+        from twisted.internet import ssl
+    except ImportError:
+        raise ConfigError("SSL destination transport request, but no Python OpenSSL "
+                          "available.", key="DESTINATION_TRANSPORT") from None
+    authority = None
+    ca_file = settings.get("DESTINATION_SSL_CA")
+    if ca_file:
+        try:
+            with open(ca_file) as handle:
+                authority = ssl.Certificate.loadPEM(handle.read())
+        except OSError:
+            raise ConfigError("Failed to read CA chain: %s" % ca_file,
+                              key="DESTINATION_SSL_CA") from None
+    return ssl.optionsForClientTLS(host, authority)
+
+
+def _enable_keepalive(transport: Any, settings: Any) -> None:
+    if not settings.get("TCP_KEEPALIVE") or not hasattr(transport, "getHandle"):
+        return
+    sock = transport.getHandle()
+    transport.setTcpKeepAlive(1)
+    for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
+        flag, value = getattr(socket, name, None), settings.get(name)
+        if flag is not None and value is not None:
+            sock.setsockopt(socket.SOL_TCP, flag, int(value))
+
+
+class SenderFactory(ClientFactory):
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def buildProtocol(self, addr: Any) -> SenderProtocol:  # noqa: N802
+        return SenderProtocol(self.client)
+
+    def clientConnectionFailed(self, connector: Any, reason: Any) -> None:  # noqa: N802
+        self.client.connect_failed(reason)
