@@ -3,7 +3,8 @@
     python bench/storage_bench.py [--metrics 2000] [--batches 50 5 1] [--rounds 2]
 
 Both writers get the same batches, one metric after another and each after an
-existence check as carbon's writer does, into their own files of the same schema (created outside the timing): for
+existence check as carbon's writer does, into their own files of the same schema
+(created outside the timing): for
 each batch size, ``--rounds`` writes per metric of that many points, either with a
 fixed phase per metric ("regular", as most clients send) or jittered within each
 minute ("jittered": gaps and duplicate intervals). Every batch also carries one

@@ -120,6 +120,7 @@ class AMQPMetricListener(AMQPClient):
             self.flow_handle = None
         if self.factory.current is self:
             self.factory.current = None
+        self.factory.last_error = self.error
         super().connectionLost(reason)
 
     def reading_paused(self) -> bool:
@@ -171,6 +172,7 @@ class AMQPListenerFactory(ReconnectingClientFactory):
         self.clock = reactor
         self.context = context
         self.current: AMQPMetricListener | None = None
+        self.last_error: Exception | None = None
 
     def buildProtocol(self, addr: Any) -> AMQPMetricListener:  # noqa: N802
         return AMQPMetricListener(self)
@@ -187,7 +189,8 @@ class AMQPListenerFactory(ReconnectingClientFactory):
     def clientConnectionLost(self, connector: Any, reason: Any) -> None:  # noqa: N802
         if self.continueTrying:
             self.context.log.listener("AMQP connection to %s lost: %s" % (
-                self._where(connector), reason.getErrorMessage()))
+                self._where(connector), self.last_error or reason.getErrorMessage()))
+        self.last_error = None
         super().clientConnectionLost(connector, reason)
 
 

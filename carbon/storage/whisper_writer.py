@@ -223,6 +223,12 @@ class _Update:
         base = self.base(index)
         if base == 0:
             base = runs[0][0]
+        if len(runs) > 2 and 0 not in latest:
+            first = runs[0][0]
+            count = (runs[-1][0] - first) // step + len(runs[-1][1]) // 2
+            if count <= archive.points:
+                self._merge_runs(index, runs, base, first, count)
+                return list(latest)
         start, size, end = archive.offset, archive.size, archive.end
         for interval, run_fields in runs:
             data = _run_struct(len(run_fields) // 2).pack(*run_fields)
@@ -239,6 +245,26 @@ class _Update:
                 if offset == start:
                     self._note_slot0(index, data, 0)
         return list(latest)
+
+    def _merge_runs(self, index: int, runs: list[tuple[int, list]], base: int, first: int,
+                    count: int) -> None:
+        """Write many runs (gaps between them) with one read and one write of the span
+        ``count`` slots from interval ``first``: the gaps are written back unchanged."""
+        archive = self.header.archives[index]
+        step = archive.step
+        slot = ((first - base) // step) % archive.points
+        span = bytearray(self._read_raw(archive, slot, count))
+        for interval, fields in runs:
+            position = (interval - first) // step * POINT_SIZE
+            data = _run_struct(len(fields) // 2).pack(*fields)
+            span[position:position + len(data)] = data
+        head = min(count, archive.points - slot) * POINT_SIZE
+        self._pwrite(span[:head], archive.offset + slot * POINT_SIZE)
+        if head < len(span):
+            self._pwrite(span[head:], archive.offset)
+        zero = 0
+        if zero < count:  # slot 0 was rewritten
+            self._note_slot0(index, span, zero * POINT_SIZE)
 
     def _note_slot0(self, index: int, data: bytes, position: int) -> None:
         self.bases[index] = _TS.unpack_from(data, position)[0]
@@ -366,15 +392,19 @@ class _Update:
             result.append((x, neighbors))
         return result
 
-    def _read_slots(self, archive, first: int, count: int) -> tuple:
-        """Flat (timestamp, value, ...) of ``count`` slots from ``first``, wrapping."""
+    def _read_raw(self, archive, first: int, count: int) -> bytes:
+        """The bytes of ``count`` slots from slot ``first``, wrapping."""
         head = min(count, archive.points - first)
         data = os.pread(self.fd, head * POINT_SIZE, archive.offset + first * POINT_SIZE)
         if head < count:
             data += os.pread(self.fd, (count - head) * POINT_SIZE, archive.offset)
         if len(data) != count * POINT_SIZE:
             raise CorruptWhisperFile("Unable to read datapoints", self.path)
-        return _run_struct(count).unpack(data)
+        return data
+
+    def _read_slots(self, archive, first: int, count: int) -> tuple:
+        """Flat (timestamp, value, ...) of ``count`` slots from ``first``, wrapping."""
+        return _run_struct(count).unpack(self._read_raw(archive, first, count))
 
     def _write_slots(self, archive, writes: dict[int, bytes]) -> None:
         """Write single points by slot, coalescing neighbouring slots into one write."""
