@@ -13,6 +13,7 @@ setup(
         "whisper==1.1.10",
         "cachetools>=5",
         "mmh3>=4",
+        "tzdata",
     ],
     extras_require={
         "render": ["matplotlib>=3.7"],

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import os
 import struct
-from functools import lru_cache
-from itertools import chain, compress
-from operator import eq, itemgetter
-from typing import Iterable, Sequence
+from operator import eq
 
 from carbon.storage.whisper_format import (
     ARCHIVE_INFO_SIZE, METADATA_SIZE, POINT, POINT_SIZE, CorruptWhisperFile, Header,
     header_size, parse_header,
+)
+from carbon.storage.whisper_points import (
+    contiguous_runs, lower_candidate, prepare_points, read_span, run_struct, runs_as_whisper,
+    split_by_archive,
 )
 
 __all__ = ["read_header", "prepare_points", "apply_update"]
@@ -37,11 +38,6 @@ _MAX_TS = 1 << 32
 _MAX_HEADER_READ = 1 << 20
 _HEADER_GUESS = METADATA_SIZE + 6 * ARCHIVE_INFO_SIZE
 _HEADER_CACHE_SIZE = 4096
-
-
-@lru_cache(maxsize=512)
-def _run_struct(count: int) -> struct.Struct:
-    return struct.Struct("!" + "Ld" * count)
 
 
 def read_header(fd: int, path: str, cached: Header | None,
@@ -77,26 +73,11 @@ def read_header(fd: int, path: str, cached: Header | None,
     return header, base0
 
 
-def prepare_points(datapoints: Iterable[tuple[float, float]]) -> list[tuple[int, float]]:
-    """``(int(t), float(v))`` pairs in time order; equal timestamps in reverse given order.
-
-    That is whisper's newest-first stable sort, reversed (as whisper walks each archive).
-    """
-    points = [(int(t), float(v)) for t, v in datapoints]
-    if len(points) > 1:
-        points.reverse()
-        points.sort(key=_timestamp)
-    return points
-
-
-_timestamp = itemgetter(0)
-
-
 def apply_update(fd: int, path: str, header: Header, base0: int | None,
                  points: list[tuple[int, float]], now: int) -> int:
     """Write ``points`` (from ``prepare_points``) into the open file; returns how many
     were dropped for being older than the largest retention."""
-    groups, dropped = _split_by_archive(header.archives, points, now)
+    groups, dropped = split_by_archive(header.archives, points, now)
     for _, group in groups:  # in time order: check the oldest and the newest
         if group[0][0] < 0 or group[-1][0] >= _MAX_TS:
             raise ValueError("timestamps must be in [0, 2**32) to be stored in whisper")
@@ -107,69 +88,6 @@ def apply_update(fd: int, path: str, header: Header, base0: int | None,
         intervals = update.write_archive(index, group)
         update.propagate(index, intervals)
     return dropped
-
-
-def _split_by_archive(archives: list, points: list[tuple[int, float]],
-                      now: int) -> tuple[list[tuple[int, list[tuple[int, float]]]], int]:
-    """Points per archive (in time order), as whisper's newest-first retention walk
-    assigns them, and how many are too old for every archive."""
-    if not points:
-        return [], 0
-    if now - points[0][0] <= archives[0].retention:  # the usual case: all in the first
-        return [(0, points)], 0
-    groups = []
-    index = 0
-    current: list[tuple[int, float]] = []
-    for i in range(len(points) - 1, -1, -1):
-        age = now - points[i][0]
-        while archives[index].retention < age:
-            if current:
-                current.reverse()
-                groups.append((index, current))
-                current = []
-            index += 1
-            if index == len(archives):
-                return groups, i + 1
-        current.append(points[i])
-    if current:
-        current.reverse()
-        groups.append((index, current))
-    return groups, 0
-
-
-def _runs(latest: dict[int, float], step: int) -> list[tuple[int, list]]:
-    """Contiguous runs of ``latest`` (interval -> value, ascending): (start, fields)."""
-    keys = list(latest)
-    count = len(keys)
-    if keys[-1] - keys[0] == step * (count - 1):
-        return [(keys[0], list(chain.from_iterable(latest.items())))]
-    items = list(latest.items())
-    bounds = [0, *[i for i in range(1, count) if keys[i] - keys[i - 1] != step], count]
-    return [(keys[lo], list(chain.from_iterable(items[lo:hi])))
-            for lo, hi in zip(bounds, bounds[1:], strict=False)]
-
-
-def _runs_as_whisper(points: list[tuple[int, float]], step: int) -> list[tuple[int, list]]:
-    """Whisper's own run building, needed when an interval is 0: its test is "not
-    previous", so a run never ends after interval 0 and its start is computed back
-    from the last interval."""
-    aligned = [t - t % step for t, _ in points]
-    runs: list[tuple[int, list]] = []
-    fields: list = []
-    previous = 0
-    last = len(points) - 1
-    for i, interval in enumerate(aligned):
-        if i < last and interval == aligned[i + 1]:
-            continue  # a later point of the same interval wins
-        if not previous or interval == previous + step:
-            fields.append(interval)
-            fields.append(points[i][1])
-        else:
-            runs.append((previous - step * (len(fields) // 2 - 1), fields))
-            fields = [interval, points[i][1]]
-        previous = interval
-    runs.append((previous - step * (len(fields) // 2 - 1), fields))
-    return runs
 
 
 class _Update:
@@ -219,7 +137,7 @@ class _Update:
                 self.bases[index] = interval
             return [interval]
         latest = {t - t % step: v for t, v in points}  # the last point of an interval wins
-        runs = _runs_as_whisper(points, step) if 0 in latest else _runs(latest, step)
+        runs = runs_as_whisper(points, step) if 0 in latest else contiguous_runs(latest, step)
         base = self.base(index)
         if base == 0:
             base = runs[0][0]
@@ -231,7 +149,7 @@ class _Update:
                 return list(latest)
         start, size, end = archive.offset, archive.size, archive.end
         for interval, run_fields in runs:
-            data = _run_struct(len(run_fields) // 2).pack(*run_fields)
+            data = run_struct(len(run_fields) // 2).pack(*run_fields)
             offset = start + ((interval - base) // step * POINT_SIZE) % size
             beyond = offset + len(data) - end
             if beyond > 0:
@@ -256,13 +174,13 @@ class _Update:
         span = bytearray(self._read_raw(archive, slot, count))
         for interval, fields in runs:
             position = (interval - first) // step * POINT_SIZE
-            data = _run_struct(len(fields) // 2).pack(*fields)
+            data = run_struct(len(fields) // 2).pack(*fields)
             span[position:position + len(data)] = data
         head = min(count, archive.points - slot) * POINT_SIZE
         self._pwrite(span[:head], archive.offset + slot * POINT_SIZE)
         if head < len(span):
             self._pwrite(span[head:], archive.offset)
-        zero = 0
+        zero = (archive.points - slot) % archive.points
         if zero < count:  # slot 0 was rewritten
             self._note_slot0(index, span, zero * POINT_SIZE)
 
@@ -299,7 +217,7 @@ class _Update:
             return self._propagate_level(higher, lower, {x})
         flat = self._read_slots(high, ((x - h_base) // h_step) % high.points, per_lower)
         present = list(map(eq, flat[0::2], range(x, x + per_lower * h_step, h_step)))
-        candidate = _candidate(flat[1::2], present, header)
+        candidate = lower_candidate(flat[1::2], present, header)
         if candidate is None:
             return False
         known, neighbors = candidate
@@ -331,7 +249,7 @@ class _Update:
             for x in order:
                 d = (x - first) // h_step
                 e = d + per_lower
-                candidate = _candidate(values[d:e], present[d:e], header)
+                candidate = lower_candidate(values[d:e], present[d:e], header)
                 if candidate is not None:
                     candidates.append((x, candidate))
         else:
@@ -369,7 +287,7 @@ class _Update:
             firsts = [0] * len(order)
         else:
             firsts = [((x - h_base) // h_step) % h_points for x in order]
-        counts = [_span(f, per_lower, h_points) for f in firsts]
+        counts = [read_span(f, per_lower, h_points) for f in firsts]
         # One read: a window from the earliest interval's slot, or the whole archive
         # when that window would wrap onto itself.
         anchor = firsts[order.index(min(order))]
@@ -404,7 +322,7 @@ class _Update:
 
     def _read_slots(self, archive, first: int, count: int) -> tuple:
         """Flat (timestamp, value, ...) of ``count`` slots from ``first``, wrapping."""
-        return _run_struct(count).unpack(self._read_raw(archive, first, count))
+        return run_struct(count).unpack(self._read_raw(archive, first, count))
 
     def _write_slots(self, archive, writes: dict[int, bytes]) -> None:
         """Write single points by slot, coalescing neighbouring slots into one write."""
@@ -422,27 +340,3 @@ class _Update:
             chunk.append(writes[slot])
             previous = slot
         self._pwrite(b"".join(chunk), archive.offset + run_start * POINT_SIZE)
-
-
-def _candidate(values: Sequence[float], present: list[bool],
-               header: Header) -> tuple[Sequence, Sequence | None] | None:
-    """(known, neighbors) of one lower interval if it passes xFilesFactor, else None.
-
-    ``present[i]`` tells whether slot i holds its own interval. ``neighbors`` (with None
-    for absent slots) is only built when the aggregation needs it (avg_zero).
-    """
-    known = list(compress(values, present))
-    count = len(known)
-    if count == len(values):
-        return known, known
-    if not count or float(count) / float(len(values)) < header.xff:
-        return None
-    if header.aggregation_method != "avg_zero":
-        return known, None
-    return known, [v if ok else None for v, ok in zip(values, present, strict=True)]
-
-
-def _span(first: int, wanted: int, points: int) -> int:
-    """How many slots whisper reads from ``first`` for ``wanted`` higher points."""
-    last = (first + wanted) % points
-    return last - first if first < last else points - first + last

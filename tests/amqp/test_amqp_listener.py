@@ -117,9 +117,9 @@ def test_metric_name_in_body(tmp_path, broker):
 
 
 def test_flow_control_holds_messages_at_the_broker(tmp_path, broker):
-    # 5 metrics x 100 points overfill a 100-point cache; one write a second drains it in ~4 s.
+    # 5 metrics x 100 points overfill a 100-point cache; a write every 2 s drains it in ~7 s.
     cache = amqp_daemon(tmp_path, broker, "flow_test", MAX_CACHE_SIZE=100,
-                        MAX_UPDATES_PER_SECOND=1)
+                        MAX_UPDATES_PER_SECOND=0.5)
     try:
         metrics = ["amqp.flow.m%d" % i for i in range(5)]
         publish(broker, "flow_test", stdin="\n".join(

@@ -1,0 +1,167 @@
+"""carbon-aggregator and carbon-aggregator-cache.
+
+Received points: [white/blacklist] -> rewrite [pre] -> aggregate -> rewrite [post]
+-> sink. Aggregates computed on each tick go straight to the sink, as in carbon
+1.1.10. carbon-aggregator's sink is the relay's (routing, flow control, spool);
+carbon-aggregator-cache's is the cache (written to whisper by the writer).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any, Callable
+
+from twisted.internet import defer
+
+from carbon.aggregator.buffers import BufferManager
+from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.rules import RuleSet, RulesFile, parse_rules, reload_rules
+from carbon.daemon.base import Daemon
+from carbon.daemon.cache import CacheDaemon
+from carbon.instrumentation.reporter import Reporter
+from carbon.relay.sink import RelaySink, relay_extra
+from carbon.rewrite import RewriteProcessor, RewriteRulesFile
+
+
+class AggregationStages:
+    """The rewrite and aggregate processors plus their rule files, shared by both daemons."""
+
+    def __init__(self, settings: Any, stats: Any, log: Any) -> None:
+        self.settings = settings
+        self.log = log
+        cache_size = int(settings.get("AGGREGATION_RULE_CACHE_SIZE", 100000))
+        rules_path = settings.get("aggregation-rules") or os.path.join(
+            settings.CONF_DIR, settings.AGGREGATION_RULES)
+        rewrite_path = settings.get("rewrite-rules") or os.path.join(
+            settings.CONF_DIR, settings.REWRITE_RULES)
+        if os.path.exists(rules_path):
+            self.rules_file: RulesFile | None = RulesFile(rules_path, cache_size)
+            ruleset = self.rules_file.ruleset
+        else:
+            log.aggregator("%s not found, no aggregation rules" % rules_path)
+            self.rules_file = None
+            ruleset = parse_rules("", rules_path, cache_size)
+        log.aggregator("loaded %d aggregation rules from %s" % (len(ruleset.rules), rules_path))
+        self.rewrite_file = RewriteRulesFile(rewrite_path)
+        for error in self.rewrite_file.rules.errors:
+            log.aggregator("rewrite rule skipped: %s" % error)
+        self.pre = RewriteProcessor(self.rewrite_file.rules, "pre")
+        self.post = RewriteProcessor(self.rewrite_file.rules, "post")
+        self.buffers = BufferManager.from_settings(settings)
+        self.aggregate = AggregationProcessor(ruleset, self.buffers, settings, stats,
+                                              log=log.aggregator)
+
+    @property
+    def ruleset(self) -> RuleSet:
+        return self.aggregate.ruleset
+
+    def processors(self) -> list:
+        return [self.pre, self.aggregate, self.post]
+
+    def check_files(self, force: bool = False) -> None:
+        """Reload changed rule files; a file that does not parse keeps the old rules."""
+        if self.rules_file is not None:
+            if force:
+                new, error = reload_rules(self.rules_file.path, self.rules_file.ruleset)
+                changed = error is None
+                if changed:
+                    self.rules_file.ruleset = new
+            else:
+                changed, error = self.rules_file.check()
+            if error is not None:
+                self.log.aggregator("keeping previous aggregation rules: %s" % error)
+            if changed:
+                self.aggregate.set_ruleset(self.rules_file.ruleset)
+                self.log.aggregator("reloaded %d aggregation rules"
+                                    % len(self.rules_file.ruleset.rules))
+        changed, errors = self.rewrite_file.check()
+        for error in errors:
+            self.log.aggregator("rewrite rules: %s" % error)
+        if changed:
+            self.pre.set_rules(self.rewrite_file.rules)
+            self.post.set_rules(self.rewrite_file.rules)
+            self.log.aggregator("reloaded rewrite rules")
+
+    def gauges(self) -> dict[str, Callable[[], float]]:
+        return {"allocatedBuffers": lambda: len(self.buffers),
+                "bufferedDatapoints": self.buffers.buffered_datapoints}
+
+
+def aggregator_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:
+    record("aggregateDatapointsSent", counters.get("aggregateDatapointsSent", 0))
+    for name in ("aggregateDatapointsTooLate", "aggregateDatapointsInvalid"):
+        if counters.get(name):
+            record(name, counters[name])
+    relay_extra(counters, samples, record)
+
+
+def _install_sighup(reactor: Any, reload: Callable[[], None]) -> None:
+    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))
+
+
+class AggregatorDaemon(Daemon):
+    """carbon-aggregator: aggregates leave through the relay's routing and clients."""
+
+    metric_kind = "aggregator"
+
+    def make_sink(self) -> RelaySink:
+        # carbon 1.1.10 always routes aggregator output by consistent hashing.
+        self.settings["RELAY_METHOD"] = "consistent-hashing"
+        self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
+        return self.relay
+
+    def make_processors(self) -> list:
+        self.stages = AggregationStages(self.settings, self.stats, self.log)
+        return self.stages.processors()
+
+    def make_reporter(self) -> Reporter:
+        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        gauges.update(self.stages.gauges())
+        gauges.update(self.relay.gauges())
+        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+                        gauges=gauges, extra=aggregator_extra)
+
+    def start_sink(self) -> None:
+        self.relay.start()
+        self.every(1, self.tick)
+        self.every(10, self.stages.check_files)
+        _install_sighup(self.reactor, lambda: self.stages.check_files(force=True))
+
+    def tick(self, force: bool = False) -> None:
+        batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
+        if batch:
+            self.sink.put_many(batch)
+
+    @defer.inlineCallbacks
+    def stop_sink(self) -> Any:
+        self.tick(force=True)
+        yield self.relay.stop()
+
+
+class AggregatorCacheDaemon(CacheDaemon):
+    """carbon-aggregator-cache: aggregates (and FORWARD_ALL inputs) go to the cache."""
+
+    def extra_processors(self) -> list:
+        self.stages = AggregationStages(self.settings, self.stats, self.log)
+        return self.stages.processors()
+
+    def make_reporter(self) -> Reporter:
+        reporter = super().make_reporter()
+        reporter.gauges.update(self.stages.gauges())
+        return reporter
+
+    def start_sink(self) -> None:
+        super().start_sink()
+        self.every(1, self.tick)
+        self.every(10, self.stages.check_files)
+        _install_sighup(self.reactor, lambda: self.stages.check_files(force=True))
+
+    def tick(self, force: bool = False) -> None:
+        batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
+        if batch:
+            self.cache_sink.put_many(batch)
+
+    def stop_sink(self) -> Any:
+        self.tick(force=True)
+        return super().stop_sink()
