@@ -32,6 +32,7 @@ from common import ROOT, cpu_seconds, free_port, reference_venv, rss_kb, stop, w
 
 REFENV = Path("/work/refenv")
 HERE = Path(__file__).resolve().parent
+BIG_QUEUE = 2_000_000  # carbon-c-relay -q large enough to lose nothing
 
 
 def reference_python() -> tuple[str, str]:
@@ -56,7 +57,8 @@ def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Name
         "REPLICATION_FACTOR = %d" % args.replication, "DIVERSE_REPLICAS = False",
         "DESTINATIONS = %s" % ", ".join(dests),
         "DESTINATION_PROTOCOL = %s" % args.protocol,
-        "MAX_QUEUE_SIZE = %d" % args.max_queue, "USE_FLOW_CONTROL = True",
+        *(["MAX_QUEUE_SIZE = %d" % args.max_queue] if args.max_queue else []),
+        "USE_FLOW_CONTROL = True",
         "MAX_DATAPOINTS_PER_MESSAGE = 500", "CARBON_METRIC_INTERVAL = 0",
         "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
     (conf / "crelay.conf").write_text(
@@ -72,9 +74,11 @@ def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
     if impl == "reference":
         python, script = reference_python()
         cmd = [python, script, "--config", conf, "--nodaemon", "start"]
-    elif impl == "c-relay":
+    elif impl.startswith("c-relay"):
         cmd = [crelay_binary() or "carbon-c-relay", "-f", str(base / "conf" / "crelay.conf"),
                "-p", str(line_port), "-w", "2"]
+        if impl == "c-relay-bigq":
+            cmd += ["-q", str(BIG_QUEUE)]
     else:
         env["PYTHONPATH"] = str(ROOT)
         cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
@@ -115,7 +119,7 @@ def send_all(port: int, parts: list[bytes]) -> list[threading.Thread]:
 
 def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace) -> dict:
     base = Path(tempfile.mkdtemp(prefix="relay-bench-"))
-    sink_protocol = "line" if impl == "c-relay" else args.protocol
+    sink_protocol = "line" if impl.startswith("c-relay") else args.protocol
     ports = [free_port() for _ in range(args.destinations)]
     controls, line_port = [free_port() for _ in ports], free_port()
     dests = ["127.0.0.1:%d:%s" % (p, chr(ord("a") + i)) for i, p in enumerate(ports)]
@@ -143,8 +147,9 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
         elapsed = (last_change if got < expected else time.monotonic()) - started
         for thread in senders:
             thread.join(30)
+        # delivered lines per second: a relay that drops lines does not get credit for them
         return {"impl": impl, "seconds": round(elapsed, 2),
-                "lines_per_s": round(lines / elapsed) if elapsed else None,
+                "lines_per_s": round(got / args.replication / elapsed) if elapsed else None,
                 "cpu_s": round(cpu_seconds(relay.pid) - cpu0, 2), "peak_rss_mb": peak // 1024,
                 "delivered": got, "missing": expected - got}
     finally:
@@ -161,23 +166,36 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--names", type=int, default=100_000)
     parser.add_argument("--connections", type=int, default=4)
-    parser.add_argument("--destinations", type=int, default=2)
+    parser.add_argument("--destinations", type=int, default=3)
     parser.add_argument("--replication", type=int, default=1)
-    parser.add_argument("--protocol", default="pickle", choices=["pickle", "line"])
-    parser.add_argument("--max-queue", type=int, default=10000,
-                        help="MAX_QUEUE_SIZE (the example carbon.conf value)")
+    parser.add_argument("--protocol", default="line", choices=["pickle", "line"],
+                        help="DESTINATION_PROTOCOL of ours and the reference (carbon-c-relay "
+                             "always sends lines)")
+    parser.add_argument("--max-queue", type=int, default=0,
+                        help="MAX_QUEUE_SIZE; 0 leaves it at the code default (1000)")
     parser.add_argument("--settle", type=float, default=15.0,
                         help="give up after this many seconds without progress")
-    parser.add_argument("--impl", default="ours,reference,c-relay")
+    parser.add_argument("--impl", default="ours,reference,c-relay,c-relay-bigq")
     args = parser.parse_args()
     parts = make_payload(args.lines, args.names, args.connections)
     results = []
     for impl in args.impl.split(","):
-        if impl == "c-relay" and crelay_binary() is None:
+        if impl.startswith("c-relay") and crelay_binary() is None:
             print("carbon-c-relay not found on PATH: skipped", file=sys.stderr)
             continue
         results.append(run_one(impl, parts, args.lines, args))
         print(json.dumps(results[-1]), flush=True)
+    print("\n| relay | queue | lines/s end to end | lines lost | relay CPU s | lines per CPU s"
+          " | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
+    names = {"ours": "ours", "reference": "carbon-relay.py 1.1.10",
+             "c-relay": "carbon-c-relay -w 2", "c-relay-bigq": "carbon-c-relay -w 2"}
+    for r in results:
+        queue = "-q %s" % format(BIG_QUEUE, ",") if r["impl"] == "c-relay-bigq" else "default"
+        per_cpu = args.lines / r["cpu_s"] if r["cpu_s"] else 0
+        print("| %s | %s | %s | %s | %.1f | %s | %d |" % (
+            names[r["impl"]], queue, format(r["lines_per_s"] or 0, ","), format(r["missing"], ","),
+            r["cpu_s"], format(int(per_cpu), ","), r["peak_rss_mb"]))
     if os.environ.get("RELAY_BENCH_JSON"):
         Path(os.environ["RELAY_BENCH_JSON"]).write_text(json.dumps(results, indent=1))
 

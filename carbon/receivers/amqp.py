@@ -11,7 +11,6 @@ broker. Lost connections are retried with capped exponential backoff.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from twisted.internet import defer
@@ -67,7 +66,7 @@ class FlowHandle:
 
     def resumeProducing(self) -> None:  # noqa: N802
         self.protocol.context.log.listener("Resuming AMQP consumer")
-        self.protocol.last_received = time.monotonic()
+        self.protocol.last_received = self.protocol.clock.seconds()
         self.protocol.transport.resumeProducing()
 
 
@@ -122,6 +121,14 @@ class AMQPMetricListener(AMQPClient):
             self.factory.current = None
         self.factory.last_error = self.error
         super().connectionLost(reason)
+
+    def stop(self) -> defer.Deferred:
+        """Close the connection: politely, or at once if flow control holds reads."""
+        paused = self.reading_paused()
+        if self.flow_handle is not None:
+            self.context.flow.unregister(self.flow_handle)
+            self.flow_handle = None
+        return self.close(timeout=0 if paused else 1.0)
 
     def reading_paused(self) -> bool:
         return self.flow_handle is not None and self.context.flow.paused
@@ -219,7 +226,7 @@ class AMQPListener:
         self.factory.stopTrying()
         protocol = self.factory.current
         if protocol is not None:
-            return protocol.close()
+            return protocol.stop()
         return defer.succeed(None)
 
 

@@ -10,7 +10,6 @@ No spec file is needed (unlike txamqp, which ships none).
 from __future__ import annotations
 
 import struct
-import time
 from typing import Any
 
 from twisted.internet import defer, task
@@ -163,7 +162,7 @@ class AMQPClient(Protocol):
         self.pending: tuple[tuple[int, int], defer.Deferred] | None = None
         self.error: AMQPError | None = None
         self.delivery: list[Any] | None = None
-        self.last_received = time.monotonic()
+        self.last_received = self.clock.seconds()
         self.heartbeat_loop: task.LoopingCall | None = None
         self.dead = False
         self.lost_reason: Any = None
@@ -177,7 +176,7 @@ class AMQPClient(Protocol):
         self.transport.write(PROTOCOL_HEADER)
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
-        self.last_received = time.monotonic()
+        self.last_received = self.clock.seconds()
         buffer = self.buffer
         buffer += data
         if buffer[:4] == b"AMQP":
@@ -323,7 +322,7 @@ class AMQPClient(Protocol):
         if self.dead:
             return
         self.transport.write(frame(FRAME_HEARTBEAT, 0, b""))
-        silent = time.monotonic() - self.last_received
+        silent = self.clock.seconds() - self.last_received
         if not self.reading_paused() and silent > 2 * self.heartbeat:
             self._fail(AMQPError("no data from broker for %.0fs (heartbeat)" % silent))
 
@@ -412,11 +411,17 @@ class AMQPClient(Protocol):
             waiting.callback(self.nacked)
 
     def close(self, timeout: float = 1.0) -> defer.Deferred:
-        """Send connection.close; drop the TCP connection after close-ok or ``timeout``."""
+        """Send connection.close; drop the TCP connection after close-ok or ``timeout``.
+
+        With ``timeout`` 0 the connection is closed once the close is written.
+        """
         if self.transport is None or self.dead:
             return defer.succeed(None)
         self._send(CONNECTION_CLOSE, struct.pack("!H", 200) + shortstr("bye")
                    + struct.pack("!HH", 0, 0), channel=0)
+        if timeout <= 0:
+            self.transport.loseConnection()
+            return self.when_closed()
         abort = self.clock.callLater(timeout, self.transport.abortConnection)
 
         def cancel(result: Any) -> Any:

@@ -1,0 +1,1 @@
+"""Storage backends (DATABASE in carbon.conf); whisper is built in."""

@@ -78,7 +78,11 @@ class FdCache:
         handle = self._handles.get(path)
         if handle is not None:
             if st is None:
-                st = os.stat(path)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    self.discard(path)  # deleted: let its space go
+                    raise
             if st.st_ino == handle.ino and st.st_dev == handle.dev:
                 self._handles.move_to_end(path)
                 handle.used = now

@@ -31,7 +31,8 @@ from carbon.storage.fdcache import FdCache, Handle, effective_capacity
 from carbon.storage.whisper_format import (
     AGGREGATION_METHODS, Header, create_file, pack_metadata, validate_archive_list,
 )
-from carbon.storage.whisper_writer import apply_update, prepare_points, read_header
+from carbon.storage.whisper_points import prepare_points
+from carbon.storage.whisper_writer import apply_update, read_header
 
 __all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE", "DEFAULT_FD_CACHE_IDLE"]
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 DEFAULT_FD_CACHE_SIZE = 1024
 DEFAULT_FD_CACHE_IDLE = 300.0
 _PATH_CACHE_SIZE = 100_000
-STAT_REUSE_SECONDS = 0.5
+STAT_REUSE_SECONDS = 0.05
 METADATA_KEYS = ("aggregationMethod",)
 
 try:

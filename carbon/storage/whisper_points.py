@@ -40,7 +40,7 @@ _timestamp = itemgetter(0)
 
 
 def split_by_archive(archives: list, points: list[tuple[int, float]],
-                      now: int) -> tuple[list[tuple[int, list[tuple[int, float]]]], int]:
+                     now: int) -> tuple[list[tuple[int, list[tuple[int, float]]]], int]:
     """Points per archive (in time order), as whisper's newest-first retention walk
     assigns them, and how many are too old for every archive."""
     if not points:
@@ -103,7 +103,7 @@ def runs_as_whisper(points: list[tuple[int, float]], step: int) -> list[tuple[in
 
 
 def lower_candidate(values: Sequence[float], present: list[bool],
-               header: Header) -> tuple[Sequence, Sequence | None] | None:
+                    header: Header) -> tuple[Sequence, Sequence | None] | None:
     """(known, neighbors) of one lower interval if it passes xFilesFactor, else None.
 
     ``present[i]`` tells whether slot i holds its own interval. ``neighbors`` (with None

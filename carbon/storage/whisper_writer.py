@@ -6,14 +6,19 @@ ones go to the first archive); per archive, the last point of each run of equal
 aligned intervals wins (for equal timestamps that is the earliest given); runs of
 contiguous intervals are written relative to the archive's base point (slot 0);
 then each lower archive is aggregated, interval by interval, in the iteration order
-of the same ``set`` whisper builds (it decides which interval becomes a new archive's
-base point), stopping at the first level where nothing propagated.
+of the same ``set`` whisper builds (it decides which interval becomes an empty
+archive's base point), stopping at the first level where nothing propagated. Even
+whisper's oddities are kept: a run never ends after interval 0, and a run of future
+points longer than its archive is written past the archive's end.
 
-What is faster: positional I/O on a cached descriptor, a header re-read in one
-``pread`` (together with archive 0's base point) and re-parsed only when its bytes
-change, base points remembered across the call instead of re-read, and one read of
-the higher archive's span plus coalesced writes per propagation level instead of
-three reads and a write per interval.
+What is faster: positional I/O on a cached descriptor; the header re-read with
+archive 0's base point in one ``pread`` and parsed only when its bytes are new; base
+points remembered within the call; one read of the higher archive per propagation
+level (instead of three reads and a write per lower interval) and the lower points
+written in coalesced runs; many runs with gaps between them written as one span read,
+patched and written back (gap slots are rewritten with the bytes just read, so a
+concurrent unlocked writer to those very slots could be undone; with
+WHISPER_LOCK_WRITES writers serialise on the lock).
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ from carbon.storage.whisper_format import (
     header_size, parse_header,
 )
 from carbon.storage.whisper_points import (
-    contiguous_runs, lower_candidate, prepare_points, read_span, run_struct, runs_as_whisper,
+    contiguous_runs, lower_candidate, read_span, run_struct, runs_as_whisper,
     split_by_archive,
 )
 
-__all__ = ["read_header", "prepare_points", "apply_update"]
+__all__ = ["read_header", "apply_update"]
 
 _TS = struct.Struct("!L")
 _MAX_TS = 1 << 32

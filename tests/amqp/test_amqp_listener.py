@@ -155,6 +155,10 @@ def test_listener_reconnects_after_broker_restart(tmp_path, broker):
         out = cache.output()
         assert "AMQP connection to 127.0.0.1:%d lost" % broker.port in out
         assert "AMQP connection to 127.0.0.1:%d failed" % broker.port in out
+        started = time.monotonic()
+        assert cache.terminate(timeout=30) == 0
+        assert time.monotonic() - started < 10
+        assert "Traceback" not in cache.output()
     finally:
         cache.kill()
 

@@ -167,8 +167,10 @@ def test_file_deleted_externally_raises_then_recreates(make_db) -> None:
     db.write("d", _points(NOW, 3), now=NOW)
     os.unlink(db.get_filesystem_path("d"))
     assert not db.exists("d")
+    assert db.open_files == 1
     with pytest.raises(FileNotFoundError):
         db.write("d", _points(NOW, 3), now=NOW)
+    assert db.open_files == 0  # the deleted file's descriptor is let go
     db.create("d", ARCHIVES, 0.5, "average")
     db.write("d", _points(NOW, 3), now=NOW)
     assert whisper.fetch(db.get_filesystem_path("d"), NOW - 120, NOW, now=NOW)[1][0] == 1.0
@@ -242,3 +244,23 @@ def test_lock_writes_waits_for_other_lock_holder(make_db) -> None:
         writer.join()
         # and our lock is released after the write
         fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_files_sharing_a_schema_keep_their_own_header(make_db, tmp_path) -> None:
+    """Parsed headers are shared between files with identical header bytes; changing one
+    file's header must not affect the other."""
+    db = make_db()
+    refs = {name: str(tmp_path / (name + ".ref")) for name in ("s1", "s2")}
+    for name, ref in refs.items():
+        db.create(name, ARCHIVES, 0.0, "average")
+        whisper.create(ref, list(ARCHIVES), 0.0, "average")
+    for k, method in enumerate(("sum", "min")):
+        whisper.setAggregationMethod(db.get_filesystem_path("s1"), method)
+        whisper.setAggregationMethod(refs["s1"], method)
+        for name, ref in refs.items():
+            batch = dict((t, v + k) for t, v in _points(NOW + 900 * k, 20)).items()
+            assert db.write(name, batch, now=NOW + 900 * k) == 0  # dict items, as carbon
+            whisper.update_many(ref, list(batch), now=NOW + 900 * k)
+    for name, ref in refs.items():
+        assert _read(db.get_filesystem_path(name)) == _read(ref)
+    assert db.get_metadata("s2", "aggregationMethod") == "average"
