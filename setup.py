@@ -17,9 +17,8 @@ setup(
     ],
     extras_require={
         "render": ["matplotlib>=3.7"],
-        "amqp": ["txamqp>=0.8"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "txamqp>=0.8"],
+                 "pillow"],
     },
     entry_points={
         "console_scripts": [

@@ -28,11 +28,69 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, cpu_seconds, free_port, reference_venv, rss_kb, stop, wait_port  # noqa: E402
+from common import ROOT, free_port, reference_venv, rss_kb, stop, wait_port  # noqa: E402
 
 REFENV = Path("/work/refenv")
 HERE = Path(__file__).resolve().parent
 BIG_QUEUE = 2_000_000  # carbon-c-relay -q large enough to lose nothing
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open("/proc/%d/stat" % pid) as handle:
+        return handle.read().rsplit(")", 1)[1].split()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant (worker processes of a relay)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(_stat_fields(int(entry))[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
+
+
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of ``pid``, its live descendants and reaped children."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    user = system = 0
+    for member in process_tree(pid):
+        try:
+            fields = _stat_fields(member)
+        except OSError:
+            continue  # exited between the scan and now
+        user += int(fields[11]) + int(fields[13])
+        system += int(fields[12]) + int(fields[14])
+    return user / ticks, system / ticks
+
+
+def tree_rss_kb(pid: int) -> int:
+    total = 0
+    for member in process_tree(pid):
+        try:
+            total += rss_kb(member)
+        except OSError:
+            pass
+    return total
+
+
+def stop_tree(proc: subprocess.Popen) -> None:
+    """Kill a relay and any worker processes it started."""
+    members = process_tree(proc.pid) if proc.poll() is None else []
+    stop(proc)
+    for member in members[1:]:
+        try:
+            os.kill(member, 9)
+        except OSError:
+            pass
 
 
 def reference_python() -> tuple[str, str]:
@@ -135,26 +193,29 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
         relay = start_relay(impl, base, line_port)
         wait_port(line_port, relay)
         expected = lines * args.replication
-        cpu0, started = cpu_seconds(relay.pid), time.monotonic()
+        cpu0, started = tree_cpu(relay.pid), time.monotonic()
         senders = send_all(line_port, parts)
         peak, got, last_change, last_got = 0, 0, started, -1
         while got < expected and time.monotonic() - last_change < args.settle:
             time.sleep(0.05)
-            peak = max(peak, rss_kb(relay.pid))
+            peak = max(peak, tree_rss_kb(relay.pid))
             got = sum(sum(sink_counts(c).values()) for c in controls)
             if got != last_got:
                 last_got, last_change = got, time.monotonic()
         elapsed = (last_change if got < expected else time.monotonic()) - started
+        cpu1 = tree_cpu(relay.pid)
         for thread in senders:
             thread.join(30)
         # delivered lines per second: a relay that drops lines does not get credit for them
         return {"impl": impl, "seconds": round(elapsed, 2),
                 "lines_per_s": round(got / args.replication / elapsed) if elapsed else None,
-                "cpu_s": round(cpu_seconds(relay.pid) - cpu0, 2), "peak_rss_mb": peak // 1024,
+                "cpu_s": round(sum(cpu1) - sum(cpu0), 2),
+                "user_s": round(cpu1[0] - cpu0[0], 2), "sys_s": round(cpu1[1] - cpu0[1], 2),
+                "peak_rss_mb": peak // 1024,
                 "delivered": got, "missing": expected - got}
     finally:
         if relay is not None:
-            stop(relay)
+            stop_tree(relay)
         for sink in sinks:
             stop(sink)
             sink.stdout.close()

@@ -5,6 +5,12 @@ timestamp and value are floats. Receivers parse a whole socket read into one
 batch and hand it to ``Pipeline.process``; each processor takes a batch and
 returns the (possibly filtered, rewritten or extended) batch; the sink's
 ``put_many`` receives what is left. No per-datapoint callbacks.
+
+A second representation, ``LineBatch``, carries plaintext lines that were checked
+whole-read at a time and are already in the form a line destination sends: a
+pipeline whose processors and sink all accept it (``Pipeline.accepts_lines``) moves
+them without ever making tuples (``Pipeline.process_lines``). Any stage that does not
+handle lines gets the tuple form (``LineBatch.points()``) instead.
 """
 
 from __future__ import annotations
@@ -13,6 +19,31 @@ from typing import Protocol
 
 Datapoint = tuple[str, float, float]
 Batch = list[Datapoint]
+
+
+class LineBatch:
+    """Valid plaintext datapoints kept as bytes.
+
+    ``lines[i]`` is ``b"<name> <value> <timestamp>"`` exactly as carbon's line client
+    writes that point (value as ``%.10f`` without trailing zeros, integer timestamp),
+    without the line terminator; ``names[i]`` is its name. Both lists are the same
+    length and in arrival order.
+    """
+
+    __slots__ = ("lines", "names")
+
+    def __init__(self, lines: list[bytes], names: list[bytes]) -> None:
+        self.lines = lines
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def points(self) -> Batch:
+        """The same datapoints as ``(metric, timestamp, value)`` tuples."""
+        from carbon.receivers.lineparse import parse_lines  # the receivers import us
+
+        return parse_lines(self.lines)[0]
 
 
 class Processor(Protocol):
@@ -37,3 +68,34 @@ class Pipeline:
             batch = processor.process(batch)
         if batch:
             self.sink.put_many(batch)
+
+    @property
+    def accepts_lines(self) -> bool:
+        """True if every processor has ``process_lines`` and the sink takes lines
+        (``accepts_lines`` true and a ``put_lines`` method)."""
+        return bool(getattr(self.sink, "accepts_lines", False)) and all(
+            hasattr(p, "process_lines") for p in self.processors)
+
+    def process_lines(self, batch: LineBatch) -> None:
+        """Like ``process`` for a LineBatch; falls back to tuples at the first stage
+        that cannot handle lines."""
+        for index, processor in enumerate(self.processors):
+            if not batch:
+                return
+            handle = getattr(processor, "process_lines", None)
+            if handle is None:
+                points = batch.points()
+                for rest in self.processors[index:]:
+                    if not points:
+                        return
+                    points = rest.process(points)
+                if points:
+                    self.sink.put_many(points)
+                return
+            batch = handle(batch)
+        if not batch:
+            return
+        if getattr(self.sink, "accepts_lines", False):
+            self.sink.put_lines(batch)  # type: ignore[attr-defined]
+        else:
+            self.sink.put_many(batch.points())

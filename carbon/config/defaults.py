@@ -118,6 +118,9 @@ DEFAULTS = dict(
     RELAY_HASH_CACHE_SIZE=100000,
     AGGREGATION_RULE_CACHE_SIZE=100000,
     BAD_LINE_LOG_INTERVAL=60,
+    WHISPER_FD_CACHE_SIZE=1024,
+    WHISPER_FD_CACHE_IDLE=300,
+    RATE_LIMITER="token_bucket",
 )
 
 # Keys whose values are paths; derived from STORAGE_DIR when not set.

@@ -116,6 +116,18 @@ def run(program: str, argv: list[str] | None = None, script: str | None = None) 
         raise
 
 
+def _raise_fd_limit() -> None:
+    """Open-file limit up to the hard limit: the whisper descriptor cache wants room."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foreground: bool,
            report: Any) -> None:
     from twisted.internet import epollreactor
@@ -137,6 +149,7 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
                 log.msg(text)
 
     twisted_log.startLoggingWithObserver(twisted_observer, setStdout=False)
+    _raise_fd_limit()
     for warning in settings.get("config_warnings", []):
         log.msg("WARNING: %s" % warning)
     try:

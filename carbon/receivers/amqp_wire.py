@@ -16,125 +16,17 @@ from twisted.internet import defer, task
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Protocol
 
-PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
-FRAME_END = 0xCE
-FRAME_MAX = 131072
-CHANNEL = 1
-
-CONNECTION_START, CONNECTION_START_OK = (10, 10), (10, 11)
-CONNECTION_TUNE, CONNECTION_TUNE_OK = (10, 30), (10, 31)
-CONNECTION_OPEN, CONNECTION_OPEN_OK = (10, 40), (10, 41)
-CONNECTION_CLOSE, CONNECTION_CLOSE_OK = (10, 50), (10, 51)
-CONNECTION_BLOCKED, CONNECTION_UNBLOCKED = (10, 60), (10, 61)
-CHANNEL_OPEN, CHANNEL_OPEN_OK = (20, 10), (20, 11)
-CHANNEL_CLOSE, CHANNEL_CLOSE_OK = (20, 40), (20, 41)
-EXCHANGE_DECLARE, EXCHANGE_DECLARE_OK = (40, 10), (40, 11)
-QUEUE_DECLARE, QUEUE_DECLARE_OK = (50, 10), (50, 11)
-QUEUE_BIND, QUEUE_BIND_OK = (50, 20), (50, 21)
-BASIC_QOS, BASIC_QOS_OK = (60, 10), (60, 11)
-BASIC_CONSUME, BASIC_CONSUME_OK = (60, 20), (60, 21)
-BASIC_PUBLISH, BASIC_DELIVER = (60, 40), (60, 60)
-BASIC_ACK, BASIC_NACK = (60, 80), (60, 120)
-CONFIRM_SELECT, CONFIRM_SELECT_OK = (85, 10), (85, 11)
-
-
-class AMQPError(Exception):
-    """The broker closed the connection or channel, or broke the protocol."""
-
-
-# -- encoding -----------------------------------------------------------------
-def shortstr(value: str | bytes) -> bytes:
-    data = value.encode("utf-8") if isinstance(value, str) else value
-    if len(data) > 255:
-        raise ValueError("AMQP short string longer than 255 bytes: %r" % data[:40])
-    return bytes([len(data)]) + data
-
-
-def longstr(value: str | bytes) -> bytes:
-    data = value.encode("utf-8") if isinstance(value, str) else value
-    return struct.pack("!I", len(data)) + data
-
-
-def table(fields: dict[str, Any] | None = None) -> bytes:
-    """A field table of str, bool, int and nested dict values."""
-    out = []
-    for key, value in (fields or {}).items():
-        out.append(shortstr(key))
-        if isinstance(value, bool):
-            out.append(b"t" + bytes([value]))
-        elif isinstance(value, int):
-            out.append(b"I" + struct.pack("!i", value))
-        elif isinstance(value, dict):
-            out.append(b"F" + table(value))
-        else:
-            out.append(b"S" + longstr(str(value)))
-    return longstr(b"".join(out))
-
-
-def bits(*flags: bool) -> bytes:
-    return bytes([sum(1 << i for i, flag in enumerate(flags) if flag)])
-
-
-def frame(kind: int, channel: int, payload: bytes) -> bytes:
-    return struct.pack("!BHI", kind, channel, len(payload)) + payload + b"\xce"
-
-
-def method_frame(channel: int, method: tuple[int, int], args: bytes = b"") -> bytes:
-    return frame(FRAME_METHOD, channel, struct.pack("!HH", *method) + args)
-
-
-def content_frames(channel: int, body: bytes, frame_max: int, persistent: bool) -> bytes:
-    """Header frame (delivery-mode property only) and body frames for basic.publish."""
-    if persistent:
-        header = struct.pack("!HHQH", 60, 0, len(body), 0x1000) + b"\x02"
-    else:
-        header = struct.pack("!HHQH", 60, 0, len(body), 0)
-    parts = [frame(FRAME_HEADER, channel, header)]
-    step = max(frame_max - 8, 1)
-    for start in range(0, len(body), step):
-        parts.append(frame(FRAME_BODY, channel, body[start:start + step]))
-    return b"".join(parts)
-
-
-# -- decoding -----------------------------------------------------------------
-class Reader:
-    """Reads AMQP fields from one method payload."""
-
-    def __init__(self, data: bytes, offset: int = 0) -> None:
-        self.data = data
-        self.offset = offset
-
-    def _unpack(self, fmt: str) -> Any:
-        value = struct.unpack_from(fmt, self.data, self.offset)[0]
-        self.offset += struct.calcsize(fmt)
-        return value
-
-    def octet(self) -> int:
-        return self._unpack("!B")
-
-    def short(self) -> int:
-        return self._unpack("!H")
-
-    def long(self) -> int:
-        return self._unpack("!I")
-
-    def longlong(self) -> int:
-        return self._unpack("!Q")
-
-    def shortstr(self) -> bytes:
-        size = self.octet()
-        value = self.data[self.offset:self.offset + size]
-        self.offset += size
-        return value
-
-    def longstr(self) -> bytes:
-        size = self.long()
-        value = self.data[self.offset:self.offset + size]
-        self.offset += size
-        return value
-
-    skip_table = longstr
+from carbon.receivers.amqp_codec import (
+    PROTOCOL_HEADER, FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT, FRAME_END,
+    FRAME_MAX, CHANNEL, CONNECTION_START, CONNECTION_START_OK, CONNECTION_TUNE,
+    CONNECTION_TUNE_OK, CONNECTION_OPEN, CONNECTION_OPEN_OK, CONNECTION_CLOSE,
+    CONNECTION_CLOSE_OK, CONNECTION_BLOCKED, CONNECTION_UNBLOCKED, CHANNEL_OPEN, CHANNEL_OPEN_OK,
+    CHANNEL_CLOSE, CHANNEL_CLOSE_OK, EXCHANGE_DECLARE, EXCHANGE_DECLARE_OK, QUEUE_DECLARE,
+    QUEUE_DECLARE_OK, QUEUE_BIND, QUEUE_BIND_OK, BASIC_QOS, BASIC_QOS_OK, BASIC_CONSUME,
+    BASIC_CONSUME_OK, BASIC_PUBLISH, BASIC_DELIVER, BASIC_ACK, BASIC_NACK, CONFIRM_SELECT,
+    CONFIRM_SELECT_OK, AMQPError, shortstr, longstr, table, bits, frame, method_frame,
+    content_frames, Reader,
+)
 
 
 class AMQPClient(Protocol):
@@ -168,6 +60,7 @@ class AMQPClient(Protocol):
         self.lost_reason: Any = None
         self.next_publish_tag = 0
         self.unconfirmed: set[int] = set()
+        self.confirm_floor = 1  # every tag below it is settled
         self.confirm_waiters: list[tuple[int, defer.Deferred]] = []
         self.nacked = 0
 
@@ -200,6 +93,8 @@ class AMQPClient(Protocol):
         self.data_processed()
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.dead = True
+        self.lost_reason = reason
         if self.heartbeat_loop is not None and self.heartbeat_loop.running:
             self.heartbeat_loop.stop()
         failure = self.error or AMQPError("connection lost: %s" % (
@@ -214,8 +109,6 @@ class AMQPClient(Protocol):
         for _, waiting in self.confirm_waiters:
             waiting.errback(failure)
         self.confirm_waiters = []
-        self.dead = True
-        self.lost_reason = reason
         self.closed.callback(self)
 
     def _fail(self, error: AMQPError) -> None:
@@ -293,8 +186,8 @@ class AMQPClient(Protocol):
             waiting.callback(args)
 
     def _start(self, args: Reader) -> None:
-        args.octet(), args.octet()
-        args.skip_table()
+        args.short()  # version major, minor
+        args.skip_table()  # server properties
         if b"PLAIN" not in args.longstr().split():
             self._fail(AMQPError("broker does not offer PLAIN authentication"))
             return
@@ -306,11 +199,12 @@ class AMQPClient(Protocol):
                    + shortstr("en_US"), channel=0)
 
     def _tune(self, args: Reader) -> None:
-        channel_max, frame_max, heartbeat = args.short(), args.long(), args.short()
+        args.short()  # channel-max: one channel is used
+        frame_max, heartbeat = args.long(), args.short()
         self.frame_max = min(frame_max, FRAME_MAX) if frame_max else FRAME_MAX
         self.heartbeat = min(heartbeat, self.heartbeat_wanted) if heartbeat else 0
-        self._send(CONNECTION_TUNE_OK, struct.pack("!HIH", min(channel_max or 1, 1),
-                                                   self.frame_max, self.heartbeat), channel=0)
+        self._send(CONNECTION_TUNE_OK, struct.pack("!HIH", 1, self.frame_max,
+                                                   self.heartbeat), channel=0)
         self._send(CONNECTION_OPEN, shortstr(self.vhost) + shortstr("") + bits(False),
                    channel=0)
         if self.heartbeat:
@@ -396,17 +290,21 @@ class AMQPClient(Protocol):
         return waiting
 
     def _confirmed(self, tag: int, multiple: bool, ok: bool) -> None:
-        settled = {t for t in self.unconfirmed if t <= tag} if multiple else {tag}
-        settled &= self.unconfirmed
-        self.unconfirmed -= settled
+        settled = 0
+        for t in (range(self.confirm_floor, tag + 1) if multiple else (tag,)):
+            if t in self.unconfirmed:
+                self.unconfirmed.discard(t)
+                settled += 1
         if not ok:
-            self.nacked += len(settled)
+            self.nacked += settled
         self._settle()
 
     def _settle(self) -> None:
-        oldest = min(self.unconfirmed, default=self.next_publish_tag + 1)
-        done = [w for w in self.confirm_waiters if w[0] < oldest]
-        self.confirm_waiters = [w for w in self.confirm_waiters if w[0] >= oldest]
+        while self.confirm_floor <= self.next_publish_tag and (
+                self.confirm_floor not in self.unconfirmed):
+            self.confirm_floor += 1
+        done = [w for w in self.confirm_waiters if w[0] < self.confirm_floor]
+        self.confirm_waiters = [w for w in self.confirm_waiters if w[0] >= self.confirm_floor]
         for _, waiting in done:
             waiting.callback(self.nacked)
 

@@ -3,15 +3,30 @@
 One call handles every complete line of a socket read: no per-line callbacks.
 Bad lines are returned (truncated) for counting and rate-limited logging; the
 good lines around them are kept.
+
+``canonical_lines`` is the lean path for a read whose every line is already in
+the form carbon's line client writes: it checks the whole read with a few C-level
+operations (splits, one regex over the values, one over the timestamps) and returns
+the lines and names as bytes, or None when any line needs ``parse_lines``.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
-from carbon.pipeline import Batch
+from carbon.pipeline import Batch, LineBatch
 
 MAX_LOGGED_LINE = 400
+
+# A value whose %.10f form (trailing zeros and dot stripped) is its own text: no sign
+# but '-', no leading zeros, at most 10 decimals ending in a non-zero digit, and at
+# most 15 digits in all (checked apart), so the double round-trips exactly.
+_VALUE = rb"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{0,9}[1-9])?"
+_VALUES = re.compile(rb"%s(?: %s)*" % (_VALUE, _VALUE))
+# A timestamp whose %d form is its own text and that is not -1 (which means now).
+_STAMP = rb"[1-9][0-9]{0,14}"
+_STAMPS = re.compile(rb"%s(?: %s)*" % (_STAMP, _STAMP))
 
 
 def parse_lines(lines: list[bytes], now: float | None = None,
@@ -48,6 +63,54 @@ def parse_lines(lines: list[bytes], now: float | None = None,
             stamp = float(int(stamp) // resolution * resolution)
         append((name, stamp, value))
     return batch, bad
+
+
+def canonical_lines(chunk: bytes, max_length: int = 0) -> LineBatch | None:
+    """Lines of ``chunk`` (complete lines, each ending in ``\\n``) as a LineBatch, if
+    every line is valid, canonical and at most ``max_length`` bytes; else None.
+
+    Canonical: ``name value timestamp`` separated by single spaces, an optional
+    ``\\r`` before the newline, a UTF-8 name and value and timestamp written exactly
+    as carbon's line client would write them after parsing (see ``_VALUE``,
+    ``_STAMP``). Such a line is valid for ``parse_lines`` and forwarding its bytes
+    is the same as parsing and re-encoding it. Anything else returns None and the
+    caller uses ``parse_lines``, which applies every rule.
+    """
+    original = chunk
+    if b"\r" in chunk:
+        chunk = chunk.replace(b"\r\n", b"\n")
+        if b"\r" in chunk:
+            return None
+    if b"\t" in chunk or b"\x0b" in chunk or b"\x0c" in chunk:
+        return None
+    if not chunk.isascii():
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    lines = chunk.split(b"\n")
+    if lines.pop() or not lines:
+        return None  # not newline-terminated, or empty
+    count = len(lines)
+    if max_length and len(chunk) > max_length and max(map(len, (
+            lines if chunk is original else original.split(b"\n")))) > max_length:
+        return None  # the receiver drops overlong lines
+    # Each line "n v t" becomes the tokens n, v, t, "\n": 4 per line if and only if
+    # every line has exactly three single-space separated fields.
+    tokens = chunk.replace(b"\n", b" \n ").split(b" ")
+    if len(tokens) != 4 * count + 1 or tokens[3::4].count(b"\n") != count:
+        return None
+    names = tokens[0:4 * count:4]
+    if b"" in names:
+        return None
+    values = b" ".join(tokens[1::4])
+    if not _VALUES.fullmatch(values):
+        return None
+    if b"." in values and max(map(len, tokens[1::4])) > 16:
+        return None  # more than 15 significant digits: the float would not round-trip
+    if not _STAMPS.fullmatch(b" ".join(tokens[2::4])):
+        return None
+    return LineBatch(lines, names)
 
 
 def split_buffer(buffer: bytes, max_length: int) -> tuple[list[bytes], bytes, int]:

@@ -20,7 +20,8 @@ from typing import Any, Iterable
 
 from twisted.internet import defer, protocol
 
-from carbon.receivers.amqp_wire import AMQPClient, AMQPError
+from carbon.receivers.amqp_codec import AMQPError
+from carbon.receivers.amqp_wire import AMQPClient
 
 
 @defer.inlineCallbacks
@@ -34,8 +35,10 @@ def publish(reactor: Any, messages: Iterable[tuple[str, bytes]], host: str = "lo
     """
     creator = protocol.ClientCreator(reactor, AMQPClient, user, password, vhost, clock=reactor)
     if ssl:
-        from twisted.internet import ssl as tls
-
+        try:
+            from twisted.internet import ssl as tls
+        except ImportError:
+            raise AMQPError("--ssl needs pyOpenSSL (pip install 'twisted[tls]')")
         client = yield creator.connectSSL(host, port, tls.optionsForClientTLS(host),
                                           timeout=timeout)
     else:

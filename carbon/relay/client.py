@@ -1,9 +1,10 @@
 """One destination: a bounded memory queue, an on-disk spool, and a TCP connection.
 
-Points are queued as the lists ``route_batch`` made (no per-point objects) and sent
-as whole buffers: up to ``write_points`` points encoded in one go and written with
-one ``transport.write``. The connection is a streaming producer for its transport,
-so a slow destination pauses sending and the queue grows:
+Points are queued in the form the wire protocol sends (``carbon.relay.queues``: the
+lists ``route_batch`` made for pickle, encoded lines for line) and sent as whole
+buffers: up to ``write_points`` points written with one ``transport.write``. The
+connection is a streaming producer for its transport, so a slow destination pauses
+sending and the queue grows:
 
 * at MAX_QUEUE_SIZE points (high watermark) the receivers are paused through
   ``flow.pause("relay:<dest>")``; at the low watermark they resume;
@@ -19,7 +20,6 @@ its side (a draining carbon daemon), what was written is flushed before closing.
 from __future__ import annotations
 
 import random
-from collections import deque
 from typing import Any
 
 from twisted.internet import defer
@@ -27,6 +27,7 @@ from twisted.internet import defer
 from carbon.pipeline import Batch
 from carbon.relay.connection import SenderProtocol, SenderFactory
 from carbon.relay.destinations import Destination
+from carbon.relay.queues import LineQueue, PointQueue
 from carbon.relay.spool import Spool
 from carbon.relay.wire import DECODERS, encoder_for
 
@@ -58,8 +59,8 @@ class DestinationClient:
         self.initial_delay, self.max_delay = initial_delay, max_delay
         self.tls = tls  # client TLS options when DESTINATION_TRANSPORT = ssl
         self.state_changed = state_changed  # called (client, up) for DYNAMIC_ROUTER
-        self.queue: deque[Batch] = deque()
-        self.queued = 0
+        self.queue = LineQueue() if self.protocol_name == "line" else PointQueue(
+            self.per_message)
         self.protocol: SenderProtocol | None = None
         self.flow_reason = "relay:%s" % (destination,)
         self.paused_since: float | None = None
@@ -74,6 +75,11 @@ class DestinationClient:
             "sent", "batchesSent", "attemptedRelays", "queuedUntilConnected",
             "queuedUntilReady", "relayMaxQueueLength", "fullQueueDrops", "spooled",
             "dropped", "replayed")}
+
+    @property
+    def queued(self) -> int:
+        """Points in the memory queue."""
+        return self.queue.queued
 
     def __repr__(self) -> str:
         return "CarbonClientFactory(%s:%d:%s)" % tuple(self.destination)
@@ -144,32 +150,24 @@ class DestinationClient:
     # -- queueing -----------------------------------------------------------------------
     def enqueue(self, points: Batch) -> None:
         count = len(points)
-        self.stats.increment(self.stat["attemptedRelays"], count)
-        self.stats.max(self.stat["relayMaxQueueLength"], self.queued)
-        if self.protocol is None:
-            self.stats.increment(self.stat["queuedUntilConnected"], count)
-        self.queue.append(points)
-        self.queued += count
+        self._count_attempt(count)
+        self.queue.add(points)
 
-    def _take(self, limit: int) -> Batch:
-        taken: Batch = []
-        queue = self.queue
-        while queue and len(taken) < limit:
-            chunk = queue.popleft()
-            room = limit - len(taken)
-            if len(chunk) > room:
-                queue.appendleft(chunk[room:])
-                chunk = chunk[:room]
-            if taken:
-                taken.extend(chunk)
-            else:
-                taken = chunk  # popped from the queue (or a fresh slice): ours to extend
-        self.queued -= len(taken)
-        return taken
+    def enqueue_lines(self, payload: bytes, count: int) -> None:
+        """Queue ``count`` lines already encoded (line protocol only)."""
+        self._count_attempt(count)
+        self.queue.add_encoded(payload, count)  # type: ignore[union-attr]
+
+    def _count_attempt(self, count: int) -> None:
+        stats, stat = self.stats, self.stat
+        stats.increment(stat["attemptedRelays"], count)
+        stats.max(stat["relayMaxQueueLength"], self.queue.queued)
+        if self.protocol is None:
+            stats.increment(stat["queuedUntilConnected"], count)
 
     def take_all(self) -> Batch:
         """Empty the memory queue (DYNAMIC_ROUTER re-routes it elsewhere)."""
-        points = self._take(self.queued)
+        points = self.queue.take_points(self.queued)
         self._update_flow()
         return points
 
@@ -186,9 +184,9 @@ class DestinationClient:
             self._replay(protocol)
             if self.spool.points or protocol.paused:
                 return bool(self.spool.points) and not protocol.paused
-        while self.queue and not protocol.paused and not protocol.closing:
-            points = self._take(self.write_points)
-            payload, messages, count = self.encode(points, self.per_message)
+        queue = self.queue
+        while queue and not protocol.paused and not protocol.closing:
+            payload, messages, count = queue.take(self.write_points)
             protocol.transport.write(payload)
             self.stats.increment(self.stat["sent"], count)
             self.stats.increment(self.stat["batchesSent"], messages)
@@ -245,8 +243,7 @@ class DestinationClient:
         """Move the whole memory queue to the end of the spool; returns points moved."""
         moved = 0
         while self.queue:
-            points = self._take(self.write_points)
-            payload, _, count = self.encode(points, self.per_message)
+            payload, _, count = self.queue.take(self.write_points)
             try:
                 stored = not count or self.spool.append(payload, count)
                 why = "spool full (%d bytes)" % self.spool.max_bytes
@@ -257,7 +254,6 @@ class DestinationClient:
                 continue
             moved += count
             self.stats.increment(self.stat["spooled"], count)
-        self.queued = 0
         self._update_flow()
         return moved
 

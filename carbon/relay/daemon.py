@@ -6,13 +6,27 @@ from typing import Any
 
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter
+from carbon.relay.linefilter import LineListFilter
 from carbon.relay.sink import RelaySink, relay_extra
 
 
 class RelayDaemon(Daemon):
-    """Routes every received batch to DESTINATIONS; self-metrics under carbon.relays."""
+    """Routes every received batch to DESTINATIONS; self-metrics under carbon.relays.
+
+    With DESTINATION_PROTOCOL = line, reads of canonical lines take the lean path
+    (``LineBatch`` through ``Pipeline.process_lines`` to ``RelaySink.put_lines``); the
+    white/blacklist is wrapped so that it filters LineBatches too.
+    """
 
     metric_kind = "relays"
+
+    def __init__(self, settings: Any, log: Any, reactor: Any) -> None:
+        super().__init__(settings, log, reactor)
+        if self.list_filter is not None:
+            size = int(settings.get("RELAY_HASH_CACHE_SIZE", 100000) or 0)
+            self.pipeline.processors = [
+                LineListFilter(p, size) if p is self.list_filter else p
+                for p in self.pipeline.processors]
 
     def make_sink(self) -> RelaySink:
         self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)

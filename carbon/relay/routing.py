@@ -33,6 +33,7 @@ class DatapointRouter:
     def __init__(self, settings: Any) -> None:
         size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 100000) or 0)
         self.cache_size = max(0, size)
+        self.generation = 0  # bumped whenever placement may have changed
         # functools' C LRU: same bound and eviction order as cachetools.LRUCache, and
         # about twice as fast on hits (the data path's common case).
         self.get_destinations = functools.lru_cache(maxsize=self.cache_size)(
@@ -57,13 +58,19 @@ class DatapointRouter:
 
     # -- shared --------------------------------------------------------------------
     def clear_cache(self) -> None:
+        """Forget cached placements (call it whenever placement may change)."""
         self.get_destinations.cache_clear()
+        self.generation += 1
 
     @property
     def cached_names(self) -> int:
         return self.get_destinations.cache_info().currsize
 
     def _destinations(self, metric: str) -> tuple[Destination, ...]:
+        return tuple(self.compute_destinations(metric))
+
+    def uncached_destinations(self, metric: str) -> tuple[Destination, ...]:
+        """``get_destinations`` without the LRU, for callers keeping their own index."""
         return tuple(self.compute_destinations(metric))
 
     # ``get_destinations(metric) -> tuple[Destination, ...]`` (set in __init__): the

@@ -2,7 +2,9 @@
 
 Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the
 spool directory may be passed in too). ``start()`` connects to every destination and
-replays what a previous run spooled; ``put_many(batch)`` routes and queues; sending
+replays what a previous run spooled; ``put_many(batch)`` routes and queues; with the
+line protocol, ``put_lines(line_batch)`` routes received lines through a
+``RouteIndex`` and queues their bytes as they came (the lean path); sending
 happens a moment later (TIME_TO_DEFER_SENDING) in whole buffers, or at once when a
 queue reaches its high watermark. ``stop()`` flushes for SHUTDOWN_FLUSH_TIMEOUT
 seconds, then spools what is left and closes; the Deferred fires when done.
@@ -11,16 +13,18 @@ seconds, then spools what is left and closes; the Deferred fires when done.
 from __future__ import annotations
 
 import os
+from itertools import compress
 from typing import Any, Callable
 
 from twisted.internet import defer, task
 
 from carbon.config.errors import ConfigError
 from carbon.logs import CarbonLog
-from carbon.pipeline import Batch
+from carbon.pipeline import Batch, LineBatch
 from carbon.relay.client import DestinationClient
 from carbon.relay.connection import tls_options
 from carbon.relay.destinations import Destination, parse_destinations
+from carbon.relay.index import RouteIndex
 from carbon.relay.spool import Spool
 from carbon.relay.wire import encoder_for
 from carbon.routers import DatapointRouter, make_router
@@ -95,6 +99,13 @@ class RelaySink:
                 initial_delay=initial_delay, max_delay=max_delay,
                 tls=tls_options(settings, dest.host) if transport == "ssl" else None,
                 state_changed=self._state_changed if self.dynamic else None)
+        self.client_list = list(self.clients.values())
+        # The lean path: received lines go out as they came (line protocol only; tag
+        # normalisation rewrites names, so it takes the tuple path).
+        self.accepts_lines = (settings.DESTINATION_PROTOCOL == "line"
+                              and not self.normalize_tags)
+        self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
+                                int(settings.get("RELAY_HASH_CACHE_SIZE", 100000) or 0))
         self.defer_seconds = float(settings.TIME_TO_DEFER_SENDING or 0)
         self.unroutable_unlogged = 0
         self.stopping = False
@@ -145,13 +156,52 @@ class RelaySink:
         for dest, points in self.router.route_batch(batch).items():
             client = clients.get(dest)
             if client is None:
-                self._unroutable(points)
+                self._unroutable(len(points), points[0][0])
                 continue
             client.enqueue(points)
             if client.queued >= client.high:
                 client.flush()
             client.check(now)
         self.schedule_flush()
+
+    def put_lines(self, batch: LineBatch) -> None:
+        """Route a LineBatch by name and queue each destination's lines as bytes."""
+        if not self.accepts_lines or self.stopped:
+            self.put_many(batch.points())
+            return
+        lines = batch.lines
+        codes = self.index.codes(batch.names)
+        if codes is None:  # more destination sets than route codes
+            self.put_many(batch.points())
+            return
+        clients = self.client_list
+        now = self.reactor.seconds()
+        count = len(lines)
+        first = codes[0]
+        if codes.count(first) == count:  # the whole batch goes to the same place
+            members = self.index.members[first]
+            if members:
+                payload = b"\r\n".join(lines) + b"\r\n"
+                for k in members:
+                    self._queue_lines(clients[k], payload, count, now)
+        else:
+            for k, table in enumerate(self.index.tables):
+                selected = codes.translate(table)
+                share = selected.count(1)
+                if share:
+                    payload = b"\r\n".join(compress(lines, selected)) + b"\r\n"
+                    self._queue_lines(clients[k], payload, share, now)
+        nowhere = codes.count(0)
+        if nowhere:
+            self._unroutable(nowhere, batch.names[codes.index(0)].decode("utf-8"))
+        self.schedule_flush()
+
+    def _queue_lines(self, client: DestinationClient, payload: bytes, count: int,
+                     now: float) -> None:
+        client.enqueue_lines(payload, count)
+        if client.queued >= client.high:
+            client.flush()
+        client.check(now)
 
     def _state_changed(self, client: DestinationClient, up: bool) -> None:
         """DYNAMIC_ROUTER: take a destination out of the router after
@@ -178,17 +228,16 @@ class RelaySink:
         for dest, points in self.router.route_batch(batch).items():
             client = self.clients.get(dest)
             if client is None:
-                self._unroutable(points)
+                self._unroutable(len(points), points[0][0])
                 continue
             client.enqueue(points)
             client.finish()
 
-    def _unroutable(self, points: Batch) -> None:
-        self.stats.increment("relayUnroutable", len(points))
+    def _unroutable(self, count: int, example: str) -> None:
+        self.stats.increment("relayUnroutable", count)
         if not self.unroutable_unlogged:
-            self.log.msg("no destination for %s (and others): datapoints dropped"
-                         % points[0][0])
-        self.unroutable_unlogged += len(points)
+            self.log.msg("no destination for %s (and others): datapoints dropped" % example)
+        self.unroutable_unlogged += count
 
     def schedule_flush(self) -> None:
         if self._flush_call is None:

@@ -110,26 +110,27 @@ def test_metric_name_in_body(tmp_path, broker):
             "amqp.body.w": [(NOW - 60.0, 4.0)], "amqp.body.x": [(NOW - 60.0, 1.0)],
             "amqp.body.y": [(NOW - 60.0, 2.0), (float(NOW), 3.0)], "amqp.body.z": []}
         wait_for(lambda: counter(cache, "invalidLines") == 2, what="2 invalid lines counted")
-        assert counter(cache, "metricsReceived") == 4
+        wait_for(lambda: counter(cache, "metricsReceived") == 4, what="4 metrics received")
         assert "Message received" not in cache.output()  # AMQP_VERBOSE is off
     finally:
         cache.kill()
 
 
 def test_flow_control_holds_messages_at_the_broker(tmp_path, broker):
-    # 5 metrics x 100 points overfill a 100-point cache; a write every 2 s drains it in ~7 s.
+    # One message of 5 metrics x 100 points overfills a 100-point cache at once; the writer
+    # (a write every 2 s) takes ~7 s to get below the watermark again.
     cache = amqp_daemon(tmp_path, broker, "flow_test", MAX_CACHE_SIZE=100,
-                        MAX_UPDATES_PER_SECOND=0.5)
+                        MAX_UPDATES_PER_SECOND=0.5, AMQP_METRIC_NAME_IN_BODY=True)
     try:
         metrics = ["amqp.flow.m%d" % i for i in range(5)]
-        publish(broker, "flow_test", stdin="\n".join(
+        publish(broker, "flow_test", "--name-in-body", stdin="\n".join(
             "%s %d %d" % (m, k, NOW - 60 * k) for m in metrics for k in range(1, 101)))
         wait_for(lambda: "Pausing AMQP consumer" in cache.output(), what="consumer paused")
-        publish(broker, "flow_test", "amqp.flow.after", "5", str(NOW - 60))
+        publish(broker, "flow_test", "--name-in-body", "amqp.flow.after", "5", str(NOW - 60))
         time.sleep(0.5)
         held = cached(cache, ["amqp.flow.after"])["amqp.flow.after"]
-        still_paused = "MetricCache below watermark" not in cache.output()
-        assert still_paused, "cache drained too early for this test to observe the pause"
+        resumed = "Resuming AMQP consumer" in cache.output()
+        assert not resumed, "cache drained too early for this test to observe the pause"
         assert held == []  # not consumed while paused: it waits at the broker
         wait_for(lambda: stored(cache, "amqp.flow.after") == {NOW - 60: 5.0}, timeout=30,
                  what="held message consumed after resume")

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from twisted.internet import task
 from twisted.internet.testing import StringTransport
 
-from carbon.receivers import amqp_wire as wire
+from carbon.receivers import amqp_codec as codec, amqp_wire as wire
 from carbon.receivers.amqp import bind_patterns, message_batch
 from carbon.relay.amqp_publisher import messages_from_lines
 
@@ -65,19 +65,19 @@ def connected(heartbeat: int = 0):
     client = Recorder(clock)
     transport = StringTransport()
     client.makeConnection(transport)
-    assert transport.value() == wire.PROTOCOL_HEADER
+    assert transport.value() == codec.PROTOCOL_HEADER
     tune = struct.pack("!HIH", 0, 4096, heartbeat)
-    client.dataReceived(wire.method_frame(0, wire.CONNECTION_TUNE, tune))
+    client.dataReceived(codec.method_frame(0, codec.CONNECTION_TUNE, tune))
     return client, transport, clock
 
 
 def deliveries(messages: list[tuple[bytes, bytes]], frame_max: int) -> bytes:
     out = []
     for tag, (key, body) in enumerate(messages, 1):
-        args = (wire.shortstr("ctag") + struct.pack("!Q", tag) + wire.bits(False)
-                + wire.shortstr("ex") + wire.shortstr(key))
-        out.append(wire.method_frame(1, wire.BASIC_DELIVER, args))
-        out.append(wire.content_frames(1, body, frame_max, persistent=False))
+        args = (codec.shortstr("ctag") + struct.pack("!Q", tag) + codec.bits(False)
+                + codec.shortstr("ex") + codec.shortstr(key))
+        out.append(codec.method_frame(1, codec.BASIC_DELIVER, args))
+        out.append(codec.content_frames(1, body, frame_max, persistent=False))
     return b"".join(out)
 
 
@@ -99,17 +99,17 @@ def test_deliveries_survive_any_read_boundaries(bodies, cuts):
 
 def test_tune_negotiates_frame_max_and_opens_the_vhost():
     client, transport, _ = connected()
-    sent = transport.value()[len(wire.PROTOCOL_HEADER):]
+    sent = transport.value()[len(codec.PROTOCOL_HEADER):]
     assert client.frame_max == 4096
-    assert wire.method_frame(0, wire.CONNECTION_OPEN, wire.shortstr("/") + wire.shortstr("")
-                             + wire.bits(False)) in sent
+    assert codec.method_frame(0, codec.CONNECTION_OPEN, codec.shortstr("/") + codec.shortstr("")
+                             + codec.bits(False)) in sent
 
 
 def test_heartbeat_timeout_aborts_unless_reads_are_paused():
     client, transport, clock = connected(heartbeat=2)
     client.paused = True
     clock.advance(10)
-    assert not client.dead and wire.frame(wire.FRAME_HEARTBEAT, 0, b"") in transport.value()
+    assert not client.dead and codec.frame(codec.FRAME_HEARTBEAT, 0, b"") in transport.value()
     client.paused = False
     clock.advance(1)
     assert client.dead and "heartbeat" in str(client.error)
@@ -119,9 +119,9 @@ def test_broker_close_fails_ready_with_its_reason():
     client, transport, _ = connected()
     errors = []
     client.ready.addErrback(errors.append)
-    close = struct.pack("!H", 403) + wire.shortstr("ACCESS_REFUSED") + struct.pack("!HH", 0, 0)
-    client.dataReceived(wire.method_frame(0, wire.CONNECTION_CLOSE, close))
-    assert wire.method_frame(0, wire.CONNECTION_CLOSE_OK) in transport.value()
+    close = struct.pack("!H", 403) + codec.shortstr("ACCESS_REFUSED") + struct.pack("!HH", 0, 0)
+    client.dataReceived(codec.method_frame(0, codec.CONNECTION_CLOSE, close))
+    assert codec.method_frame(0, codec.CONNECTION_CLOSE_OK) in transport.value()
     client.connectionLost(None)
     assert "403 ACCESS_REFUSED" in errors[0].getErrorMessage()
 
@@ -130,3 +130,24 @@ def test_oversized_frame_is_a_protocol_error():
     client, _, _ = connected()
     client.dataReceived(struct.pack("!BHI", 1, 1, 10 ** 8))
     assert client.dead and "frame-max" in str(client.error)
+
+
+def test_publisher_confirms_settle_in_any_order_and_count_nacks():
+    client, transport, _ = connected()
+    for i in range(5):
+        assert client.basic_publish("ex", "m.%d" % i, b"1 2\n") == i + 1
+    results = []
+    client.wait_confirms().addCallback(results.append)
+
+    def confirm(method, tag, multiple):
+        args = struct.pack("!Q", tag) + codec.bits(multiple)
+        client.dataReceived(codec.method_frame(1, method, args))
+
+    confirm(codec.BASIC_ACK, 2, True)
+    confirm(codec.BASIC_ACK, 4, False)
+    confirm(codec.BASIC_NACK, 3, False)
+    assert results == []  # 5 is still unconfirmed
+    confirm(codec.BASIC_ACK, 5, True)
+    assert results == [1]
+    body = codec.content_frames(1, b"1 2\n", client.frame_max, persistent=True)
+    assert body in transport.value()

@@ -42,19 +42,28 @@ def aggregate(requestContext: dict, seriesList: Any, func: str,
         return []
     if xFilesFactor is None:
         xFilesFactor = requestContext.get('xFilesFactor')
-    name = '%sSeries(%s)' % (func, format_path_expressions(series_list))
+    name, tags = aggregate_name_tags(series_list, func)
     values = [agg(row) if xff_values(row, xFilesFactor) else None for row in rows(series_list)]
+    return [TimeSeries(name, start, end, step, values, xFilesFactor=xFilesFactor, tags=tags)]
+
+
+def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, dict]:
+    """Name and tags of ``aggregate(series_list, func)``'s result (tags they all share)."""
+    name = '%sSeries(%s)' % (func, format_path_expressions(series_list))
     tags = dict(series_list[0].tags)
     for series in series_list[1:]:
         tags = {k: v for k, v in tags.items() if series.tags.get(k) == v}
     tags.setdefault('name', name)
     tags['aggregatedBy'] = func
-    return [TimeSeries(name, start, end, step, values, xFilesFactor=xFilesFactor, tags=tags)]
+    return name, tags
 
 
 def _simple(func: str):
     def combined(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
         return aggregate(requestContext, seriesLists, func)
+    if func in ('sum', 'average'):
+        # the evaluator may compute these over packed whisper rows (webapp.render.fused)
+        combined.fused_aggregate = func  # type: ignore[attr-defined]
     return combined
 
 

@@ -16,8 +16,10 @@ from typing import Any, Optional, Union
 
 from carbon.plugins import RENDER_FUNCTIONS
 from webapp.render.attime import epoch
+from webapp.render.fused import fused_aggregate
 from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
-from webapp.render.series import TimeSeries
+from webapp.render.series import PackedSeries, TimeSeries
+from webapp.storage.packed import PackedValues
 
 log = logging.getLogger("webapp.render")
 _NUMERIC = re.compile(r'^-?[\d.]+$')
@@ -62,14 +64,22 @@ def _as_node(target: Union[str, Node]) -> Optional[Node]:
     return parse_target(str(target))
 
 
-def evaluate_target(ctx: dict[str, Any], targets: Any) -> list[TimeSeries]:
-    """Series of one target or a list of targets (strings or syntax nodes)."""
+def evaluate_target(ctx: dict[str, Any], targets: Any,
+                    packed: bool = False) -> list[TimeSeries]:
+    """Series of one target or a list of targets (strings or syntax nodes).
+
+    With ``packed``, bare path targets may come back as unmaterialised PackedSeries
+    (for a caller that handles them, i.e. the JSON writer).
+    """
     if not isinstance(targets, list):
         targets = [targets]
     nodes = [n for n in (_as_node(t) for t in targets) if n is not None]
     prefetch(ctx, extract_path_expressions(ctx, nodes))
     series_list: list[TimeSeries] = []
     for node in nodes:
+        if packed and isinstance(node, PathExpr):
+            series_list.extend(fetch_series(ctx, node.path, packed=True))
+            continue
         result = evaluate_tokens(ctx, node)
         if isinstance(result, TimeSeries):
             series_list.append(result)
@@ -131,8 +141,12 @@ def prefetch(ctx: dict[str, Any], path_expressions: list[str]) -> None:
             (result['name'], result['time_info'], result['values']))
 
 
-def fetch_series(ctx: dict[str, Any], path_expression: str) -> list[TimeSeries]:
-    """Series of one path expression for the context's range, sorted by name."""
+def fetch_series(ctx: dict[str, Any], path_expression: str,
+                 packed: bool = False) -> list[TimeSeries]:
+    """Series of one path expression for the context's range, sorted by name.
+
+    With ``packed``, series whose values are packed rows come back as PackedSeries.
+    """
     start, end, now = timebounds(ctx)
     cache = ctx.setdefault('prefetched', {}).get((start, end, now))
     if cache is None or path_expression not in cache:
@@ -146,6 +160,12 @@ def fetch_series(ctx: dict[str, Any], path_expression: str) -> list[TimeSeries]:
         if name in seen:
             continue
         seen.add(name)
+        if isinstance(values, PackedValues):
+            if packed:
+                out.append(PackedSeries(name, s, e, step, values, xFilesFactor=xff,
+                                        pathExpression=path_expression))
+                continue
+            values = values.tolist()
         out.append(TimeSeries(name, s, e, step, values, xFilesFactor=xff,
                               pathExpression=path_expression))
     return out
@@ -187,6 +207,10 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
         fn = RENDER_FUNCTIONS.get(node.name)
     except KeyError:
         raise InputError('Received request for unknown function: %s' % node.name) from None
+    if not replacements:
+        fast = fused_aggregate(ctx, node, fn)
+        if fast is not None:
+            return fast
     args = [evaluate_tokens(ctx, arg, replacements) for arg in node.args]
     kwargs = {name: evaluate_tokens(ctx, arg, replacements) for name, arg in node.kwargs}
     ctx['args'] = node.args

@@ -244,3 +244,26 @@ class TimeSeries(list):
 def is_nan(value: Any) -> bool:
     """True for float NaN (used by output formats)."""
     return isinstance(value, float) and math.isnan(value)
+
+
+class PackedSeries(TimeSeries):
+    """A series straight from a fetch whose values are still a packed whisper row.
+
+    Its list content stays empty until :meth:`materialize`; only render code that
+    checks ``packed`` (JSON writer, fused aggregates) may see it unmaterialised.
+    """
+
+    def __init__(self, name: str, start: int, end: int, step: int, packed: Any,
+                 **kwargs: Any) -> None:
+        super().__init__(name, start, end, step, (), **kwargs)
+        self.packed = packed
+        self.drop = 0
+
+    def materialize(self) -> PackedSeries:
+        """Fill the list with the values (minus ``drop`` leading ones); returns self."""
+        if self.packed is not None:
+            values = self.packed.tolist()
+            list.extend(self, values[self.drop:])
+            self.packed = None
+            self.drop = 0
+        return self

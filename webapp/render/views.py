@@ -13,7 +13,9 @@ from typing import Any
 from webapp.http import (HttpError, Request, Response, add_never_cache_headers,
                          patch_response_headers)
 from webapp.render.attime import get_timezone, parse_at_time
+from webapp.render import jsonfmt
 from webapp.render.evaluator import evaluate_target, make_context
+from webapp.render.series import PackedSeries
 
 GRAPH_OPTIONS = (
     'width', 'height', 'margin', 'bgcolor', 'fgcolor', 'fontName', 'fontSize', 'fontBold',
@@ -123,8 +125,8 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
     if opts['graphType'] == 'pie':
         data.extend(_pie_data(ctx, opts))
     else:
-        data.extend(evaluate_target(ctx, opts['targets']))
         fmt = opts.get('format')
+        data.extend(evaluate_target(ctx, opts['targets'], packed=fmt == 'json'))
         writer = FORMATS.get(fmt or '')
         if writer is not None:
             response = writer(opts, data)
@@ -191,7 +193,7 @@ def _consolidate_for_json(opts: dict[str, Any], data: list) -> None:
     time_range = end - start
     for series in data:
         if max_points == 1:
-            series.consolidate(len(series))
+            series.consolidate(_length(series))
             continue
         points = time_range / series.step
         if max_points < points:
@@ -202,8 +204,23 @@ def _consolidate_for_json(opts: dict[str, Any], data: list) -> None:
             series.start = series.start + nudge
             to_lose = int(nudge / series.step)
             if to_lose > 1:
-                del series[0:to_lose - 1]
+                if isinstance(series, PackedSeries) and series.packed is not None:
+                    series.drop += to_lose - 1
+                else:
+                    del series[0:to_lose - 1]
             series.consolidate(per_point)
+
+
+def _length(series: Any) -> int:
+    if isinstance(series, PackedSeries) and series.packed is not None:
+        return max(0, len(series.packed) - series.drop)
+    return len(series)
+
+
+def _materialize(data: list) -> None:
+    for series in data:
+        if isinstance(series, PackedSeries):
+            series.materialize()
 
 
 def _json_number(v: Any) -> str:
@@ -222,23 +239,17 @@ def _json_number(v: Any) -> str:
     return json.dumps(v)
 
 
-_ENCODE = json.JSONEncoder(allow_nan=True).encode
-
-
-def _datapoints_json(series: Any) -> str:
-    """``[[value, ts], ...]`` of a series; NaN as null, infinities as +-1e9999."""
-    step = int(series.step * series.valuesPerPoint) or 1
-    stamps = range(int(series.start), int(series.end) + 1, step)
-    text = _ENCODE(list(zip(series, stamps, strict=False)))
-    if 'N' in text or 'I' in text:
-        text = text.replace('NaN', 'null').replace('Infinity', '1e9999')
-    return text
-
-
 def render_json(opts: dict[str, Any], data: list) -> Response:
     """format=json: [{"target", "tags", "datapoints": [[value, ts], ...]}, ...]."""
     _consolidate_for_json(opts, data)
     no_nulls = 'noNullPoints' in opts
+    if not no_nulls and not opts.get('pretty'):
+        body = jsonfmt.render(data)
+        if 'jsonp' in opts:
+            return Response(b'%s(%s)' % (opts['jsonp'].encode('utf-8'), body),
+                            'text/javascript')
+        return Response(body, 'application/json')
+    _materialize(data)
     if opts.get('pretty'):
         out = []
         for series in data:
@@ -253,16 +264,12 @@ def render_json(opts: dict[str, Any], data: list) -> Response:
     else:
         chunks = []
         for series in data:
-            if no_nulls:
-                points = [p for p in series.datapoints()
-                          if p[0] is not None and not (isinstance(p[0], float) and p[0] != p[0])]
-                if not points:
-                    continue
-                dps = '[' + ', '.join('[%s, %d]' % (_json_number(v), t) for v, t in points) + ']'
-            else:
-                dps = _datapoints_json(series)
-            chunks.append('{"target": %s, "tags": %s, "datapoints": %s}' % (
-                json.dumps(series.name), json.dumps(dict(series.tags)), dps))
+            points = [p for p in series.datapoints()
+                      if p[0] is not None and not (isinstance(p[0], float) and p[0] != p[0])]
+            if not points:
+                continue
+            chunks.append(jsonfmt.header(series) + '[' + ', '.join(
+                '[%s, %d]' % (_json_number(v), t) for v, t in points) + ']}')
         text = '[' + ', '.join(chunks) + ']'
     if 'jsonp' in opts:
         return Response('%s(%s)' % (opts['jsonp'], text), 'text/javascript')

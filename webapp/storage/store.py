@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional
 
 from webapp.storage.nodes import Node
+from webapp.storage.packed import to_list
 from webapp.storage.remote import RemoteFinder
 
 log = logging.getLogger("webapp.storage")
@@ -30,6 +31,7 @@ def merge_results(first: tuple, second: tuple) -> tuple:
     """Merge two ((start, end, step), values): finer step wins, gaps filled from the other."""
     (s1, e1, st1), v1 = first
     (s2, e2, st2), v2 = second
+    v1, v2 = to_list(v1), to_list(v2)
     if (s1, e1, st1) == (s2, e2, st2) and len(v1) == len(v2):
         return first[0], [a if a is not None else b for a, b in zip(v1, v2, strict=False)]
     if st1 > st2:

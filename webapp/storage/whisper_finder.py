@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import stat
 import time
 from concurrent.futures import Future
 from os.path import isdir, isfile, join
@@ -23,6 +24,7 @@ from carbon import tags as carbon_tags
 from webapp.storage import whisper_read
 from webapp.storage.carbonlink import CarbonLinkPool, merge_with_cache
 from webapp.storage.nodes import Node, expand_braces, match_entries
+from webapp.storage.packed import to_list
 
 log = logging.getLogger("webapp.storage")
 _read_header = getattr(whisper, '__readHeader')
@@ -63,6 +65,27 @@ class WhisperLeaf(Node):
         except (OSError, EOFError, whisper.WhisperException) as err:
             log.warning("failed fetch of whisper file %s: %s", self.fs_path, err)
             return None, {}
+
+
+def _join(a: str, b: str) -> str:
+    """``os.path.join(a, b)`` for two strings, without its overhead."""
+    if b.startswith(os.sep):
+        return b
+    if not a or a.endswith(os.sep):
+        return a + b
+    return a + os.sep + b
+
+
+def _kind(path: str) -> tuple[bool, bool, bool]:
+    """(is a directory, is a regular file, is a symlink) of ``path``, following links."""
+    try:
+        mode = os.lstat(path).st_mode
+        link = stat.S_ISLNK(mode)
+        if link:
+            mode = os.stat(path).st_mode
+    except OSError:
+        return False, False, False
+    return stat.S_ISDIR(mode), stat.S_ISREG(mode), link
 
 
 def _rel(path: str, base: str) -> str:
@@ -123,37 +146,46 @@ class WhisperFinder:
         parts = clean.split('.')
         if not isdir(self.root):
             return []
-        for rel in self._find_paths(self.root, parts, 0):
-            if os.path.basename(rel).startswith('.'):
+        for rel, is_dir, link in self._find_paths(self.root, parts, 0, leaves_only):
+            head, _, tail = rel.rpartition(os.sep)
+            if tail.startswith('.'):
                 continue
-            absolute = join(self.root, rel)
-            metric = fs_to_metric(rel)
+            metric = (head + os.sep + tail.split('.')[0] if head else tail.split('.')[0]) \
+                .replace(os.sep, '.')
             if rel.endswith('.wsp') or rel.endswith('.wsp.gz'):
-                if (metric, True) not in out and isfile(absolute):
-                    out[(metric, True)] = WhisperLeaf(metric, absolute,
-                                                      real_metric_path(absolute, metric))
-            elif not leaves_only and (metric, False) not in out and isdir(absolute):
+                if not is_dir and (metric, True) not in out:
+                    absolute = _join(self.root, rel)
+                    real = real_metric_path(absolute, metric) if link else metric
+                    out[(metric, True)] = WhisperLeaf(metric, absolute, real)
+            elif is_dir and not leaves_only and (metric, False) not in out:
                 out[(metric, False)] = Node(metric, False)
         return list(out.values())
 
-    def _find_paths(self, current: str, patterns: list[str], depth: int) -> Iterator[str]:
+    def _find_paths(self, current: str, patterns: list[str], depth: int,
+                    leaves_only: bool = False) -> Iterator[tuple[str, bool, bool]]:
+        """(relative path, is a directory, a symlink was crossed) of each match.
+
+        Entry kinds come from ``scandir`` (or one ``lstat`` for a literal name), so
+        matches cost no further system calls; symlinks are only resolved later for
+        paths that crossed one.
+        """
         if depth > 64:
             return
         raw = patterns[0]
         rest = patterns[1:]
         for pattern in expand_braces(raw):
             wildcard = '*' in pattern or '?' in pattern or '[' in pattern
-            subdirs: list[str] = []
-            files: list[str] = []
+            subdirs: dict[str, bool] = {}
+            files: dict[str, bool] = {}
             matching_dirs: list[str] = []
             if wildcard:
                 try:
                     with os.scandir(current) as it:
                         for entry in it:
                             if entry.is_dir():
-                                subdirs.append(entry.name)
+                                subdirs[entry.name] = entry.is_symlink()
                             elif entry.is_file():
-                                files.append(entry.name)
+                                files[entry.name] = entry.is_symlink()
                 except OSError as err:
                     log.warning("cannot list %s: %s", current, err)
                 if pattern == '**':
@@ -161,21 +193,30 @@ class WhisperFinder:
                     if not rest:
                         rest = ['*']
                 else:
-                    matching_dirs = match_entries(subdirs, pattern)
-            elif isdir(join(current, pattern)):
-                matching_dirs = [pattern]
+                    matching_dirs = match_entries(list(subdirs), pattern)
+            elif rest or not leaves_only:
+                is_dir, _, link = _kind(_join(current, pattern))
+                if is_dir:
+                    matching_dirs = [pattern]
+                    subdirs[pattern] = link
             if rest:
                 for sub in matching_dirs:
-                    for match in self._find_paths(join(current, sub), rest, depth + 1):
-                        yield join(sub, match) if sub else match
+                    crossed = subdirs.get(sub, True)
+                    for match, is_dir, link in self._find_paths(_join(current, sub), rest,
+                                                                depth + 1, leaves_only):
+                        yield (_join(sub, match) if sub else match), is_dir, link or crossed
+                continue
+            if wildcard:
+                for name in match_entries(list(files), pattern + '.*'):
+                    yield name, False, files[name]
             else:
-                if wildcard:
-                    found = match_entries(files, pattern + '.*')
-                else:
-                    found = [name for name in (pattern + '.wsp', pattern + '.wsp.gz')
-                             if isfile(join(current, name))]
-                yield from found
-                yield from matching_dirs
+                for name in (pattern + '.wsp', pattern + '.wsp.gz'):
+                    _, is_file, link = _kind(_join(current, name))
+                    if is_file:
+                        yield name, False, link
+                        break  # a .wsp.gz of the same metric would be dropped anyway
+            for name in matching_dirs:
+                yield name, True, subdirs.get(name, True)
 
     def get_index(self) -> list[str]:
         """Every ``.wsp`` metric under the root, sorted."""
@@ -207,8 +248,17 @@ class WhisperFinder:
             names = sorted({leaf.real_path for _, leaf in leaves})
             pending = self.carbonlink.query_bulk_async(names)
         results = []
+        plain = [leaf.fs_path for _, leaf in leaves if not leaf.fs_path.endswith('.gz')]
+        read = iter(whisper_read.read_many(plain, start, end, now))
         for pattern, leaf in leaves:
-            data, header = leaf.read(start, end, now)
+            if leaf.fs_path.endswith('.gz'):
+                data, header = leaf.read(start, end, now)
+            else:
+                answer = next(read)
+                if isinstance(answer, Exception):
+                    log.warning("failed fetch of whisper file %s: %s", leaf.fs_path, answer)
+                    continue
+                data, header = answer
             if data is None:
                 continue
             results.append((pattern, leaf, data, header))
@@ -220,7 +270,8 @@ class WhisperFinder:
             points = cached.get(leaf.real_path)
             if points:
                 try:
-                    values = merge_with_cache(points, time_info[0], time_info[2], values,
+                    values = merge_with_cache(points, time_info[0], time_info[2],
+                                              to_list(values),
                                               header['aggregationMethod'],
                                               header['archives'][0]['secondsPerPoint'])
                 except (ValueError, TypeError, KeyError) as err:

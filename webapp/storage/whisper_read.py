@@ -1,34 +1,62 @@
 """``whisper.fetch`` with the same archive choice, alignment and result, done faster.
 
-The header is parsed by the whisper package itself; only the final loop that turns
-raw (timestamp, value) pairs into the value list is vectorised. The header is also
-returned so callers need not read it twice (aggregation method for cache merges).
+``fetch``/``file_fetch`` read one (possibly gzipped) file into a value list.
+``read_many`` reads a batch of plain files with positioned reads (one for the header
+and the archive's first point, one or two for the range) and decodes all files that
+share a time range together (:mod:`webapp.storage.packed`), or into lists when numpy
+is unavailable. The header is returned too, so callers need not read it twice
+(aggregation method for cache merges).
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import time
 from typing import Any, BinaryIO, Optional
 
 import whisper
 
+from webapp.storage import packed
+
 _read_header = getattr(whisper, '__readHeader')
 POINT_FORMAT = whisper.pointFormat
 POINT_SIZE = whisper.pointSize
+_META = struct.Struct(whisper.metadataFormat)
+_ARCHIVE = struct.Struct(whisper.archiveInfoFormat)
+_POINT = struct.Struct(POINT_FORMAT)
+_HEAD_READ = 4096
+Result = tuple[Optional[tuple], dict]
 
 
 def fetch(path: str, from_time: int, until_time: Optional[int] = None,
-          now: Optional[int] = None) -> tuple[Optional[tuple], dict]:
+          now: Optional[int] = None) -> Result:
     """(whisper.fetch's result, header) for a file path."""
     with open(path, 'rb') as fh:
         return file_fetch(fh, from_time, until_time, now)
 
 
 def file_fetch(fh: BinaryIO, from_time: int, until_time: Optional[int] = None,
-               now: Optional[int] = None) -> tuple[Optional[tuple], dict]:
+               now: Optional[int] = None) -> Result:
     """(whisper.file_fetch's result, header) for an open file."""
-    import time
     header = _read_header(fh)
+    archive, from_time, until_time = choose_archive(header, from_time, until_time, now)
+    if archive is None:
+        return None, header
+    time_info, base, chunk = _locate(archive, from_time, until_time,
+                                     lambda off, size: _file_read(fh, off, size), fh.name)
+    return (time_info, _decode_list(time_info, chunk) if base else
+            [None] * ((time_info[1] - time_info[0]) // time_info[2])), header
+
+
+def _file_read(fh: BinaryIO, offset: int, size: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(size)
+
+
+def choose_archive(header: dict, from_time: int, until_time: Optional[int],
+                   now: Optional[int]) -> tuple[Optional[dict], int, int]:
+    """(archive, from, until) as whisper.file_fetch picks them; archive None = no data."""
     if now is None:
         now = int(time.time())
     if until_time is None:
@@ -41,49 +69,141 @@ def file_fetch(fh: BinaryIO, from_time: int, until_time: Optional[int] = None,
             % (from_time, until_time))
     oldest = now - header['maxRetention']
     if from_time > now or until_time < oldest:
-        return None, header
+        return None, from_time, until_time
     if from_time < oldest:
         from_time = oldest
     if until_time > now:
         until_time = now
     diff = now - from_time
+    archive = None
     for archive in header['archives']:
         if archive['retention'] >= diff:
             break
-    return _archive_fetch(fh, archive, from_time, until_time), header
+    if archive is None:
+        raise whisper.CorruptWhisperFile('No archives', '')
+    return archive, from_time, until_time
 
 
-def _archive_fetch(fh: BinaryIO, archive: dict[str, Any], from_time: int,
-                   until_time: int) -> tuple[tuple[int, int, int], list]:
+def _locate(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
+            name: str) -> tuple[tuple[int, int, int], int, bytes]:
+    """(time_info, base interval, point bytes) of the range, read with ``read(off, size)``."""
     step = archive['secondsPerPoint']
     from_interval = int(from_time - (from_time % step)) + step
     until_interval = int(until_time - (until_time % step)) + step
     if from_interval == until_interval:
         until_interval += step
+    time_info = (from_interval, until_interval, step)
     offset, size = archive['offset'], archive['size']
-    fh.seek(offset)
     try:
-        base_interval, _ = struct.unpack(POINT_FORMAT, fh.read(POINT_SIZE))
+        base_interval, _ = _POINT.unpack(read(offset, POINT_SIZE))
     except struct.error:
-        raise whisper.CorruptWhisperFile("Unable to read base datapoint", fh.name) from None
+        raise whisper.CorruptWhisperFile("Unable to read base datapoint", name) from None
     if base_interval == 0:
-        points = (until_interval - from_interval) // step
-        return (from_interval, until_interval, step), [None] * points
+        return time_info, 0, b''
     from_offset = offset + (((from_interval - base_interval) // step) * POINT_SIZE % size)
     until_offset = offset + (((until_interval - base_interval) // step) * POINT_SIZE % size)
-    fh.seek(from_offset)
     if from_offset < until_offset:
-        data = fh.read(until_offset - from_offset)
+        data = read(from_offset, until_offset - from_offset)
     else:
-        data = fh.read(offset + size - from_offset)
-        fh.seek(offset)
-        data += fh.read(until_offset - offset)
+        data = read(from_offset, offset + size - from_offset) + \
+            read(offset, until_offset - offset)
+    if len(data) % POINT_SIZE:
+        raise whisper.CorruptWhisperFile("Unable to read datapoints", name)
+    return time_info, base_interval, data
+
+
+def _decode_list(time_info: tuple[int, int, int], data: bytes) -> list:
+    from_interval, _, step = time_info
     points = len(data) // POINT_SIZE
-    try:
-        unpacked = struct.unpack('!' + 'Ld' * points, data)
-    except struct.error:
-        raise whisper.CorruptWhisperFile("Unable to read datapoints", fh.name) from None
+    unpacked = struct.unpack('!' + 'Ld' * points, data)
     expected = range(from_interval, from_interval + points * step, step)
-    values = [v if t == e else None
-              for t, v, e in zip(unpacked[0::2], unpacked[1::2], expected, strict=False)]
-    return (from_interval, until_interval, step), values
+    stamps = unpacked[0::2]
+    values = list(unpacked[1::2])
+    if stamps != tuple(expected):
+        for i, (t, e) in enumerate(zip(stamps, expected, strict=False)):
+            if t != e:
+                values[i] = None
+    return values
+
+
+def parse_header(head: bytes, name: str, read: Any) -> dict:
+    """whisper's header dict from the file's first bytes (``read`` fetches any rest)."""
+    try:
+        agg_type, max_retention, xff, count = _META.unpack_from(head)
+    except (struct.error, ValueError, TypeError):
+        raise whisper.CorruptWhisperFile("Unable to read header", name) from None
+    method = whisper.aggregationTypeToMethod.get(agg_type)
+    if method is None or not 0 <= xff <= 1:
+        raise whisper.CorruptWhisperFile("Unable to read header", name)
+    need = _META.size + count * _ARCHIVE.size
+    if len(head) < need:
+        head = head + read(len(head), need - len(head))
+    archives = []
+    for i in range(count):
+        try:
+            offset, spp, points = _ARCHIVE.unpack_from(head, _META.size + i * _ARCHIVE.size)
+        except struct.error:
+            raise whisper.CorruptWhisperFile("Unable to read archive%d metadata" % i,
+                                             name) from None
+        archives.append({'offset': offset, 'secondsPerPoint': spp, 'points': points,
+                         'retention': spp * points, 'size': points * POINT_SIZE})
+    return {'aggregationMethod': method, 'maxRetention': max_retention, 'xFilesFactor': xff,
+            'archives': archives}
+
+
+def _read_raw(path: str, from_time: int, until_time: Optional[int],
+              now: Optional[int]) -> tuple[Optional[tuple], dict]:
+    """((time_info, base, bytes) or None, header) of one plain file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        head = os.pread(fd, _HEAD_READ, 0)
+
+        def read(offset: int, size: int) -> bytes:
+            if offset + size <= len(head):
+                return head[offset:offset + size]
+            return os.pread(fd, size, offset)
+        header = parse_header(head, path, read)
+        archive, start, end = choose_archive(header, from_time, until_time, now)
+        if archive is None:
+            return None, header
+        return _locate(archive, start, end, read, path), header
+    finally:
+        os.close(fd)
+
+
+def read_many(paths: list[str], from_time: int, until_time: Optional[int],
+              now: Optional[int]) -> list[Any]:
+    """For each path: (whisper.fetch result or None, header), or the exception raised.
+
+    Values are :class:`~webapp.storage.packed.PackedValues` when numpy is enabled,
+    lists otherwise.
+    """
+    out: list[Any] = []
+    groups: dict[tuple, list[int]] = {}
+    chunks: list[Optional[bytes]] = []
+    for i, path in enumerate(paths):
+        chunks.append(None)
+        try:
+            raw, header = _read_raw(path, from_time, until_time, now)
+        except (OSError, whisper.WhisperException) as err:
+            out.append(err)
+            continue
+        if raw is None:
+            out.append((None, header))
+            continue
+        time_info, base, data = raw
+        if not packed.ENABLED:
+            values = _decode_list(time_info, data) if base else \
+                [None] * ((time_info[1] - time_info[0]) // time_info[2])
+            out.append(((time_info, values), header))
+            continue
+        points = len(data) // POINT_SIZE if base else \
+            (time_info[1] - time_info[0]) // time_info[2]
+        chunks[i] = data if base else None
+        groups.setdefault((time_info, points), []).append(i)
+        out.append((time_info, header))
+    for (time_info, points), members in groups.items():
+        block = packed.decode_block([chunks[i] for i in members], time_info, points)
+        for row, i in enumerate(members):
+            out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
+    return out

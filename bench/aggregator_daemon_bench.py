@@ -1,0 +1,164 @@
+"""carbon-aggregator side by side with reference carbon-aggregator.py 1.1.10.
+
+The same rules and input for both daemons: N points (default 1,000,000) from M input
+names (100,000) into A aggregates (1,000; methods sum, avg, min, max, count and p90
+in turn), sent flat out over 4 TCP connections. Aggregates go to a line-protocol sink
+in this process that keeps every value, so the two daemons' aggregate values are
+compared exactly. Measured: seconds until the daemon has consumed its input (its CPU
+time stops growing), points/s, CPU seconds, peak RSS.
+
+    python bench/aggregator_daemon_bench.py [--points 1000000 --names 100000 --aggregates 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noqa: E402
+                    stop, wait_port)
+
+FREQ = 10
+METHODS = ("sum", "avg", "min", "max", "count", "p90")
+
+
+class LineSink:
+    """Accepts connections and keeps the last value of every metric it is sent."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+        self.lines = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            conn, _ = self.server.accept()
+            threading.Thread(target=self.read, args=(conn,), daemon=True).start()
+
+    def read(self, conn: socket.socket) -> None:
+        tail = b""
+        while chunk := conn.recv(1 << 16):
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                parts = line.split()
+                if len(parts) == 3:
+                    self.values[parts[0].decode()] = float(parts[1])
+                    self.lines += 1
+
+
+def make_root(base: Path, program_port: int, sink_port: int, groups: int) -> None:
+    conf = base / "conf"
+    conf.mkdir(parents=True)
+    (conf / "storage-schemas.conf").write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
+    (conf / "carbon.conf").write_text("\n".join([
+        "[aggregator]", "STORAGE_DIR = %s" % (base / "storage"),
+        "LINE_RECEIVER_INTERFACE = 127.0.0.1", "LINE_RECEIVER_PORT = %d" % program_port,
+        "PICKLE_RECEIVER_INTERFACE = 127.0.0.1", "PICKLE_RECEIVER_PORT = %d" % free_port(),
+        "DESTINATIONS = 127.0.0.1:%d" % sink_port, "DESTINATION_PROTOCOL = line",
+        "FORWARD_ALL = False", "CARBON_METRIC_INTERVAL = 0", "LOG_AGGREGATOR_MISSES = False",
+        "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
+    (conf / "aggregation-rules.conf").write_text("".join(
+        "agg.g%04d.%s (%d) = %s in.g%04d.*.value\n" % (g, METHODS[g % len(METHODS)], FREQ,
+                                                       METHODS[g % len(METHODS)], g)
+        for g in range(groups)))
+    (conf / "rewrite-rules.conf").write_text("")
+
+
+def payload(points: int, names: int, groups: int, stamp: int, parts: int) -> list[bytes]:
+    per_group = names // groups
+    rows = ["in.g%04d.n%05d.value %d %d\n" % (i % groups, i // groups % per_group,
+                                             (i * 7919) % 1000, stamp)
+            for i in range(points)]
+    size = -(-len(rows) // parts)
+    return ["".join(rows[k * size:(k + 1) * size]).encode() for k in range(parts)]
+
+
+def start(impl: str, base: Path) -> subprocess.Popen:
+    env = {"GRAPHITE_ROOT": str(base), "PATH": "/usr/bin:/bin"}
+    conf = str(base / "conf" / "carbon.conf")
+    if impl == "reference":
+        venv = reference_venv()
+        cmd = [str(venv / "bin" / "python"), str(venv / "bin" / "carbon-aggregator.py"),
+               "--config", conf, "--nodaemon", "start"]
+    else:
+        env["PYTHONPATH"] = str(ROOT)
+        cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
+               "run('carbon-aggregator', sys.argv[1:], %r)" % str(base / "bin" / "x"),
+               "--config", conf, "--nodaemon", "start"]
+    return subprocess.Popen(cmd, stdout=open(base / "daemon.log", "w"),
+                            stderr=subprocess.STDOUT, env=env, cwd=str(base))
+
+
+def run(impl: str, args: argparse.Namespace) -> dict:
+    base = Path(tempfile.mkdtemp(prefix="aggbench-"))
+    sink = LineSink()
+    port = free_port()
+    make_root(base, port, sink.port, args.aggregates)
+    proc = start(impl, base)
+    try:
+        wait_port(port, proc)
+        now = time.time()
+        stamp = int(now - now % FREQ) - FREQ  # the previous interval: emitted on the next tick
+        parts = payload(args.points, args.names, args.aggregates, stamp, 4)
+        cpu0 = cpu_seconds(proc.pid)
+        started = time.monotonic()
+        senders = [threading.Thread(target=lambda p=p: socket.create_connection(
+            ("127.0.0.1", port)).sendall(p)) for p in parts]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join()
+        # input is consumed when the daemon's CPU stops growing
+        last_cpu, last_change, peak = cpu_seconds(proc.pid), time.monotonic(), 0
+        while time.monotonic() - last_change < 1.0:
+            time.sleep(0.05)
+            cpu = cpu_seconds(proc.pid)
+            peak = max(peak, rss_kb(proc.pid, "VmHWM"))
+            if cpu - last_cpu > 0.02:
+                last_cpu, last_change = cpu, time.monotonic()
+        elapsed = last_change - started
+        cpu_used = last_cpu - cpu0
+        deadline = time.monotonic() + 3 * FREQ + 10
+        while len(sink.values) < args.aggregates and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return {"impl": impl, "seconds": elapsed, "points_s": args.points / elapsed,
+                "cpu_s": cpu_used, "peak_rss_mb": peak / 1024, "values": dict(sink.values)}
+    finally:
+        stop(proc)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--names", type=int, default=100_000)
+    parser.add_argument("--aggregates", type=int, default=1000)
+    args = parser.parse_args()
+    results = [run(impl, args) for impl in ("reference", "ours")]
+    ref, ours = results
+    same = ref["values"].keys() == ours["values"].keys() and all(
+        abs(ref["values"][k] - ours["values"][k]) <= 1e-9 * max(1.0, abs(ref["values"][k]))
+        for k in ref["values"])
+    print("| implementation | points/s | seconds | CPU s | peak RSS MB | aggregates received |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        print("| %s | %s | %.2f | %.2f | %.0f | %d |" % (
+            r["impl"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
+            r["peak_rss_mb"], len(r["values"])))
+    print("\nratio ours/reference points/s: %.1fx; identical aggregate values: %s"
+          % (ours["points_s"] / ref["points_s"], same))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The relay's lean-path routing index: metric name bytes -> a one-byte route code.
+
+A route code stands for one set of destinations (an index into the sink's client
+list, replicas included); ``tables[k]`` translates a string of codes into one byte a
+line, 1 where destination ``k`` gets that line. So a whole read is routed with C-level
+operations: ``bytes(map(index.__getitem__, names))``, one ``translate`` and one
+``itertools.compress`` per destination.
+
+The index is bounded like the router's LRU (RELAY_HASH_CACHE_SIZE names): two
+generations, the full one retired when the current one fills, names found in the
+retired one are carried over. It follows the router's ``generation`` (bumped by
+``clear_cache()`` whenever placement may change: destinations added or removed,
+rules reloaded).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from carbon.relay.destinations import Destination
+
+MAX_CODES = 256
+
+
+class RouteIndex:
+    """Name -> route code for the destinations of one RelaySink (see module doc)."""
+
+    def __init__(self, router: Any, destinations: Sequence[Destination], size: int) -> None:
+        self.router = router
+        self.position = {dest: k for k, dest in enumerate(destinations)}
+        self.size = max(0, int(size))
+        self.compute: Callable[[str], Sequence[Destination]] = getattr(
+            router, "uncached_destinations", router.get_destinations)
+        self.current: dict[bytes, int] = {}
+        self.retired: dict[bytes, int] = {}
+        self.codes_of: dict[tuple[int, ...], int] = {}
+        self.members: list[tuple[int, ...]] = []  # code -> destination positions
+        self.tables = [bytearray(MAX_CODES) for _ in destinations]
+        self.generation = getattr(router, "generation", 0)
+        self.code_for(())  # code 0: no destination
+
+    def reset(self) -> None:
+        self.current, self.retired = {}, {}
+        self.generation = getattr(self.router, "generation", 0)
+
+    def code_for(self, positions: tuple[int, ...]) -> int | None:
+        """The code of a destination set; None once all 256 codes are taken."""
+        code = self.codes_of.get(positions)
+        if code is None:
+            if len(self.members) >= MAX_CODES:
+                return None
+            code = len(self.members)
+            self.codes_of[positions] = code
+            self.members.append(positions)
+            for k in positions:
+                self.tables[k][code] = 1
+        return code
+
+    def codes(self, names: list[bytes]) -> bytes | None:
+        """One route code a name; None if the names need more than 256 codes."""
+        if self.generation != getattr(self.router, "generation", 0):
+            self.reset()
+        current = self.current
+        try:
+            return bytes(map(current.__getitem__, names))
+        except KeyError:
+            pass
+        known = self._learn(names)
+        return None if known is None else bytes(map(known.__getitem__, names))
+
+    def _learn(self, names: list[bytes]) -> dict[bytes, int] | None:
+        """Add the unknown names of ``names``; returns a dict holding all of them."""
+        current, retired = self.current, self.retired
+        position = self.position
+        for name in set(names).difference(current):
+            code = retired.get(name)
+            if code is None:
+                try:
+                    dests = self.compute(name.decode("utf-8"))
+                except UnicodeDecodeError:
+                    dests = ()
+                positions = tuple(sorted({position[d] for d in dests if d in position}))
+                code = self.code_for(positions)
+                if code is None:
+                    return None
+            current[name] = code
+        if len(current) > self.size:
+            self.retired, self.current = current, {}
+        return current
