@@ -1,39 +1,43 @@
 """Render benchmark: this app against graphite-web 1.1.10 over the same whisper tree.
 
-    python bench/render_bench.py [--series 200] [--duration 8] [--concurrency 4]
-                                 [--workdir ~/.cache/render-bench] [--skip-graphite]
+    python bench/render_bench.py [--series 200] [--duration 4] [--concurrency 4]
+                                 [--threads 4] [--workdir ~/.cache/render-bench]
+                                 [--skip-graphite] [--skip-gunicorn] [--skip-twisted]
 
 The script builds everything it needs outside the repository (under --workdir): a
 whisper tree of N series x 1 day at 60 s, a Python 3.9 venv with graphite-web 1.1.10
 (Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn (pip --target, run on
-this interpreter) for this app. Servers measured, each one process so they get the same CPU:
+this interpreter) for this app. Servers measured, each ONE process with T threads so
+they get the same CPU:
 
 * graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
 * this app under the same gunicorn configuration (``webapp.wsgi:application``)
 * this app's embedded Twisted server (``python -m webapp.server --threads T``)
 
 Scenarios: format=json of all series, ``sumSeries`` of them, and all series with
-maxDataPoints=300. Before measuring, the JSON of both apps is compared. Load is a
-closed loop of C client threads with keep-alive for D seconds; reported: requests/s,
-p50 and p99 latency.
+maxDataPoints=300. Before measuring, every server's response BODY BYTES are compared
+with graphite-web's. Load is a closed loop of C keep-alive raw-socket clients
+(``bench/render_load.py``: headers parsed, bodies discarded unparsed) for D seconds;
+reported: requests/s, p50/p99 latency and the server's CPU time per request (less
+sensitive than requests/s to other load on a shared machine).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from render_load import fetch, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHITE_REQS = ['graphite-web==1.1.10', 'Django>=2.2,<2.3', 'django-tagging==0.4.3',
@@ -150,66 +154,34 @@ class Server:
         self.log.close()
 
 
-def fetch(port: int, path: str, conn: Optional[http.client.HTTPConnection] = None
-          ) -> tuple[int, bytes, http.client.HTTPConnection]:
-    conn = conn or http.client.HTTPConnection('127.0.0.1', port, timeout=120)
-    conn.request('GET', path)
-    resp = conn.getresponse()
-    body = resp.read()
-    if resp.will_close:
-        conn.close()
-        conn = http.client.HTTPConnection('127.0.0.1', port, timeout=120)
-    return resp.status, body, conn
-
-
-def load(port: int, path: str, duration: float, concurrency: int) -> dict[str, float]:
-    latencies: list[float] = []
-    errors = [0]
-    lock = threading.Lock()
-    stop_at = time.monotonic() + duration
-
-    def worker() -> None:
-        conn = None
-        mine = []
-        while time.monotonic() < stop_at:
-            t0 = time.perf_counter()
-            try:
-                status, _, conn = fetch(port, path, conn)
-            except (OSError, http.client.HTTPException):
-                conn = None
-                status = 0
-            if status != 200:
-                with lock:
-                    errors[0] += 1
-                continue
-            mine.append(time.perf_counter() - t0)
-        with lock:
-            latencies.extend(mine)
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 \
-            if latencies else float('nan')
-    return {'requests': len(latencies), 'rps': len(latencies) / elapsed, 'p50_ms': pct(0.50),
-            'p99_ms': pct(0.99), 'errors': errors[0]}
+def tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process and its live descendants."""
+    total = 0.0
+    try:
+        with open('/proc/%d/stat' % pid) as fh:
+            fields = fh.read().rsplit(')', 1)[1].split()
+        total += sum(int(fields[i]) for i in (11, 12)) / os.sysconf('SC_CLK_TCK')
+        children: list[int] = []
+        for task in os.listdir('/proc/%d/task' % pid):
+            with open('/proc/%d/task/%s/children' % (pid, task)) as fh:
+                children += [int(c) for c in fh.read().split()]
+    except OSError:
+        return total
+    return total + sum(tree_cpu(c) for c in children)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--series', type=int, default=200)
-    parser.add_argument('--duration', type=float, default=8.0)
+    parser.add_argument('--duration', type=float, default=4.0)
     parser.add_argument('--concurrency', type=int, default=4)
     parser.add_argument('--threads', type=int, default=4)
     parser.add_argument('--workdir', default=os.path.expanduser('~/.cache/render-bench'))
     parser.add_argument('--skip-graphite', action='store_true')
     parser.add_argument('--skip-gunicorn', action='store_true')
+    parser.add_argument('--skip-twisted', action='store_true')
+    parser.add_argument('--baseline-root', help='also measure this app from another checkout '
+                        '(e.g. an export of the previous commit), under gunicorn')
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -233,9 +205,18 @@ def main(argv: Optional[list[str]] = None) -> int:
             sys.executable, '-m', 'gunicorn', '--workers', '1', '--threads', str(args.threads),
             '--worker-class', 'gthread', '--log-level', 'warning', 'webapp.wsgi:application'],
             dict(base_env, BENCH_CWD=str(ROOT), PYTHONPATH='%s:%s' % (ROOT, lib))))
-    servers.append(('this app (twisted)', [sys.executable, '-m', 'webapp.server', '--config',
-                                           str(ours_conf), '--threads', str(args.threads)],
-                    dict(base_env, BENCH_CWD=str(ROOT))))
+    if args.baseline_root:
+        lib = setup_ours_gunicorn(workdir)
+        servers.append(('this app, baseline (gunicorn)', [
+            sys.executable, '-m', 'gunicorn', '--workers', '1', '--threads', str(args.threads),
+            '--worker-class', 'gthread', '--log-level', 'warning', 'webapp.wsgi:application'],
+            dict(base_env, BENCH_CWD=args.baseline_root,
+                 PYTHONPATH='%s:%s' % (args.baseline_root, lib))))
+    if not args.skip_twisted:
+        servers.append(('this app (twisted)', [sys.executable, '-m', 'webapp.server',
+                                               '--config', str(ours_conf), '--threads',
+                                               str(args.threads)],
+                        dict(base_env, BENCH_CWD=str(ROOT))))
     window = {'from': now - 86400, 'until': now, 'now': now, 'format': 'json'}
     scenarios = [
         ('json %d series' % args.series, dict(window, target='bench.*.cpu')),
@@ -243,7 +224,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         ('maxDataPoints=300', dict(window, target='bench.*.cpu', maxDataPoints=300)),
     ]
     results: dict[str, dict[str, Any]] = {}
-    answers: dict[str, dict[str, Any]] = {}
+    answers: dict[str, dict[str, bytes]] = {}
     for name, cmd, env in servers:
         port = free_port()
         if 'gunicorn' in name:
@@ -255,30 +236,53 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             for label, params in scenarios:
                 path = '/render?' + urlencode(params)
-                status, body, _ = fetch(port, path)
+                status, body = fetch(port, path)
                 if status != 200:
                     raise SystemExit('%s answered %d to %s: %r' % (name, status, label,
                                                                     body[:300]))
-                answers.setdefault(label, {})[name] = json.loads(body)
+                answers.setdefault(label, {})[name] = body
                 for _ in range(2):
                     fetch(port, path)
-                results.setdefault(label, {})[name] = load(port, path, args.duration,
-                                                           args.concurrency)
-                log('%s / %s: %s' % (name, label, results[label][name]))
+                cpu0 = tree_cpu(server.proc.pid)
+                result = load(port, path, args.duration, args.concurrency)
+                result['cpu_ms'] = (tree_cpu(server.proc.pid) - cpu0) * 1000 / \
+                    max(1, result['requests'])
+                results.setdefault(label, {})[name] = result
+                log('%s / %s: %s' % (name, label, result))
         finally:
             server.stop()
-    print('\n| scenario | server | req/s | p50 ms | p99 ms | errors |')
-    print('| --- | --- | ---: | ---: | ---: | ---: |')
+    return 0 if report(args, results, answers) else 1
+
+
+def report(args: argparse.Namespace, results: dict[str, dict[str, Any]],
+           answers: dict[str, dict[str, bytes]]) -> bool:
+    """Print the table (ratios against graphite-web) and the byte comparison; True if same."""
+    base_name = 'graphite-web 1.1.10 (gunicorn)'
+    print('\nServers: one process each, %d threads (gunicorn gthread --workers 1 --threads %d;'
+          ' twisted --threads %d). Clients: %d raw-socket keep-alive connections in one '
+          'process, closed loop, %.0f s per scenario, bodies read but not parsed. '
+          '%d series x 1 day at 60 s.'
+          % (args.threads, args.threads, args.threads, args.concurrency, args.duration,
+             args.series))
+    print('\n| scenario | server | req/s | vs graphite-web | p50 ms | p99 ms | server CPU '
+          'ms/req | errors |')
+    print('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |')
     for label, by_server in results.items():
+        base = by_server.get(base_name)
         for name, r in by_server.items():
-            print('| %s | %s | %.1f | %.0f | %.0f | %d |' % (label, name, r['rps'], r['p50_ms'],
-                                                             r['p99_ms'], r['errors']))
+            ratio = '%.1fx' % (r['rps'] / base['rps']) if base and base['rps'] else '-'
+            print('| %s | %s | %.1f | %s | %.0f | %.0f | %.1f | %d |' % (
+                label, name, r['rps'], ratio, r['p50_ms'], r['p99_ms'], r['cpu_ms'],
+                r['errors']))
+    all_same = True
     for label, by_server in answers.items():
         names = list(by_server)
         same = all(by_server[n] == by_server[names[0]] for n in names[1:])
-        print('%s: responses %s across %s' % (label, 'IDENTICAL' if same else 'DIFFER',
-                                               ', '.join(names)))
-    return 0
+        all_same = all_same and same
+        print('%s: response bytes %s across %s (%d bytes)' % (
+            label, 'IDENTICAL' if same else 'DIFFER', ', '.join(names),
+            len(by_server[names[0]])))
+    return all_same
 
 
 if __name__ == '__main__':

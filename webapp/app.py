@@ -90,11 +90,11 @@ class GraphiteApp:
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         response = self.handle(environ)
-        headers = response.headers + [('Content-Length', str(len(response.body)))]
+        headers = response.headers + [('Content-Length', str(response.content_length))]
         start_response(response.status_line(), headers)
         if environ.get('REQUEST_METHOD') == 'HEAD':
             return [b'']
-        return [response.body]
+        return response.chunks
 
     def handle(self, environ: dict[str, Any]) -> Response:
         """The response to one request; never raises."""

@@ -118,15 +118,29 @@ class Request:
 
 
 class Response:
-    """A complete response: status, headers and body bytes."""
+    """A complete response: status, headers and body bytes (possibly as a few chunks)."""
 
-    def __init__(self, body: bytes | str = b'', content_type: str = 'text/html; charset=utf-8',
-                 status: int = 200, headers: Optional[list[tuple[str, str]]] = None) -> None:
-        self.body = body.encode('utf-8') if isinstance(body, str) else body
+    def __init__(self, body: bytes | str | list[bytes] = b'',
+                 content_type: str = 'text/html; charset=utf-8', status: int = 200,
+                 headers: Optional[list[tuple[str, str]]] = None) -> None:
+        if isinstance(body, str):
+            body = body.encode('utf-8')
+        self.chunks: list[bytes] = body if isinstance(body, list) else [body]
         self.status = status
         self.headers: list[tuple[str, str]] = [('Content-Type', content_type)]
         if headers:
             self.headers.extend(headers)
+
+    @property
+    def body(self) -> bytes:
+        """The whole body (the chunks joined)."""
+        if len(self.chunks) != 1:
+            self.chunks = [b''.join(self.chunks)]
+        return self.chunks[0]
+
+    @property
+    def content_length(self) -> int:
+        return sum(map(len, self.chunks))
 
     def __setitem__(self, name: str, value: str) -> None:
         self.headers = [(k, v) for k, v in self.headers if k.lower() != name.lower()]

@@ -29,11 +29,13 @@ class RouteIndex:
         self.router = router
         self.position = {dest: k for k, dest in enumerate(destinations)}
         self.size = max(0, int(size))
-        self.compute: Callable[[str], Sequence[Destination]] = getattr(
-            router, "uncached_destinations", router.get_destinations)
+        self.compute_many: Callable[[list[str]], list[Sequence[Destination]]] = getattr(
+            router, "destinations_many", None) or (
+                lambda metrics: [router.get_destinations(m) for m in metrics])
         self.current: dict[bytes, int] = {}
         self.retired: dict[bytes, int] = {}
         self.codes_of: dict[tuple[int, ...], int] = {}
+        self.codes_by_answer: dict[tuple, int] = {}  # the router's answer -> code
         self.members: list[tuple[int, ...]] = []  # code -> destination positions
         self.tables = [bytearray(MAX_CODES) for _ in destinations]
         self.generation = getattr(router, "generation", 0)
@@ -71,19 +73,26 @@ class RouteIndex:
     def _learn(self, names: list[bytes]) -> dict[bytes, int] | None:
         """Add the unknown names of ``names``; returns a dict holding all of them."""
         current, retired = self.current, self.retired
-        position = self.position
+        unknown = []
         for name in set(names).difference(current):
             code = retired.get(name)
             if code is None:
-                try:
-                    dests = self.compute(name.decode("utf-8"))
-                except UnicodeDecodeError:
-                    dests = ()
-                positions = tuple(sorted({position[d] for d in dests if d in position}))
-                code = self.code_for(positions)
+                unknown.append(name)
+            else:
+                current[name] = code
+        if unknown:
+            by_answer = self.codes_by_answer
+            answers = self.compute_many([name.decode("utf-8", "replace") for name in unknown])
+            for name, found in zip(unknown, answers, strict=True):
+                answer = tuple(found)
+                code = by_answer.get(answer)
                 if code is None:
-                    return None
-            current[name] = code
+                    code = self.code_for(tuple(sorted(
+                        {self.position[d] for d in answer if d in self.position})))
+                    if code is None:
+                        return None
+                    by_answer[answer] = code
+                current[name] = code
         if len(current) > self.size:
             self.retired, self.current = current, {}
         return current

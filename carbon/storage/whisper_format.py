@@ -276,6 +276,8 @@ def create_file(path: str, archives: Sequence[tuple[int, int]], xff: float | Non
                 os.posix_fallocate(fd, len(header), remaining)
         elif sparse:
             _write_all(fd, b"\x00", total - 1)
+        elif remaining > 0 and _reserve_zeroes(fd, len(header), remaining):
+            pass  # allocated zero blocks: the same bytes and reserved space as writing zeroes
         else:
             pos = len(header)
             while remaining > 0:
@@ -293,6 +295,19 @@ def create_file(path: str, archives: Sequence[tuple[int, int]], xff: float | Non
         os.unlink(path)
         raise
     return fd
+
+
+def _reserve_zeroes(fd: int, offset: int, length: int) -> bool:
+    """posix_fallocate a zero-filled range; False where the filesystem cannot.
+
+    whisper writes the zeroes itself; allocating them is byte-identical, reserves the
+    same disk space and costs a fraction of the time (no 100 KB copies per file).
+    """
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError:
+        return False
+    return True
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
