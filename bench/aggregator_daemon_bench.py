@@ -57,7 +57,8 @@ class LineSink:
                     self.lines += 1
 
 
-def make_root(base: Path, program_port: int, sink_port: int, groups: int) -> None:
+def make_root(base: Path, program_port: int, sink_port: int, groups: int,
+              per_aggregate: bool = False) -> None:
     conf = base / "conf"
     conf.mkdir(parents=True)
     (conf / "storage-schemas.conf").write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
@@ -71,8 +72,14 @@ def make_root(base: Path, program_port: int, sink_port: int, groups: int) -> Non
     # One rule per method; <group> captures make the A aggregates (typical usage: carbon
     # 1.1.10 matches every point against every rule, so 1,000 separate rules would cost
     # it 1,000 regex matches a point).
-    (conf / "aggregation-rules.conf").write_text("".join(
-        "agg.<group>.%s (%d) = %s in.<group>.*.%s\n" % (m, FREQ, m, m) for m in METHODS))
+    if per_aggregate:
+        rules = "".join("agg.g%04d.%s (%d) = %s in.g%04d.*.%s\n" % (
+            g, METHODS[g % len(METHODS)], FREQ, METHODS[g % len(METHODS)], g,
+            METHODS[g % len(METHODS)]) for g in range(groups))
+    else:
+        rules = "".join("agg.<group>.%s (%d) = %s in.<group>.*.%s\n" % (m, FREQ, m, m)
+                        for m in METHODS)
+    (conf / "aggregation-rules.conf").write_text(rules)
     (conf / "rewrite-rules.conf").write_text("")
 
 
@@ -106,7 +113,7 @@ def run(impl: str, args: argparse.Namespace) -> dict:
     base = Path(tempfile.mkdtemp(prefix="aggbench-"))
     sink = LineSink()
     port = free_port()
-    make_root(base, port, sink.port, args.aggregates)
+    make_root(base, port, sink.port, args.aggregates, args.rule_per_aggregate)
     proc = start(impl, base)
     try:
         wait_port(port, proc)
@@ -124,6 +131,11 @@ def run(impl: str, args: argparse.Namespace) -> dict:
         # input is consumed when the daemon's CPU stops growing
         last_cpu, last_change, peak = cpu_seconds(proc.pid), time.monotonic(), 0
         while time.monotonic() - last_change < 1.0:
+            if time.monotonic() - started > args.timeout:
+                return {"impl": impl, "seconds": float("inf"), "points_s": 0.0,
+                        "cpu_s": cpu_seconds(proc.pid) - cpu0,
+                        "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "values": {},
+                        "unfinished": True}
             time.sleep(0.05)
             cpu = cpu_seconds(proc.pid)
             peak = max(peak, rss_kb(proc.pid, "VmHWM"))
@@ -154,6 +166,10 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--names", type=int, default=100_000)
     parser.add_argument("--aggregates", type=int, default=1000)
+    parser.add_argument("--rule-per-aggregate", action="store_true",
+                        help="one rule per aggregate instead of one rule per method")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="give up on a daemon that has not consumed its input by then")
     args = parser.parse_args()
     results = [run(impl, args) for impl in ("reference", "ours")]
     ref, ours = results
@@ -163,9 +179,16 @@ def main() -> None:
     print("| implementation | points/s | seconds | CPU s | peak RSS MB | aggregates received |")
     print("|---|---|---|---|---|---|")
     for r in results:
+        if r.get("unfinished"):
+            print("| %s | < %s | > %.0f (gave up) | - | %.0f | - |" % (
+                r["impl"], format(int(args.points / args.timeout), ","), args.timeout,
+                r["peak_rss_mb"]))
+            continue
         print("| %s | %s | %.2f | %.2f | %.0f | %d |" % (
             r["impl"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
             r["peak_rss_mb"], len(r["values"])))
+    if ref.get("unfinished") or ours.get("unfinished"):
+        return
     if not same:
         diffs = [(k, ref["values"].get(k), ours["values"].get(k))
                  for k in sorted(set(ref["values"]) | set(ours["values"]))

@@ -180,6 +180,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--skip-graphite', action='store_true')
     parser.add_argument('--skip-gunicorn', action='store_true')
     parser.add_argument('--skip-twisted', action='store_true')
+    parser.add_argument('--only', default='', help='comma-separated scenario names to run '
+                        '(json, sum, mdp); default all')
     parser.add_argument('--baseline-root', help='also measure this app from another checkout '
                         '(e.g. an export of the previous commit), under gunicorn')
     args = parser.parse_args(argv)
@@ -223,6 +225,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         ('sumSeries', dict(window, target='sumSeries(bench.*.cpu)')),
         ('maxDataPoints=300', dict(window, target='bench.*.cpu', maxDataPoints=300)),
     ]
+    if args.only:
+        wanted = {'json': 0, 'sum': 1, 'mdp': 2}
+        scenarios = [scenarios[wanted[w]] for w in args.only.split(',')]
     results: dict[str, dict[str, Any]] = {}
     answers: dict[str, dict[str, bytes]] = {}
     for name, cmd, env in servers:

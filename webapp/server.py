@@ -15,6 +15,7 @@ import sys
 from typing import Optional, Sequence
 
 from carbon.config.errors import ConfigError
+from webapp.allocator import keep_large_buffers
 from webapp.app import make_app
 from webapp.settings import load_settings
 
@@ -45,6 +46,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                      logging.INFO)
     logging.basicConfig(level=level, stream=sys.stderr,
                         format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    keep_large_buffers()
     try:
         app = make_app(settings)
     except ConfigError as err:

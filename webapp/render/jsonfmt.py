@@ -21,6 +21,8 @@ from webapp.render.series import PackedSeries
 from webapp.storage import packed
 
 _ENCODE = json.JSONEncoder(allow_nan=True).encode
+_QUOTE = json.encoder.encode_basestring_ascii
+FEW_DISTINCT = 1024
 _FLOAT_LISTS = (frozenset([float]), frozenset([type(None)]), frozenset([float, type(None)]))
 MAX_FAST_VPP = 64
 
@@ -32,8 +34,19 @@ def _quirks(text: str) -> str:
 
 def header(series: Any) -> str:
     """``{"target": ..., "tags": ..., "datapoints": `` of one series."""
-    return _quirks('{"target": %s, "tags": %s, "datapoints": ' % (
-        json.dumps(series.name), json.dumps(dict(series.tags))))
+    name = series.name
+    tags = series.tags
+    if type(name) is str:
+        quoted = _QUOTE(name)
+        if len(tags) == 1 and tags.get('name') == name:
+            text = '{"target": %s, "tags": {"name": %s}, "datapoints": ' % (quoted, quoted)
+        else:
+            text = '{"target": %s, "tags": %s, "datapoints": ' % (quoted,
+                                                                  json.dumps(dict(tags)))
+    else:
+        text = '{"target": %s, "tags": %s, "datapoints": ' % (json.dumps(name),
+                                                              json.dumps(dict(tags)))
+    return _quirks(text) if 'N' in text or 'I' in text else text
 
 
 def _number(value: float) -> bytes:
@@ -49,28 +62,80 @@ def _timestamps(series: Any) -> range:
     return range(int(series.start), int(series.end) + 1, step)
 
 
-def format_rows(headers: list[str], matrix: Any, stamps: range) -> bytes:
-    """``header[[v, t], ...]]}`` for each row of ``matrix`` (NaN = null), comma separated."""
+def _codes(matrix: Any) -> tuple[Any, Any]:
+    """(distinct float64 values, index of each cell's value) by bit pattern."""
+    np = packed.np
+    bits = np.ascontiguousarray(matrix).view(np.uint64)
+    ordered = np.sort(bits, axis=None)
+    keep = np.empty(ordered.shape, dtype=bool)
+    keep[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    distinct = ordered[keep]
+    if len(distinct) > FEW_DISTINCT:
+        # binary searches over many values mispredict; let unique() build the inverse
+        distinct, codes = np.unique(bits, return_inverse=True)
+        return distinct.view(np.float64), codes.reshape(bits.shape)
+    codes = _hashed_codes(distinct, bits)
+    if codes is None:
+        codes = np.searchsorted(distinct, bits)
+    return distinct.view(np.float64), codes
+
+
+# odd 64-bit multipliers for the multiplicative hash (golden ratio, splitmix64, murmur3)
+_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
+                0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
+
+
+def _hashed_codes(distinct: Any, bits: Any) -> Optional[Any]:
+    """Codes through a multiplicative hash that is collision-free on ``distinct``.
+
+    One multiply, shift and table look-up per cell instead of a binary search; None
+    when no multiplier separates the values within a 64K-slot table.
+    """
+    np = packed.np
+    size_bits = min(16, max(8, 2 * (len(distinct) - 1).bit_length() + 1))
+    shift = np.uint64(64 - size_bits)
+    for multiplier in _MULTIPLIERS:
+        m = np.uint64(multiplier)
+        slots = (distinct * m) >> shift
+        if len(np.unique(slots)) == len(distinct):
+            table = np.zeros(1 << size_bits, dtype=np.intp)
+            table[slots] = np.arange(len(distinct))
+            hashed = bits * m
+            np.right_shift(hashed, shift, out=hashed)
+            return np.take(table, hashed)
+    return None
+
+
+def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = '',
+                after: str = '') -> bytes:
+    """``before`` + ``header[[v, t], ...]]}`` per row of ``matrix`` (NaN = null) + ``after``.
+
+    Rows are separated by ``, ``. Cells are fixed-width NUL-padded records that numpy
+    fills; the padding is squeezed out at the end.
+    """
     np = packed.np
     rows, points = matrix.shape
     if points == 0:
-        return ', '.join(h + '[]}' for h in headers).encode()
-    bits = np.ascontiguousarray(matrix).view(np.uint64)
-    distinct = np.unique(bits)
-    codes = np.searchsorted(distinct, bits)
-    texts = [_number(v) for v in distinct.view(np.float64).tolist()]
+        return (before + ', '.join(h + '[]}' for h in headers) + after).encode()
+    distinct, codes = _codes(matrix)
+    texts = [_number(v) for v in distinct.tolist()]
     suffixes = [b', %d], [' % t for t in stamps[:points - 1]]
     suffixes.append(b', %d]]}' % stamps[points - 1])
-    heads = [(', ' if i else '').encode() + h.encode() + b'[[' for i, h in enumerate(headers)]
-    width = max(map(len, texts))
+    heads = [((', ' if i else before) + h).encode() + b'[[' for i, h in enumerate(headers)]
+    tails = [b''] * (rows - 1) + [after.encode()]
+    # numpy's take() has fast loops for 8/16/32-byte items only
+    width = next((w for w in (8, 16, 32) if w >= max(map(len, texts))), max(map(len, texts)))
     swidth = max(map(len, suffixes))
     cell = np.dtype([('v', 'S%d' % width), ('s', 'S%d' % swidth)])
-    record = np.dtype([('h', 'S%d' % max(map(len, heads))), ('p', cell, (points,))])
+    record = np.dtype([('h', 'S%d' % max(map(len, heads))), ('p', cell, (points,)),
+                       ('t', 'S%d' % max(1, len(tails[-1])))])
     out = np.empty(rows, record)
     out['h'] = heads
-    out['p']['v'] = np.array(texts, dtype='S%d' % width)[codes]
+    out['p']['v'] = np.take(np.array(texts, dtype='S%d' % width), codes)
     out['p']['s'] = np.array(suffixes, dtype='S%d' % swidth)
-    return out.tobytes().replace(b'\0', b'')
+    out['t'] = tails
+    return out.tobytes().translate(None, b'\0')
 
 
 def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
@@ -125,25 +190,29 @@ def _generic(series: Any) -> bytes:
     return (header(series) + points + '}').encode()
 
 
-def _chunk(group: list[Any]) -> bytes:
+def _chunk(group: list[Any], before: str, after: str) -> bytes:
     """The text of a run of series (one group of packed rows, or a single series)."""
-    first = group[0]
+    head = group[0]
     matrix = None
-    if _group_key(first) is not None and first.valuesPerPoint <= MAX_FAST_VPP:
+    if _group_key(head) is not None and head.valuesPerPoint <= MAX_FAST_VPP:
         matrix = _packed_matrix(group)
-    elif len(group) == 1 and not isinstance(first, PackedSeries):
-        matrix = _list_row(first)
+    elif len(group) == 1 and not isinstance(head, PackedSeries):
+        matrix = _list_row(head)
     if matrix is None:
-        return b', '.join(_generic(s) for s in group)
-    stamps = _timestamps(first)
+        return before.encode() + b', '.join(_generic(s) for s in group) + after.encode()
+    stamps = _timestamps(head)
     points = min(matrix.shape[1], len(stamps))
-    return format_rows([header(s) for s in group], matrix[:, :points], stamps)
+    return format_rows([header(s) for s in group], matrix[:, :points], stamps, before, after)
 
 
-def render(data: list[Any]) -> bytes:
-    """The body of a format=json response (no pretty printing, nulls kept)."""
-    if not packed.ENABLED:
-        return b'[' + b', '.join(_generic(s) for s in data) + b']'
+def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
+    """A format=json body as a few large chunks: ``prefix[series, ...]suffix``.
+
+    (No pretty printing, nulls kept; ``prefix``/``suffix`` carry a JSONP wrapper.)
+    """
+    if not packed.ENABLED or not data or '\0' in prefix + suffix:
+        return [(prefix + '[').encode() + b', '.join(_generic(s) for s in data) +
+                (']' + suffix).encode()]
     groups: list[list[Any]] = []
     last_key: Optional[tuple] = None
     for series in data:
@@ -153,4 +222,12 @@ def render(data: list[Any]) -> bytes:
         else:
             groups.append([series])
         last_key = key
-    return b'[' + b', '.join(_chunk(g) for g in groups) + b']'
+    chunks: list[bytes] = []
+    for i, group in enumerate(groups):
+        text = _chunk(group, prefix + '[' if i == 0 else ', ',
+                      ']' + suffix if i == len(groups) - 1 else '')
+        if chunks and len(text) < 65536 and len(chunks[-1]) < 65536:
+            chunks[-1] += text
+        else:
+            chunks.append(text)
+    return chunks

@@ -241,14 +241,14 @@ def _json_number(v: Any) -> str:
 
 def render_json(opts: dict[str, Any], data: list) -> Response:
     """format=json: [{"target", "tags", "datapoints": [[value, ts], ...]}, ...]."""
+    if not any(_length(series) for series in data):
+        data = []  # graphite-web's ``if any(data)``: only empty series -> []
     _consolidate_for_json(opts, data)
     no_nulls = 'noNullPoints' in opts
     if not no_nulls and not opts.get('pretty'):
-        body = jsonfmt.render(data)
         if 'jsonp' in opts:
-            return Response(b'%s(%s)' % (opts['jsonp'].encode('utf-8'), body),
-                            'text/javascript')
-        return Response(body, 'application/json')
+            return Response(jsonfmt.render(data, opts['jsonp'] + '(', ')'), 'text/javascript')
+        return Response(jsonfmt.render(data), 'application/json')
     _materialize(data)
     if opts.get('pretty'):
         out = []

@@ -90,6 +90,8 @@ def stack_rows(rows: Sequence[PackedValues]) -> Optional[tuple[Any, Any]]:
     first = rows[0].block
     if all(r.block is first for r in rows):
         index = [r.row for r in rows]
+        if index == list(range(first.values.shape[0])):
+            return first.values, first.valid
         return first.values[index], first.valid[index]
     width = first.values.shape[1]
     if any(r.block.values.shape[1] != width for r in rows):

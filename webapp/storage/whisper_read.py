@@ -25,7 +25,7 @@ POINT_SIZE = whisper.pointSize
 _META = struct.Struct(whisper.metadataFormat)
 _ARCHIVE = struct.Struct(whisper.archiveInfoFormat)
 _POINT = struct.Struct(POINT_FORMAT)
-_HEAD_READ = 4096
+_HEAD_READ = 512
 Result = tuple[Optional[tuple], dict]
 
 

@@ -1,0 +1,102 @@
+"""Lines in over a real TCP receiver, out to real line destinations: the lean path and
+the tuple path together deliver exactly what the reference's parse-and-encode would,
+in order, with bad lines counted."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+
+from twisted.internet import defer
+
+from carbon.instrumentation.stats import Stats
+from carbon.logs import MemoryLog
+from carbon.pipeline import Pipeline
+from carbon.receivers.context import ReceiverContext
+from carbon.receivers.flow import FlowControl
+from carbon.receivers.lineparse import parse_lines
+from carbon.receivers.protocols import LineReceiver, ReceiverFactory
+from carbon.relay.sink import RelaySink
+from carbon.relay.wire import encode_line
+from countsink import CountingSink
+from harness import run_reactor, wait_for
+from relayutil import relay_settings
+
+
+def _stream(seed: int = 7) -> tuple[bytes, int]:
+    """Mostly canonical lines; some valid ones needing re-encoding; some bad ones."""
+    rnd = random.Random(seed)
+    out, bad = [], 0
+    for i in range(60_000):
+        name = "recv.m%d" % (i % 3000)
+        if 20_000 <= i < 20_300:  # a stretch of valid but non-canonical lines
+            out.append(b"%s  %s\t%d.0\r\n" % (name.encode(), b"1.50", 1_600_000_000 + i))
+        elif i % 9973 == 0:
+            out.append(b"%s not-a-number %d\n" % (name.encode(), i))
+            bad += 1
+        else:
+            value = rnd.choice(["%d" % i, "%.3f" % (i / 7), "-0.5"])
+            value = ("%.10f" % float(value)).rstrip("0").rstrip(".")
+            out.append(b"%s %s %d\n" % (name.encode(), value.encode(), 1_600_000_000 + i))
+    return b"".join(out), bad
+
+
+def _expected(data: bytes, sink: RelaySink) -> dict:
+    """Per destination port: the reference's encoded lines, in order."""
+    points, _ = parse_lines(data.split(b"\n")[:-1])
+    per: dict = {client.destination.port: [] for client in sink.client_list}
+    for point in points:
+        for dest in sink.router.get_destinations(point[0]):
+            per[dest.port].append(point)
+    return {port: encode_line(pts)[0] for port, pts in per.items()}
+
+
+def test_lean_and_tuple_paths_deliver_exactly_the_reference_bytes(tmp_path):
+    data, bad = _stream()
+    calls = {"lines": 0, "tuples": 0}
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sinks = [CountingSink(reactor, "line", capture_raw=True) for _ in range(3)]
+        ports = [s.listen() for s in sinks]
+        settings = relay_settings(tmp_path, ports, DESTINATION_PROTOCOL="line")
+        stats, flow = Stats(), FlowControl()
+        sink = RelaySink(settings, flow, stats, reactor, log=MemoryLog())
+        for name in ("put_lines", "put_many"):
+            original = getattr(sink, name)
+
+            def spy(batch, original=original, key="lines" if name == "put_lines" else "tuples"):
+                calls[key] += 1
+                return original(batch)
+            setattr(sink, name, spy)
+        pipeline = Pipeline([], sink)
+        context = ReceiverContext(settings, pipeline, stats, flow, MemoryLog())
+        listener = reactor.listenTCP(0, ReceiverFactory(LineReceiver, context),
+                                     interface="127.0.0.1")
+        sink.start()
+
+        def send() -> None:
+            with socket.create_connection(("127.0.0.1", listener.getHost().port)) as sock:
+                for start in range(0, len(data), 50_000):  # reads split lines anywhere
+                    sock.sendall(data[start:start + 50_000])
+        sender = threading.Thread(target=send)
+        sender.start()
+        expected = _expected(data, sink)
+        total = sum(payload.count(b"\n") for payload in expected.values())
+        yield wait_for(reactor, lambda: sum(s.bytes for s in sinks) >= sum(
+            len(p) for p in expected.values()) and sum(len(s.points) for s in sinks) == total,
+            timeout=20, what="delivery")
+        sender.join(5)
+        for s in sinks:
+            assert b"".join(s.raw) == expected[s.port]
+        assert stats.get("invalidLines") == bad
+        assert calls["lines"] > 0 and calls["tuples"] > 0  # both paths were taken
+        yield listener.stopListening()
+        for conn in list(context.connections):
+            conn.transport.loseConnection()
+        yield sink.stop()
+        for s in sinks:
+            yield s.stop()
+
+    run_reactor(body, timeout=60)
