@@ -26,21 +26,28 @@ class LineBatch:
 
     ``lines[i]`` is ``b"<name> <value> <timestamp>"`` exactly as carbon's line client
     writes that point (value as ``%.10f`` without trailing zeros, integer timestamp),
-    without the line terminator; ``names[i]`` is its name. Both lists are the same
+    without the line terminator; ``names[i]`` is its name and, when given,
+    ``values[i]`` and ``stamps[i]`` its other two fields. All lists are the same
     length and in arrival order.
     """
 
-    __slots__ = ("lines", "names")
+    __slots__ = ("lines", "names", "values", "stamps")
 
-    def __init__(self, lines: list[bytes], names: list[bytes]) -> None:
+    def __init__(self, lines: list[bytes], names: list[bytes],
+                 values: list[bytes] | None = None, stamps: list[bytes] | None = None) -> None:
         self.lines = lines
         self.names = names
+        self.values = values
+        self.stamps = stamps
 
     def __len__(self) -> int:
         return len(self.names)
 
     def points(self) -> Batch:
         """The same datapoints as ``(metric, timestamp, value)`` tuples."""
+        if self.values is not None and self.stamps is not None:
+            return list(zip(map(bytes.decode, self.names), map(float, self.stamps),
+                            map(float, self.values), strict=True))
         from carbon.receivers.lineparse import parse_lines  # the receivers import us
 
         return parse_lines(self.lines)[0]

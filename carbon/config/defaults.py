@@ -121,6 +121,7 @@ DEFAULTS = dict(
     WHISPER_FD_CACHE_SIZE=1024,
     WHISPER_FD_CACHE_IDLE=300,
     RATE_LIMITER="token_bucket",
+    WRITER_THREADS=2,
 )
 
 # Keys whose values are paths; derived from STORAGE_DIR when not set.

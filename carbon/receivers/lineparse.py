@@ -108,12 +108,14 @@ def canonical_lines(chunk: bytes, max_length: int = 0) -> LineBatch | None:
     names = tokens[0:4 * count:4]
     if b"" in names:
         return None
-    values = b" ".join(tokens[1::4])
-    if not (_VALUES if b"." in values else _INTEGERS).fullmatch(values):
+    values = tokens[1::4]
+    joined = b" ".join(values)
+    if not (_VALUES if b"." in joined else _INTEGERS).fullmatch(joined):
         return None
-    if not _STAMPS.fullmatch(b" ".join(tokens[2::4])):
+    stamps = tokens[2::4]
+    if not _STAMPS.fullmatch(b" ".join(stamps)):
         return None
-    return LineBatch(lines, names)
+    return LineBatch(lines, names, values, stamps)
 
 
 def split_buffer(buffer: bytes, max_length: int) -> tuple[list[bytes], bytes, int]:

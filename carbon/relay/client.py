@@ -153,10 +153,10 @@ class DestinationClient:
         self._count_attempt(count)
         self.queue.add(points)
 
-    def enqueue_lines(self, payload: bytes, count: int) -> None:
-        """Queue ``count`` lines already encoded (line protocol only)."""
+    def enqueue_prepared(self, prepared: Any, count: int) -> None:
+        """Queue ``count`` points already in the queue's form (``queues`` module)."""
         self._count_attempt(count)
-        self.queue.add_encoded(payload, count)  # type: ignore[union-attr]
+        self.queue.add_prepared(prepared, count)
 
     def _count_attempt(self, count: int) -> None:
         stats, stat = self.stats, self.stat

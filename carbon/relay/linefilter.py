@@ -65,4 +65,7 @@ class LineListFilter:
         if marks.count(WHITE):
             stats.increment("whitelistRejects", marks.count(WHITE))
         keep = marks.translate(bytes([0, 1, 0, 0]) + bytes(252))
-        return LineBatch(list(compress(batch.lines, keep)), list(compress(names, keep)))
+        values, stamps = batch.values, batch.stamps
+        return LineBatch(list(compress(batch.lines, keep)), list(compress(names, keep)),
+                         None if values is None else list(compress(values, keep)),
+                         None if stamps is None else list(compress(stamps, keep)))

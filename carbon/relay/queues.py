@@ -1,29 +1,32 @@
 """A destination's memory queue, in the form its wire protocol sends.
 
-* ``PointQueue`` (pickle): the point lists ``route_batch`` made, framed into pickle
-  messages of MAX_DATAPOINTS_PER_MESSAGE points when taken.
+* ``PointQueue`` (pickle): message items ``(metric, (timestamp, value))``, framed into
+  pickle messages of MAX_DATAPOINTS_PER_MESSAGE points when taken.
 * ``LineQueue`` (line): payloads already encoded as ``name value timestamp\\r\\n``
-  lines: tuple batches are encoded when queued, and the relay's lean path queues the
-  received lines' bytes as they are. Taking joins whole payloads.
+  lines.
 
-Both answer ``queued`` (points), ``take(limit) -> (payload, messages, points)`` and
-``take_points(limit)`` (the points as tuples, for DYNAMIC_ROUTER re-routing).
+Tuple batches are converted when queued (``add``); the relay's lean path queues what
+it made in bulk from received lines (``add_prepared``: message items, or the lines'
+bytes as they came). Both answer ``queued`` (points), ``take(limit) -> (payload,
+messages, points)`` and ``take_points(limit)`` (tuples again, for DYNAMIC_ROUTER).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from carbon.pipeline import Batch
-from carbon.relay.wire import decode_line_stream, encode_line, encode_pickle
+from carbon.relay.wire import (WireItems, decode_line_stream, encode_line,
+                               encode_pickle_items, wire_items)
 
 
 class PointQueue:
-    """Point lists, encoded as pickle messages when taken."""
+    """Pickle message items, framed when taken."""
 
     def __init__(self, per_message: int) -> None:
         self.per_message = per_message
-        self.chunks: deque[Batch] = deque()
+        self.chunks: deque[WireItems] = deque()
         self.queued = 0
 
     def __len__(self) -> int:
@@ -31,12 +34,16 @@ class PointQueue:
 
     def add(self, points: Batch) -> int:
         """Queue ``points``; returns how many were queued."""
-        self.chunks.append(points)
-        self.queued += len(points)
+        self.add_prepared(wire_items(points), len(points))
         return len(points)
 
-    def take_points(self, limit: int) -> Batch:
-        taken: Batch = []
+    def add_prepared(self, items: Any, count: int) -> None:
+        """Queue a list of ``count`` message items (the list becomes the queue's)."""
+        self.chunks.append(items)
+        self.queued += count
+
+    def _take(self, limit: int) -> WireItems:
+        taken: WireItems = []
         chunks = self.chunks
         while chunks and len(taken) < limit:
             chunk = chunks.popleft()
@@ -52,7 +59,10 @@ class PointQueue:
         return taken
 
     def take(self, limit: int) -> tuple[bytes, int, int]:
-        return encode_pickle(self.take_points(limit), self.per_message)
+        return encode_pickle_items(self._take(limit), self.per_message)
+
+    def take_points(self, limit: int) -> Batch:
+        return [(m, t, v) for m, (t, v) in self._take(limit)]
 
 
 class LineQueue:
@@ -70,10 +80,10 @@ class LineQueue:
         returns how many were queued."""
         payload, _, count = encode_line(points)
         if count:
-            self.add_encoded(payload, count)
+            self.add_prepared(payload, count)
         return count
 
-    def add_encoded(self, payload: bytes, count: int) -> None:
+    def add_prepared(self, payload: Any, count: int) -> None:
         """Queue ``count`` lines already encoded, each ending in ``\\r\\n``."""
         self.chunks.append((payload, count))
         self.queued += count

@@ -2,9 +2,10 @@
 
 Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the
 spool directory may be passed in too). ``start()`` connects to every destination and
-replays what a previous run spooled; ``put_many(batch)`` routes and queues; with the
-line protocol, ``put_lines(line_batch)`` routes received lines through a
-``RouteIndex`` and queues their bytes as they came (the lean path); sending
+replays what a previous run spooled; ``put_many(batch)`` routes and queues;
+``put_lines(line_batch)`` (the lean path) routes received lines by name through a
+``RouteIndex`` and queues their bytes as they came (line protocol) or points made
+in bulk (pickle); sending
 happens a moment later (TIME_TO_DEFER_SENDING) in whole buffers, or at once when a
 queue reaches its high watermark. ``stop()`` flushes for SHUTDOWN_FLUSH_TIMEOUT
 seconds, then spools what is left and closes; the Deferred fires when done.
@@ -26,7 +27,7 @@ from carbon.relay.connection import tls_options
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.index import RouteIndex
 from carbon.relay.spool import Spool
-from carbon.relay.wire import encoder_for
+from carbon.relay.wire import WireItems, encoder_for, wire_items
 from carbon.routers import DatapointRouter, make_router
 from carbon.tags import normalize
 
@@ -100,10 +101,10 @@ class RelaySink:
                 tls=tls_options(settings, dest.host) if transport == "ssl" else None,
                 state_changed=self._state_changed if self.dynamic else None)
         self.client_list = list(self.clients.values())
-        # The lean path: received lines go out as they came (line protocol only; tag
-        # normalisation rewrites names, so it takes the tuple path).
-        self.accepts_lines = (settings.DESTINATION_PROTOCOL == "line"
-                              and not self.normalize_tags)
+        # The lean path: received lines are routed by name bytes (tag normalisation
+        # rewrites names, so it takes the tuple path).
+        self.line_protocol = settings.DESTINATION_PROTOCOL == "line"
+        self.accepts_lines = not self.normalize_tags
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
                                 int(settings.get("RELAY_HASH_CACHE_SIZE", 100000) or 0))
         self.defer_seconds = float(settings.TIME_TO_DEFER_SENDING or 0)
@@ -165,40 +166,41 @@ class RelaySink:
         self.schedule_flush()
 
     def put_lines(self, batch: LineBatch) -> None:
-        """Route a LineBatch by name and queue each destination's lines as bytes."""
-        if not self.accepts_lines or self.stopped:
+        """Route a LineBatch by name through the RouteIndex and queue each destination's
+        share as its queue keeps it: the lines' bytes (line) or message items (pickle)."""
+        if self.stopped:
             self.put_many(batch.points())
             return
-        lines = batch.lines
         codes = self.index.codes(batch.names)
         if codes is None:  # more destination sets than route codes
             self.put_many(batch.points())
             return
+        lines = self.line_protocol
+        items: list = batch.lines if lines else pickle_items(batch)
         clients = self.client_list
         now = self.reactor.seconds()
-        count = len(lines)
+        count = len(items)
         first = codes[0]
         if codes.count(first) == count:  # the whole batch goes to the same place
-            members = self.index.members[first]
-            if members:
-                payload = b"\r\n".join(lines) + b"\r\n"
-                for k in members:
-                    self._queue_lines(clients[k], payload, count, now)
+            payload = b"\r\n".join(items) + b"\r\n" if lines else None
+            for n, k in enumerate(self.index.members[first]):
+                # A queue owns the item lists it is given: each replica gets its own.
+                self._queue(clients[k], payload or (list(items) if n else items), count, now)
         else:
             for k, table in enumerate(self.index.tables):
                 selected = codes.translate(table)
-                share = selected.count(1)
-                if share:
-                    payload = b"\r\n".join(compress(lines, selected)) + b"\r\n"
-                    self._queue_lines(clients[k], payload, share, now)
+                number = selected.count(1)
+                if number:
+                    share = list(compress(items, selected))
+                    self._queue(clients[k], b"\r\n".join(share) + b"\r\n" if lines else share,
+                                number, now)
         nowhere = codes.count(0)
         if nowhere:
             self._unroutable(nowhere, batch.names[codes.index(0)].decode("utf-8"))
         self.schedule_flush()
 
-    def _queue_lines(self, client: DestinationClient, payload: bytes, count: int,
-                     now: float) -> None:
-        client.enqueue_lines(payload, count)
+    def _queue(self, client: DestinationClient, prepared: Any, count: int, now: float) -> None:
+        client.enqueue_prepared(prepared, count)
         if client.queued >= client.high:
             client.flush()
         client.check(now)
@@ -333,6 +335,15 @@ class RelaySink:
 
         poll()
         return done
+
+
+def pickle_items(batch: LineBatch) -> WireItems:
+    """A LineBatch as pickle message items, made with C-level maps and zips."""
+    if batch.values is None or batch.stamps is None:
+        return wire_items(batch.points())
+    return list(zip(map(bytes.decode, batch.names),
+                    zip(map(float, batch.stamps), map(float, batch.values), strict=True),
+                    strict=True))
 
 
 def normalize_names(batch: Batch) -> Batch:

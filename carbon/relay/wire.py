@@ -26,17 +26,32 @@ LINE_DELIMITER = b"\r\n"
 Encoder = Callable[[Batch, int], tuple[bytes, int, int]]
 
 
-def encode_pickle(points: Batch, max_per_message: int = 500) -> tuple[bytes, int, int]:
-    """Frame ``points`` as pickle messages; returns (bytes, messages, points)."""
+# A pickle message's items: ``(metric, (timestamp, value))``.
+WireItems = list[tuple[str, tuple[float, float]]]
+
+
+def wire_items(points: Batch) -> WireItems:
+    """Points reshaped into pickle message items."""
+    return [(m, (t, v)) for m, t, v in points]
+
+
+def encode_pickle_items(items: WireItems, max_per_message: int = 500
+                        ) -> tuple[bytes, int, int]:
+    """Frame message items as pickle messages; returns (bytes, messages, points)."""
     step = max(1, int(max_per_message))
     frames: list[bytes] = []
     pack = _LENGTH.pack
-    dumps = pickle.dumps
-    for start in range(0, len(points), step):
-        body = dumps([(m, (t, v)) for m, t, v in points[start:start + step]], 2)
+    dumps = pickle.dumps  # byte for byte what the reference sends (memo and all)
+    for start in range(0, len(items), step):
+        body = dumps(items[start:start + step], 2)
         frames.append(pack(len(body)))
         frames.append(body)
-    return b"".join(frames), len(frames) // 2, len(points)
+    return b"".join(frames), len(frames) // 2, len(items)
+
+
+def encode_pickle(points: Batch, max_per_message: int = 500) -> tuple[bytes, int, int]:
+    """Frame ``points`` as pickle messages; returns (bytes, messages, points)."""
+    return encode_pickle_items(wire_items(points), max_per_message)
 
 
 def format_value(value: float) -> str:

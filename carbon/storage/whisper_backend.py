@@ -50,6 +50,9 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 
+_CREATED_KEEP = 16
+
+
 @STORAGE_BACKENDS.register("whisper")
 class WhisperDatabase:
     """Whisper files under LOCAL_DATA_DIR, one per metric (``a.b.c`` -> ``a/b/c.wsp``).
@@ -87,6 +90,7 @@ class WhisperDatabase:
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
         self._checked: tuple[str, os.stat_result, float] | None = None
+        self._created: dict[str, Handle] = {}  # just-created files' descriptors, not cached
 
     # -- paths -------------------------------------------------------------------------
 
@@ -130,7 +134,12 @@ class WhisperDatabase:
                          lock=self.lock_writes, fadvise_random=self.fadvise_random,
                          autoflush=self.autoflush)
         with self._lock:
-            self._fds.adopt(path, fd)
+            # keep the new descriptor for the write that follows a create (no re-open)
+            handle = self._fds.adopt_for_use(path, fd)
+            if not handle.cached:
+                self._created[path] = handle
+                while len(self._created) > _CREATED_KEEP:
+                    self._fds.release(self._created.pop(next(iter(self._created))))
 
     def write(self, metric: str, datapoints: Iterable[tuple[float, float]],
               now: int | None = None) -> int:
@@ -144,7 +153,9 @@ class WhisperDatabase:
             return 0
         path = self.get_filesystem_path(metric)
         with self._lock:
-            handle = self._fds.get(path, self._fresh_stat(path))
+            handle = self._created.pop(path, None)
+            if handle is None:
+                handle = self._fds.get(path, self._fresh_stat(path))
             fd = handle.fd
             ok = False
             try:
@@ -250,4 +261,7 @@ class WhisperDatabase:
     def close(self) -> None:
         """Close every cached descriptor (the backend stays usable; they reopen on demand)."""
         with self._lock:
+            for handle in self._created.values():
+                self._fds.release(handle)
+            self._created.clear()
             self._fds.close()

@@ -45,14 +45,37 @@ class Writer:
         self.throttled_streak = 0
         self.deferred_creates = 0
         self.tag_feed: Any = None
+        # Several threads overlap file-system calls (creates above all); one metric is
+        # never written by two threads at once.
+        self.thread_count = max(1, int(settings.get("WRITER_THREADS", 2)))
+        self.choose_lock = threading.Lock()
+        self.in_flight: set[str] = set()
+        self.threads: list[threading.Thread] = []
 
     # -- one step -------------------------------------------------------
+    def _take(self) -> tuple[str | None, list]:
+        """Choose a metric no other writer thread holds, and pop its points."""
+        with self.choose_lock:
+            for _attempt in range(max(len(self.in_flight) + 1, 1)):
+                metric = self.strategy.choose()
+                if metric is None:
+                    return None, []
+                if metric not in self.in_flight:
+                    self.in_flight.add(metric)
+                    return metric, self.cache.pop(metric)
+            return None, []
+
     def write_one(self) -> bool:
         """Write the next metric. Returns False when there was nothing to write."""
-        metric = self.strategy.choose()
+        metric, points = self._take()
         if metric is None:
             return False
-        points = self.cache.pop(metric)
+        try:
+            return self._write(metric, points)
+        finally:
+            self.in_flight.discard(metric)
+
+    def _write(self, metric: str, points: list) -> bool:
         if not points:
             return True
         if not self.database.exists(metric):
@@ -127,13 +150,20 @@ class Writer:
                 self.idle_event.clear()
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self.run, name="carbon-writer", daemon=True)
-        self.thread.start()
+        for number in range(self.thread_count):
+            thread = threading.Thread(target=self.run, name="carbon-writer-%d" % number,
+                                      daemon=True)
+            self.threads.append(thread)
+            thread.start()
+        self.thread = self.threads[0]
 
     def stop(self, timeout: float | None = None) -> None:
         self.stop_event.set()
-        if self.thread is not None:
-            self.thread.join(timeout)
+        for thread in self.threads:
+            thread.join(timeout)
+
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self.threads)
 
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
@@ -144,7 +174,7 @@ class Writer:
         self.log.msg("Carbon shutting down.  Changed the update rate to: %s" % rate)
         deadline = time.monotonic() + timeout
         while self.cache and time.monotonic() < deadline:
-            if self.thread is None or not self.thread.is_alive():
+            if not self.alive():
                 self.write_one()
             else:
                 time.sleep(0.02)

@@ -218,7 +218,7 @@ def test_tagged_series_are_posted_to_the_tagdb(tmp_path):
     try:
         send_tcp(instance.line_port, b"cpu;host=a 1 %d\nplain.metric 2 %d\n" % (NOW, NOW))
         wait_for(lambda: received, what="tag post")
-        assert received[0] == ["cpu;host=a"]
+        assert set(received[0]) == {"cpu;host=a"}  # untagged series are skipped
     finally:
         instance.kill()
         server.shutdown()

@@ -171,7 +171,7 @@ def test_route_index_rules_router_and_unroutable(tmp_path):
 def test_line_queue_takes_whole_payloads_and_decodes():
     queue = LineQueue()
     assert queue.add([("a", 1.0, 2.5), ("b", float("nan"), 3.0)]) == 1  # cannot be written
-    queue.add_encoded(b"c 1 2\r\nd 3 4\r\n", 2)
+    queue.add_prepared(b"c 1 2\r\nd 3 4\r\n", 2)
     assert queue.queued == 3 and len(queue) == 2
     assert queue.take(1) == (b"a 2.5 1\r\n", 1, 1)
     assert queue.take_points(100) == [("c", 2.0, 1.0), ("d", 4.0, 3.0)]

@@ -8,6 +8,7 @@ import random
 import socket
 import threading
 
+import pytest
 from twisted.internet import defer
 
 from carbon.instrumentation.stats import Stats
@@ -43,24 +44,26 @@ def _stream(seed: int = 7) -> tuple[bytes, int]:
 
 
 def _expected(data: bytes, sink: RelaySink) -> dict:
-    """Per destination port: the reference's encoded lines, in order."""
+    """Per destination port: the points the tuple path would send, in order."""
     points, _ = parse_lines(data.split(b"\n")[:-1])
     per: dict = {client.destination.port: [] for client in sink.client_list}
     for point in points:
         for dest in sink.router.get_destinations(point[0]):
             per[dest.port].append(point)
-    return {port: encode_line(pts)[0] for port, pts in per.items()}
+    return per
 
 
-def test_lean_and_tuple_paths_deliver_exactly_the_reference_bytes(tmp_path):
+@pytest.mark.parametrize("protocol", ["line", "pickle"])
+def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, protocol):
     data, bad = _stream()
     calls = {"lines": 0, "tuples": 0}
 
     @defer.inlineCallbacks
     def body(reactor):
-        sinks = [CountingSink(reactor, "line", capture_raw=True) for _ in range(3)]
+        sinks = [CountingSink(reactor, protocol, capture_raw=True) for _ in range(3)]
         ports = [s.listen() for s in sinks]
-        settings = relay_settings(tmp_path, ports, DESTINATION_PROTOCOL="line")
+        settings = relay_settings(tmp_path, ports, DESTINATION_PROTOCOL=protocol,
+                                  REPLICATION_FACTOR=2)
         stats, flow = Stats(), FlowControl()
         sink = RelaySink(settings, flow, stats, reactor, log=MemoryLog())
         for name in ("put_lines", "put_many"):
@@ -83,13 +86,14 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_bytes(tmp_path):
         sender = threading.Thread(target=send)
         sender.start()
         expected = _expected(data, sink)
-        total = sum(payload.count(b"\n") for payload in expected.values())
-        yield wait_for(reactor, lambda: sum(s.bytes for s in sinks) >= sum(
-            len(p) for p in expected.values()) and sum(len(s.points) for s in sinks) == total,
-            timeout=20, what="delivery")
+        total = sum(len(points) for points in expected.values())
+        yield wait_for(reactor, lambda: sum(len(s.points) for s in sinks) == total,
+                       timeout=20, what="delivery")
         sender.join(5)
         for s in sinks:
-            assert b"".join(s.raw) == expected[s.port]
+            assert s.points == expected[s.port]
+            if protocol == "line":  # byte for byte what the reference would write
+                assert b"".join(s.raw) == encode_line(expected[s.port])[0]
         assert stats.get("invalidLines") == bad
         assert calls["lines"] > 0 and calls["tuples"] > 0  # both paths were taken
         yield listener.stopListening()

@@ -79,7 +79,7 @@ class RefSeries(list):
     def datapoints(self) -> list:
         timestamps = range(int(self.start), int(self.end) + 1,
                            int(self.step * self.valuesPerPoint))
-        return list(zip(self, timestamps))
+        return list(zip(self, timestamps, strict=False))
 
 
 def ref_render_json(data: list[RefSeries], max_data_points: Optional[int] = None) -> bytes:

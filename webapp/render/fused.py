@@ -38,13 +38,14 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     values, valid = arrays
     np = packed.np
     acc = np.zeros(values.shape[1])
-    for row in np.where(valid, values, 0.0):
-        acc += row
     count = valid.sum(axis=0)
     xff = ctx.get('xFilesFactor')
-    ok = (count > 0) & (count / len(series) >= (xff or 0.0))
-    if func == 'average':
-        acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+    with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
+        for row in np.where(valid, values, 0.0):
+            acc += row
+        ok = (count > 0) & (count / len(series) >= (xff or 0.0))
+        if func == 'average':
+            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
     result = acc.tolist()
     if not ok.all():
         for i in np.flatnonzero(~ok).tolist():

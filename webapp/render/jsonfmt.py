@@ -156,12 +156,13 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
     acc = np.zeros((len(group), buckets))
     count = np.zeros((len(group), buckets), dtype=np.int64)
     zeroed = np.where(valid, values, 0.0)
-    for j in range(min(vpp, points)):
-        width = len(range(j, points, vpp))
-        acc[:, :width] += zeroed[:, j::vpp]
-        count[:, :width] += valid[:, j::vpp]
-    ok = (count > 0) & (count / vpp >= (first.xFilesFactor or 0.0))
-    mean = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+    with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
+        for j in range(min(vpp, points)):
+            width = len(range(j, points, vpp))
+            acc[:, :width] += zeroed[:, j::vpp]
+            count[:, :width] += valid[:, j::vpp]
+        ok = (count > 0) & (count / vpp >= (first.xFilesFactor or 0.0))
+        mean = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
     return np.where(ok, mean, np.nan)
 
 
