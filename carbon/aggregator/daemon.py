@@ -96,11 +96,27 @@ def aggregator_extra(counters: dict, samples: dict, record: Callable[[str, float
     relay_extra(counters, samples, record)
 
 
-def _install_sighup(reactor: Any, reload: Callable[[], None]) -> None:
-    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))
+class AggregationTicks:
+    """Mixin: emit due aggregates every second, poll rule files, reload on SIGHUP."""
+
+    stages: AggregationStages
+    reactor: Any
+    every: Callable[..., None]
+
+    def start_aggregation(self, put_many: Callable[[list], None]) -> None:
+        self._put_aggregates = put_many
+        self.every(1, self.tick)
+        self.every(10, self.stages.check_files)
+        reload = lambda: self.stages.check_files(force=True)  # noqa: E731
+        signal.signal(signal.SIGHUP, lambda signum, frame: self.reactor.callFromThread(reload))
+
+    def tick(self, force: bool = False) -> None:
+        batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
+        if batch:
+            self._put_aggregates(batch)
 
 
-class AggregatorDaemon(Daemon):
+class AggregatorDaemon(AggregationTicks, Daemon):
     """carbon-aggregator: aggregates leave through the relay's routing and clients."""
 
     metric_kind = "aggregator"
@@ -124,14 +140,7 @@ class AggregatorDaemon(Daemon):
 
     def start_sink(self) -> None:
         self.relay.start()
-        self.every(1, self.tick)
-        self.every(10, self.stages.check_files)
-        _install_sighup(self.reactor, lambda: self.stages.check_files(force=True))
-
-    def tick(self, force: bool = False) -> None:
-        batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
-        if batch:
-            self.sink.put_many(batch)
+        self.start_aggregation(self.relay.put_many)
 
     @defer.inlineCallbacks
     def stop_sink(self) -> Any:
@@ -139,7 +148,7 @@ class AggregatorDaemon(Daemon):
         yield self.relay.stop()
 
 
-class AggregatorCacheDaemon(CacheDaemon):
+class AggregatorCacheDaemon(AggregationTicks, CacheDaemon):
     """carbon-aggregator-cache: aggregates (and FORWARD_ALL inputs) go to the cache."""
 
     def extra_processors(self) -> list:
@@ -153,14 +162,7 @@ class AggregatorCacheDaemon(CacheDaemon):
 
     def start_sink(self) -> None:
         super().start_sink()
-        self.every(1, self.tick)
-        self.every(10, self.stages.check_files)
-        _install_sighup(self.reactor, lambda: self.stages.check_files(force=True))
-
-    def tick(self, force: bool = False) -> None:
-        batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
-        if batch:
-            self.cache_sink.put_many(batch)
+        self.start_aggregation(self.cache_sink.put_many)
 
     def stop_sink(self) -> Any:
         self.tick(force=True)

@@ -40,6 +40,12 @@ class RelayDaemon(Daemon):
 
     def start_sink(self) -> None:
         self.relay.start()
+        import gc, os
+        if os.environ.get("GCF"):
+            gc.collect()
+            gc.freeze()
+        if os.environ.get("GCT"):
+            gc.set_threshold(int(os.environ["GCT"]), 10, 10)
 
     def stop_sink(self) -> Any:
         return self.relay.stop()

@@ -72,7 +72,15 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, Any]]:
                     if len(points) == 11:
                         owners[metric] = name
             return owners if len(owners) == len(METRICS) else {}
-        owners = wait_for(held, what='relay to deliver every point to the caches')
+        try:
+            owners = wait_for(held, what='relay to deliver every point to the caches')
+        except AssertionError:
+            for name, cache in caches.items():
+                answer = carbonlink(cache.query_port, {'type': 'cache-query-bulk', 'metrics': METRICS + ['decoy.a', 'decoy.b']})
+                print(name, {m: len(p) for m, p in answer['datapointsByMetric'].items() if p})
+                print(cache.output()[-3000:])
+            print(relay.output()[-3000:])
+            raise
         yield {'caches': caches, 'owners': owners, 'data_dir': str(data_dir), 'end': end}
     finally:
         relay.kill()
