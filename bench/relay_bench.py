@@ -7,7 +7,11 @@ Measured: seconds until every point (times the replication factor) has reached t
 destinations, lines/s, relay CPU seconds, peak RSS, and points missing at the end.
 
     python bench/relay_bench.py [--lines 2000000 --names 100000 --connections 4]
-        [--destinations 2 --replication 1 --protocol pickle] [--impl ours,reference,c-relay]
+        [--destinations 2 --replication 1 --protocol pickle]
+        [--impl ours,ours-w2,reference,c-relay,c-relay-bigq]
+
+``ours-w2`` is ours with RELAY_WORKERS = 2 (two processes, like carbon-c-relay's -w 2
+threads); relay CPU is summed over every process of a relay.
 
 carbon-c-relay is used if ``carbon-c-relay`` (or ``relay``) is on PATH; it always
 sends plaintext, so its destinations count lines.
@@ -102,7 +106,8 @@ def crelay_binary() -> str | None:
     return shutil.which("carbon-c-relay") or shutil.which("relay")
 
 
-def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Namespace) -> None:
+def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Namespace,
+               workers: int = 1) -> None:
     conf = base / "conf"
     conf.mkdir(parents=True)
     (conf / "storage-schemas.conf").write_text("[all]\npattern = .*\nretentions = 60s:1d\n")
@@ -118,6 +123,7 @@ def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Name
         *(["MAX_QUEUE_SIZE = %d" % args.max_queue] if args.max_queue else []),
         "USE_FLOW_CONTROL = True",
         "MAX_DATAPOINTS_PER_MESSAGE = 500", "CARBON_METRIC_INTERVAL = 0",
+        *(["RELAY_WORKERS = %d" % workers] if workers > 1 else []),
         "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
     (conf / "crelay.conf").write_text(
         "cluster bench\n    carbon_ch replication %d\n%s\n    ;\nmatch * send to bench;\n" % (
@@ -181,7 +187,7 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
     ports = [free_port() for _ in range(args.destinations)]
     controls, line_port = [free_port() for _ in ports], free_port()
     dests = ["127.0.0.1:%d:%s" % (p, chr(ord("a") + i)) for i, p in enumerate(ports)]
-    write_conf(base, line_port, dests, args)
+    write_conf(base, line_port, dests, args, workers=2 if impl == "ours-w2" else 1)
     sinks = [subprocess.Popen([sys.executable, str(HERE / "relay_sink.py"), "--listen",
                                "%d:%s" % (port, sink_protocol), "--control", str(control)],
                               stdout=subprocess.PIPE, text=True)
@@ -236,7 +242,7 @@ def main() -> None:
                         help="MAX_QUEUE_SIZE; 0 leaves it at the code default (1000)")
     parser.add_argument("--settle", type=float, default=15.0,
                         help="give up after this many seconds without progress")
-    parser.add_argument("--impl", default="ours,reference,c-relay,c-relay-bigq")
+    parser.add_argument("--impl", default="ours,ours-w2,reference,c-relay,c-relay-bigq")
     args = parser.parse_args()
     parts = make_payload(args.lines, args.names, args.connections)
     results = []
@@ -249,11 +255,13 @@ def main() -> None:
     print("\n| relay | queue | lines/s end to end | lines lost | relay CPU s | lines per CPU s"
           " | peak RSS MB |")
     print("|---|---|---|---|---|---|---|")
-    names = {"ours": "ours", "reference": "carbon-relay.py 1.1.10",
+    names = {"ours": "ours", "ours-w2": "ours, RELAY_WORKERS = 2",
+             "reference": "carbon-relay.py 1.1.10",
              "c-relay": "carbon-c-relay -w 2", "c-relay-bigq": "carbon-c-relay -w 2"}
     for r in results:
         queue = "-q %s" % format(BIG_QUEUE, ",") if r["impl"] == "c-relay-bigq" else "default"
-        per_cpu = args.lines / r["cpu_s"] if r["cpu_s"] else 0
+        # delivered lines per relay CPU second (a relay that drops lines gets no credit)
+        per_cpu = r["delivered"] / args.replication / r["cpu_s"] if r["cpu_s"] else 0
         print("| %s | %s | %s | %s | %.1f | %s | %d |" % (
             names[r["impl"]], queue, format(r["lines_per_s"] or 0, ","), format(r["missing"], ","),
             r["cpu_s"], format(int(per_cpu), ","), r["peak_rss_mb"]))

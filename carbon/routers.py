@@ -8,7 +8,9 @@ Every router answers ``get_destinations(metric) -> list[Destination]`` and, on t
 data path, ``route_batch(batch) -> {destination: [datapoint, ...]}``. The answer per
 name is kept in a bounded LRU (``RELAY_HASH_CACHE_SIZE`` entries), so routing a name
 seen before is one cache lookup. Changing destinations clears the cache; so must a
-reload of the rules a router depends on (``clear_cache()``).
+reload of the rules a router depends on (``clear_cache()``, which also bumps the
+router's ``generation`` so the relay's lean-path index, ``carbon.relay.index``, drops
+its entries). ``destinations_many(names)`` places many names uncached, in bulk.
 """
 
 from __future__ import annotations

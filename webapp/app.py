@@ -13,6 +13,7 @@ import re
 from typing import Any, Callable, Iterable, Optional
 
 from webapp import functions_views, metrics
+from webapp.cpu_gate import CpuGate
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.render import views as render_views
 from webapp.render.evaluator import InputError, format_input_error
@@ -74,6 +75,11 @@ class GraphiteApp:
     def __init__(self, settings: WebSettings, store: Store) -> None:
         self.settings = settings
         self.store = store
+        self.gate = CpuGate(int(settings.get('CPU_SLOTS', 1)))
+        store.gate = self.gate
+        carbonlink = getattr(store.local_finder, 'carbonlink', None)
+        if carbonlink is not None:
+            carbonlink.gate = self.gate
         self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
             else ''
         self.user_errors = _user_error_classes()
@@ -89,7 +95,8 @@ class GraphiteApp:
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        response = self.handle(environ)
+        with self.gate.held():
+            response = self.handle(environ)
         headers = response.headers + [('Content-Length', str(response.content_length))]
         start_response(response.status_line(), headers)
         if environ.get('REQUEST_METHOD') == 'HEAD':

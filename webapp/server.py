@@ -15,7 +15,7 @@ import sys
 from typing import Optional, Sequence
 
 from carbon.config.errors import ConfigError
-from webapp.allocator import keep_large_buffers
+from webapp.allocator import freeze_startup_objects, keep_large_buffers
 from webapp.app import make_app
 from webapp.settings import load_settings
 
@@ -58,6 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from twisted.web.server import Site
     from twisted.web.wsgi import WSGIResource
 
+    freeze_startup_objects()
     pool = reactor.getThreadPool()
     pool.adjustPoolsize(minthreads=2, maxthreads=max(2, args.threads))
     site = Site(WSGIResource(reactor, pool, app))

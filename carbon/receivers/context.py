@@ -27,6 +27,9 @@ class ReceiverContext:
         self.connections: set[Any] = set()
         self.ports: list[Any] = []
         self.accepting = True
+        # hand_off(conn, kind, factory): set by a daemon that spreads inbound TCP
+        # connections over worker processes ("line" or "pickle"; see listeners).
+        self.hand_off: Any = None
         self.bad_lines = IntervalLog(log.listener, "invalid lines received")
         self.bad_pickles = IntervalLog(log.listener, "invalid pickles received")
         self.max_length = int(settings.get("LINE_RECEIVER_MAX_LENGTH", 16384))

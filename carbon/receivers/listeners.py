@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from carbon.receivers.context import ReceiverContext
+from carbon.receivers.handoff import HandOffPort
 from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory, UDPReceiver
 
 
@@ -13,7 +14,8 @@ def start_receivers(reactor: Any, context: ReceiverContext) -> list[Any]:
 
     A port of 0 in the settings disables that receiver (as in carbon). Returns
     the listening ports; TCP ones are also kept in ``context.ports`` so
-    MAX_RECEIVER_CONNECTIONS can pause accepting.
+    MAX_RECEIVER_CONNECTIONS can pause accepting. With ``context.hand_off`` set, TCP
+    ports accept themselves and hand each connection to it (``HandOffPort``).
     """
     settings = context.settings
     ports = []
@@ -21,10 +23,16 @@ def start_receivers(reactor: Any, context: ReceiverContext) -> list[Any]:
         port = int(settings.get("%s_RECEIVER_PORT" % prefix) or 0)
         if not port:
             continue
-        listening = reactor.listenTCP(
-            port, ReceiverFactory(protocol, context),
-            backlog=int(settings.get("%s_RECEIVER_BACKLOG" % prefix, 1024)),
-            interface=settings.get("%s_RECEIVER_INTERFACE" % prefix, "0.0.0.0"))
+        factory = ReceiverFactory(protocol, context)
+        backlog = int(settings.get("%s_RECEIVER_BACKLOG" % prefix, 1024))
+        interface = settings.get("%s_RECEIVER_INTERFACE" % prefix, "0.0.0.0")
+        if context.hand_off is not None:  # connections spread over worker processes
+            kind = prefix.lower()
+            listening: Any = HandOffPort(
+                reactor, port, lambda conn, k=kind, f=factory: context.hand_off(conn, k, f),
+                backlog=backlog, interface=interface, log=context.log.listener)
+        else:
+            listening = reactor.listenTCP(port, factory, backlog=backlog, interface=interface)
         context.ports.append(listening)
         ports.append(listening)
     if settings.ENABLE_UDP_LISTENER and int(settings.UDP_RECEIVER_PORT or 0):

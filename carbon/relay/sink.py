@@ -101,10 +101,11 @@ class RelaySink:
                 tls=tls_options(settings, dest.host) if transport == "ssl" else None,
                 state_changed=self._state_changed if self.dynamic else None)
         self.client_list = list(self.clients.values())
-        # The lean path: received lines are routed by name bytes (tag normalisation
-        # rewrites names, so it takes the tuple path).
+        # The lean path: received lines are routed by name bytes. Tag normalisation
+        # rewrites names, and a router without a ``generation`` cannot say when its
+        # placement changes: both take the tuple path.
         self.line_protocol = settings.DESTINATION_PROTOCOL == "line"
-        self.accepts_lines = not self.normalize_tags
+        self.accepts_lines = not self.normalize_tags and hasattr(self.router, "generation")
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
                                 int(settings.get("RELAY_HASH_CACHE_SIZE", 100000) or 0))
         self.defer_seconds = float(settings.TIME_TO_DEFER_SENDING or 0)

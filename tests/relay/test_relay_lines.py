@@ -223,3 +223,22 @@ def test_list_filter_on_line_batches_matches_tuple_filter(tmp_path):
     assert kept.lines == [b"keep.a 1 2", b"keep.c 5 6"] and kept.names == [b"keep.a", b"keep.c"]
     assert stats.get("blacklistMatches") == 1 and stats.get("whitelistRejects") == 1
     assert plain.process(canonical_lines(chunk).points()) == kept.points()
+
+
+def test_relay_daemon_filters_line_batches_on_the_lean_path(tmp_path):
+    from carbon.logs import MemoryLog
+    from carbon.relay.daemon import RelayDaemon
+    from harness import run_reactor
+
+    (tmp_path / "blacklist.conf").write_text("^secret\\.\n")
+    settings = Settings(USE_WHITELIST=True, CONF_DIR=str(tmp_path), STORAGE_DIR=str(tmp_path),
+                        RELAY_METHOD="consistent-hashing", DESTINATIONS=["127.0.0.1:1:a"])
+    settings["whitelist"] = str(tmp_path / "whitelist.conf")
+    settings["blacklist"] = str(tmp_path / "blacklist.conf")
+    daemon = run_reactor(lambda reactor: RelayDaemon(settings, MemoryLog(), reactor))
+    assert daemon.pipeline.accepts_lines
+    queued = []
+    daemon.relay.put_lines = queued.append
+    daemon.pipeline.process_lines(canonical_lines(b"secret.a 1 2\npublic.b 3 4\n"))
+    assert [batch.lines for batch in queued] == [[b"public.b 3 4"]]
+    assert daemon.stats.get("blacklistMatches") == 1

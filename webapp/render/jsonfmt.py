@@ -49,12 +49,14 @@ def header(series: Any) -> str:
     return _quirks(text) if 'N' in text or 'I' in text else text
 
 
-def _number(value: float) -> bytes:
-    if value != value:
-        return b'null'
-    if value in (float('inf'), float('-inf')):
-        return b'1e9999' if value > 0 else b'-1e9999'
-    return float.__repr__(value).encode()
+def _texts(distinct: Any) -> list[str]:
+    """JSON text of each float64: ``float.__repr__`` (as json), null, +-1e9999."""
+    np = packed.np
+    texts = list(map(float.__repr__, distinct.tolist()))
+    for i in np.flatnonzero(~np.isfinite(distinct)).tolist():
+        value = distinct[i]
+        texts[i] = 'null' if value != value else ('1e9999' if value > 0 else '-1e9999')
+    return texts
 
 
 def _timestamps(series: Any) -> range:
@@ -119,7 +121,7 @@ def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = ''
     if points == 0:
         return (before + ', '.join(h + '[]}' for h in headers) + after).encode()
     distinct, codes = _codes(matrix)
-    texts = [_number(v) for v in distinct.tolist()]
+    texts = _texts(distinct)
     suffixes = [b', %d], [' % t for t in stamps[:points - 1]]
     suffixes.append(b', %d]]}' % stamps[points - 1])
     heads = [((', ' if i else before) + h).encode() + b'[[' for i, h in enumerate(headers)]

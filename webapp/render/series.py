@@ -22,7 +22,11 @@ class Tags(dict):
         super().__setitem__(key, str(value))
 
     def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        for key, value in dict(*args, **kwargs).items():
+        source = dict(*args, **kwargs)
+        if all(type(value) is str for value in source.values()):
+            dict.update(self, source)
+            return
+        for key, value in source.items():
             self[key] = value
 
     def setdefault(self, key: str, default: Any = None) -> Any:  # type: ignore[override]

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as Futur
 from typing import Any, Optional
 
 from carbon.hashing import ConsistentHashRing
+from webapp.cpu_gate import NO_GATE
 from webapp.settings import parse_host
 from webapp.storage.nodes import safe_loads
 
@@ -51,6 +52,7 @@ class CarbonLinkPool:
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=max(2, len(self.hosts) + 1),
                                             thread_name_prefix='carbonlink')
+        self.gate = NO_GATE  # the app's CpuGate: released while waiting on caches
 
     @classmethod
     def from_settings(cls, settings: Any) -> CarbonLinkPool:
@@ -97,7 +99,8 @@ class CarbonLinkPool:
     def wait(self, future: Future) -> dict[str, list]:
         """The result of a :meth:`query_bulk_async`, or {} once the time budget is spent."""
         try:
-            return future.result(timeout=self.timeout + 0.5)
+            with self.gate.released():
+                return future.result(timeout=self.timeout + 0.5)
         except FutureTimeout:
             log.warning("carbonlink bulk query exceeded %.3fs", self.timeout)
             return {}
@@ -161,7 +164,8 @@ class CarbonLinkPool:
 
     def query(self, metric: str) -> list[tuple[int, float]]:
         """Cached points of one metric (``cache-query``)."""
-        return self.query_bulk([metric]).get(metric, [])
+        with self.gate.released():
+            return self.query_bulk([metric]).get(metric, [])
 
     # --- wire ------------------------------------------------------------------------------
     def send_request(self, host: Host, request: dict, deadline: Optional[float] = None) -> dict:

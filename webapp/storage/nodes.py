@@ -64,6 +64,8 @@ def is_pattern(s: str) -> bool:
 
 def expand_braces(pattern: str) -> list[str]:
     """``a{b,c}d`` -> ['abd', 'acd'] (recursively, deduplicated)."""
+    if '{' not in pattern:
+        return [pattern]
     out: list[str] = []
     stack = [pattern]
     seen = set()

@@ -16,6 +16,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional
 
+from webapp.cpu_gate import NO_GATE
 from webapp.storage.nodes import Node
 from webapp.storage.packed import to_list
 from webapp.storage.remote import RemoteFinder
@@ -79,6 +80,7 @@ class Store:
                     continue
                 remotes.append(finder)
         self.remotes = remotes
+        self.gate = NO_GATE  # the app's CpuGate: released while waiting on remotes
         self.executor = ThreadPoolExecutor(max_workers=max(2, int(settings.POOL_MAX_WORKERS)),
                                            thread_name_prefix='store')
 
@@ -103,7 +105,8 @@ class Store:
         if local_call is not None:
             results.append(local_call())
         if futures:
-            wait([f for _, f in futures], timeout=max(0.0, deadline - time.monotonic()))
+            with self.gate.released():
+                wait([f for _, f in futures], timeout=max(0.0, deadline - time.monotonic()))
         for remote, fut in futures:
             if not fut.done():
                 log.warning("%s: %s gave no answer within %.3fs", what, remote.host, timeout)

@@ -26,6 +26,7 @@ _META = struct.Struct(whisper.metadataFormat)
 _ARCHIVE = struct.Struct(whisper.archiveInfoFormat)
 _POINT = struct.Struct(POINT_FORMAT)
 _HEAD_READ = 512
+_HEADERS: dict[bytes, dict] = {}
 Result = tuple[Optional[tuple], dict]
 
 
@@ -127,11 +128,29 @@ def _decode_list(time_info: tuple[int, int, int], data: bytes) -> list:
 
 
 def parse_header(head: bytes, name: str, read: Any) -> dict:
-    """whisper's header dict from the file's first bytes (``read`` fetches any rest)."""
+    """whisper's header dict from the file's first bytes (``read`` fetches any rest).
+
+    Files of one schema share their header bytes, so parsed headers are kept by those
+    exact bytes (callers must not modify the returned dict).
+    """
     try:
         agg_type, max_retention, xff, count = _META.unpack_from(head)
     except (struct.error, ValueError, TypeError):
         raise whisper.CorruptWhisperFile("Unable to read header", name) from None
+    raw = head[:_META.size + count * _ARCHIVE.size]
+    known = _HEADERS.get(raw)
+    if known is not None:
+        return known
+    header = _parse_header(head, name, read, agg_type, max_retention, xff, count)
+    if len(raw) == _META.size + count * _ARCHIVE.size:
+        if len(_HEADERS) >= 4096:
+            _HEADERS.clear()
+        _HEADERS[raw] = header
+    return header
+
+
+def _parse_header(head: bytes, name: str, read: Any, agg_type: int, max_retention: int,
+                  xff: float, count: int) -> dict:
     method = whisper.aggregationTypeToMethod.get(agg_type)
     if method is None or not 0 <= xff <= 1:
         raise whisper.CorruptWhisperFile("Unable to read header", name)

@@ -1,0 +1,249 @@
+"""RELAY_WORKERS = N: spread inbound TCP connections over N relay processes.
+
+The daemon started by the command line (the master) keeps its pidfile, UDP, AMQP
+and its own RelaySink, and starts N - 1 worker processes. Its line and pickle ports
+accept connections themselves (``HandOffPort``) and deal them out in turn: its own
+turn is adopted into its reactor, a worker's turn is passed over a Unix socket
+(SCM_RIGHTS) and adopted there. Each process is a whole relay: receivers, flow
+control, routing, its own destination connections and its own spool
+(``relay-spool/<program>-<instance>-w<i>``) and self-metrics (instance ``<i>-w<i>``).
+A connection stays in the process that took it, so a sender's order is kept.
+
+Workers stop when asked (SIGTERM: flush, spool, exit) or when the master is gone
+(its end of the Unix socket closes). The master restarts a worker that dies, and on
+shutdown stops the workers and waits for them (SHUTDOWN_FLUSH_TIMEOUT plus 10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from twisted.internet import defer, task
+from twisted.internet.interfaces import IReadDescriptor
+from zope.interface import implementer
+
+from carbon.config.errors import ConfigError
+from carbon.receivers.handoff import adopt
+
+KINDS = {b"l": "line", b"p": "pickle"}
+READY = b"ready"
+FAMILIES = {b"4": socket.AF_INET, b"6": socket.AF_INET6}
+
+
+def worker_count(settings: Any) -> int:
+    """RELAY_WORKERS as an int >= 1 (1: a single process, no workers)."""
+    value = settings.get("RELAY_WORKERS") or 1
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        raise ConfigError("RELAY_WORKERS must be a number, not %r" % (value,),
+                          settings.get("config_file"), key="RELAY_WORKERS") from None
+
+
+def worker_settings(settings: Any, index: int) -> Any:
+    """A worker's settings: no ports of its own, its own instance name and log dir."""
+    out = type(settings)()
+    out.update(settings)
+    out["instance"] = "%s-w%d" % (settings.get("instance") or "a", index)
+    out["LOG_DIR"] = os.path.join(settings.get("LOG_DIR") or ".", "w%d" % index)
+    for key in ("LINE_RECEIVER_PORT", "PICKLE_RECEIVER_PORT", "UDP_RECEIVER_PORT"):
+        out[key] = 0
+    out["ENABLE_UDP_LISTENER"] = False
+    out["ENABLE_AMQP"] = False
+    out["RELAY_WORKERS"] = 1
+    return out
+
+
+class WorkerPool:
+    """The master's side: start, feed, watch and stop the worker processes."""
+
+    def __init__(self, settings: Any, count: int, log: Any, reactor: Any,
+                 foreground: bool = True, check_interval: float = 1.0) -> None:
+        self.settings = settings
+        self.count = count
+        self.log = log
+        self.reactor = reactor
+        self.foreground = foreground
+        self.check_interval = check_interval
+        self.workers: dict[int, tuple[subprocess.Popen, socket.socket]] = {}
+        self.turn = 0
+        self.stopping = False
+        self._loop: task.LoopingCall | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the workers and wait (blocking, before the reactor runs) until each says
+        it is ready, so connections handed out at once are served at once."""
+        for index in range(1, self.count):
+            self._spawn(index)
+        for index, (proc, channel) in self.workers.items():
+            channel.settimeout(timeout)
+            try:
+                ready = channel.recv(16) == READY
+            except OSError:
+                ready = False
+            channel.settimeout(1.0)
+            if not ready:
+                self.log.msg("relay worker %d (pid %d) did not report ready"
+                             % (index, proc.pid))
+        self._loop = task.LoopingCall(self._check)
+        self._loop.clock = self.reactor
+        self._loop.start(self.check_interval, now=False)
+
+    def _spawn(self, index: int) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = "from carbon.relay.workers import worker_main; worker_main()"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(theirs.fileno()), str(index),
+             "fg" if self.foreground else "bg"],
+            stdin=subprocess.PIPE, pass_fds=[theirs.fileno()])
+        theirs.close()
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(dict(self.settings), default=str).encode())
+        proc.stdin.close()
+        ours.settimeout(1.0)
+        self.workers[index] = (proc, ours)
+        self.log.msg("started relay worker %d (pid %d)" % (index, proc.pid))
+
+    def _check(self) -> None:
+        for index, (proc, channel) in list(self.workers.items()):
+            if proc.poll() is None or self.stopping:
+                continue
+            channel.close()
+            self.log.msg("relay worker %d (pid %d) exited with %s; restarting"
+                         % (index, proc.pid, proc.returncode))
+            self._spawn(index)
+
+    def dispatch(self, conn: socket.socket, kind: str, factory: Any) -> None:
+        """Give an accepted connection to the next process in turn (ourselves at 0)."""
+        self.turn = (self.turn + 1) % self.count
+        worker = self.workers.get(self.turn)
+        if worker is not None and worker[0].poll() is None and not self.stopping:
+            message = kind[0].encode() + (b"6" if conn.family == socket.AF_INET6 else b"4")
+            try:
+                socket.send_fds(worker[1], [message], [conn.fileno()])
+                return
+            except OSError as exc:
+                self.log.msg("cannot hand a connection to relay worker %d: %s"
+                             % (self.turn, exc))
+        adopt(self.reactor, conn, factory)
+
+    def stop(self) -> defer.Deferred:
+        """SIGTERM every worker; fires once all have exited (SIGKILL after the deadline)."""
+        self.stopping = True
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        for proc, _ in self.workers.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = self.reactor.seconds() + float(
+            self.settings.get("SHUTDOWN_FLUSH_TIMEOUT") or 0) + 10
+        done: defer.Deferred = defer.Deferred()
+
+        def poll() -> None:
+            running = [p for p, _ in self.workers.values() if p.poll() is None]
+            if running and self.reactor.seconds() < deadline:
+                self.reactor.callLater(0.05, poll)
+                return
+            for proc in running:
+                self.log.msg("relay worker pid %d did not stop in time: killed" % proc.pid)
+                proc.kill()
+                proc.wait()
+            for _, channel in self.workers.values():
+                channel.close()
+            done.callback(None)
+
+        poll()
+        return done
+
+
+@implementer(IReadDescriptor)
+class ChannelReader:
+    """A worker's side of the Unix socket: adopt each connection the master passes."""
+
+    def __init__(self, reactor: Any, channel: socket.socket, factories: dict[str, Any],
+                 log: Any) -> None:
+        self.reactor = reactor
+        self.channel = channel
+        self.factories = factories
+        self.log = log
+        channel.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.channel.fileno()
+
+    def logPrefix(self) -> str:  # noqa: N802
+        return "RelayWorkerChannel"
+
+    def doRead(self) -> None:  # noqa: N802
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(self.channel, 16, 4)
+            except BlockingIOError:
+                return
+            except OSError:
+                message, fds = b"", []
+            if not message and not fds:  # the master is gone: stop like on SIGTERM
+                self.reactor.removeReader(self)
+                self.log.msg("relay master went away; shutting down")
+                self.reactor.stop()
+                return
+            for fd in fds:
+                try:
+                    family = FAMILIES.get(message[1:2], socket.AF_INET)
+                    factory = self.factories[KINDS.get(message[:1], "line")]
+                    with socket.socket(family, socket.SOCK_STREAM, fileno=fd) as conn:
+                        adopt(self.reactor, conn, factory)
+                except OSError as exc:
+                    self.log.msg("cannot adopt a connection from the master: %s" % exc)
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.channel.close()
+
+
+def worker_main(argv: list[str] | None = None) -> None:
+    """Entry point of a worker process (started by WorkerPool; settings on stdin)."""
+    argv = sys.argv[1:] if argv is None else argv
+    channel_fd, index, mode = int(argv[0]), int(argv[1]), argv[2]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides when we stop
+    from carbon.config.settings import Settings
+    from carbon.logs import CarbonLog
+
+    base = Settings()
+    base.update(json.loads(sys.stdin.read()))
+    settings = worker_settings(base, index)
+    from twisted.internet import epollreactor
+
+    epollreactor.install()
+    from twisted.internet import reactor
+    from twisted.python import log as twisted_log
+
+    if mode == "fg":
+        log = CarbonLog(None, stream=sys.stdout, rotate=False)
+    else:
+        os.makedirs(settings.LOG_DIR, exist_ok=True)
+        log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION")))
+
+    def observer(event: dict) -> None:
+        if event.get("isError"):
+            text = twisted_log.textFromEventDict(event)
+            if text:
+                log.msg(text)
+    twisted_log.startLoggingWithObserver(observer, setStdout=False)
+    from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
+    from carbon.relay.daemon import RelayDaemon
+
+    daemon = RelayDaemon(settings, log, reactor)
+    daemon.start()
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
+    reactor.addReader(ChannelReader(reactor, channel, {
+        "line": ReceiverFactory(LineReceiver, daemon.receivers),
+        "pickle": ReceiverFactory(PickleReceiver, daemon.receivers)}, log))
+    log.msg("carbon-relay worker %d started" % index)
+    channel.send(READY)
+    reactor.run()
