@@ -16,9 +16,9 @@ setup(
         "tzdata",
     ],
     extras_require={
-        "render": ["matplotlib>=3.7"],
+        "render": ["matplotlib>=3.7", "numpy"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "pillow"],
+                 "numpy", "pillow"],
     },
     entry_points={
         "console_scripts": [

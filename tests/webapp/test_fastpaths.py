@@ -1,7 +1,7 @@
 """The numpy fast paths give exactly the bytes of the list paths and of graphite-web.
 
 Oracles: ``whisper.fetch`` for reads, a line-by-line port of graphite-web's JSON view
-(tests/webapp/graphite_ref.py) for the writer and consolidation, and the same app with
+(tests/webapp/json_oracle.py) for the writer and consolidation, and the same app with
 ``packed.ENABLED = False`` (plain lists everywhere) for whole requests.
 """
 
@@ -18,7 +18,7 @@ import pytest
 import whisper
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.webapp.graphite_ref import RefSeries, ref_render_json, seq_sum
+from tests.webapp.json_oracle import Series, plain_sum, render_json_body
 from tests.webapp.helpers import STEP, aligned_now, call, make_whisper
 from webapp.app import make_app
 from webapp.render.series import PackedSeries, TimeSeries
@@ -106,11 +106,10 @@ names = st.one_of(st.sampled_from(['a.b', 'sumSeries(a.NaN,b.Infinity,c)', 'a.b;
 def test_json_writer_matches_graphite_web(series: list, jsonp: Optional[str]) -> None:
     ours = [TimeSeries(name, start, start + step * len(values), step, values)
             for name, start, step, values in series]
-    ref = [RefSeries(s.name, s.start, s.end, s.step, list(s), tags=dict(s.tags))
-           for s in ours]
+    ref = [Series(s.name, s.start, s.end, s.step, list(s), tags=dict(s.tags)) for s in ours]
     opts: dict[str, Any] = {} if jsonp is None else {'jsonp': jsonp}
     body = render_json(opts, ours).body
-    expected = ref_render_json(ref)
+    expected = render_json_body(ref)
     if jsonp is not None:
         expected = ('%s(' % jsonp).encode() + expected + b')'
     assert body == expected
@@ -141,15 +140,15 @@ def test_packed_rows_and_consolidation_match_graphite_web(
     rows = [data.draw(st.lists(cells, min_size=width, max_size=width)) for _ in range(count)]
     ours = _packed_series(rows, start, step, xff) if width else \
         [TimeSeries('s.%d' % i, start, start, step, []) for i in range(count)]
-    ref = [RefSeries(s.name, s.start, s.end, s.step, row, xFilesFactor=xff)
+    ref = [Series(s.name, s.start, s.end, s.step, list(row), xFilesFactor=xff)
            for s, row in zip(ours, rows, strict=True)]
     opts = {} if max_points is None else {'maxDataPoints': max_points}
-    assert render_json(opts, ours).body == ref_render_json(ref, max_points)
+    assert render_json(opts, ours).body == render_json_body(ref, max_points)
 
 
 def test_only_empty_series_render_as_empty_list() -> None:
     assert render_json({}, [TimeSeries('a', 0, 0, 60, [])]).body == b'[]'
-    assert ref_render_json([RefSeries('a', 0, 0, 60, [])]) == b'[]'
+    assert render_json_body([Series('a', 0, 0, 60, [])]) == b'[]'
 
 
 # --- whole requests, fused aggregates ---------------------------------------------------------
@@ -214,7 +213,7 @@ def test_fused_sum_is_the_sequential_sum(decimal_tree: tuple[str, int],
     assert out[0]['tags'] == {'name': 'sumSeries(dec.h*.load)', 'aggregatedBy': 'sum'}
     for i, (value, _) in enumerate(out[0]['datapoints']):
         column = [s['datapoints'][i][0] for s in each if s['datapoints'][i][0] is not None]
-        expected = seq_sum(column) if column else None
+        expected = plain_sum(column) if column else None
         assert value == expected and (value is None or math.copysign(1, value) ==
                                       math.copysign(1, expected))
 
