@@ -222,3 +222,19 @@ def test_tagged_series_are_posted_to_the_tagdb(tmp_path):
     finally:
         instance.kill()
         server.shutdown()
+
+
+def test_throttled_creates_keep_their_points(tmp_path):
+    # 60 creates a minute: a burst of 60, then one a second. carbon 1.1.10 drops the
+    # points of the creates over the limit; ours keeps them until a token is free.
+    instance = CarbonInstance(tmp_path, MAX_CREATES_PER_MINUTE=60, LOG_CREATES=False)
+    instance.start_foreground()
+    try:
+        metrics = ["throttle.m%02d" % i for i in range(64)]
+        send_tcp(instance.line_port, b"".join(b"%s %d %d\n" % (m.encode(), i, NOW - 60)
+                                              for i, m in enumerate(metrics)))
+        for i, metric in enumerate(metrics):
+            wait_for(lambda m=metric, v=i: stored(instance, m) == {NOW - 60: float(v)},
+                     timeout=30, what=metric)
+    finally:
+        instance.kill()
