@@ -143,3 +143,15 @@ class CarbonInstance:
 
     def whisper_path(self, metric: str) -> Path:
         return self.storage / "whisper" / (metric.replace(".", "/") + ".wsp")
+
+
+def read_whisper(path: Path, start: int, end: int) -> dict:
+    """{timestamp: value} of the non-empty slots, or {} while the file does not exist yet
+    or is still being created by the daemon (a half-written header is not an error)."""
+    import whisper
+
+    try:
+        (first, _end, step), values = whisper.fetch(str(path), start, end)
+    except (OSError, whisper.WhisperException, ValueError, IndexError, struct.error):
+        return {}
+    return {first + i * step: v for i, v in enumerate(values) if v is not None}

@@ -39,6 +39,9 @@ class MetricCache:
         self.data: dict[str, array] = {}
         self.size = 0
         self.first_seen: dict[str, float] = {}
+        # Points taken by a writer thread and not yet on disk: still answered by
+        # carbonlink (``get``) so a reader never sees them in neither place.
+        self.writing: dict[str, Points] = {}
 
     def __len__(self) -> int:
         return len(self.data)
@@ -90,12 +93,41 @@ class MetricCache:
             self.size -= len(raw) // 2
         return dedupe_sorted(raw)
 
+    def pop_for_write(self, metric: str) -> Points:
+        """Like ``pop``, but the points stay visible to ``get`` until ``written``."""
+        with self.lock:
+            raw = self.data.pop(metric, None)
+            if raw is None:
+                return []
+            self.size -= len(raw) // 2
+            points = dedupe_sorted(raw)
+            self.writing[metric] = points
+        return points
+
+    def written(self, metric: str) -> None:
+        """The points taken by ``pop_for_write`` are on disk (or were put back)."""
+        with self.lock:
+            self.writing.pop(metric, None)
+
     def get(self, metric: str) -> Points:
-        """The points of a metric (for carbonlink), without removing them."""
+        """The points of a metric (for carbonlink), without removing them.
+
+        Includes points a writer is writing right now; newer cached values win.
+        """
         with self.lock:
             raw = self.data.get(metric)
             raw = array("d", raw) if raw is not None else None
-        return dedupe_sorted(raw) if raw is not None else []
+            writing = self.writing.get(metric)
+        if writing is None:
+            return dedupe_sorted(raw) if raw is not None else []
+        if raw is None:
+            return list(writing)
+        merged = array("d")
+        for stamp, value in writing:
+            merged.append(stamp)
+            merged.append(value)
+        merged.extend(raw)
+        return dedupe_sorted(merged)
 
     def count(self, metric: str) -> int:
         raw = self.data.get(metric)

@@ -122,6 +122,7 @@ DEFAULTS = dict(
     WHISPER_FD_CACHE_IDLE=300,
     RATE_LIMITER="token_bucket",
     WRITER_THREADS=2,
+    RELAY_WORKERS=1,
 )
 
 # Keys whose values are paths; derived from STORAGE_DIR when not set.

@@ -44,6 +44,7 @@ class Writer:
         self.thread: threading.Thread | None = None
         self.throttled_streak = 0
         self.deferred_creates = 0
+        self.waited = 0.0
         self.tag_feed: Any = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
@@ -62,17 +63,25 @@ class Writer:
                     return None, []
                 if metric not in self.in_flight:
                     self.in_flight.add(metric)
-                    return metric, self.cache.pop(metric)
+                    return metric, self.cache.pop_for_write(metric)
             return None, []
 
     def write_one(self) -> bool:
         """Write the next metric. Returns False when there was nothing to write."""
+        if not self.cache:
+            return False
+        # Wait for the update token before taking a metric, so points waiting on the rate
+        # limit stay in the cache (and visible to carbonlink) rather than in a thread.
+        started = time.time()
+        self.update_limiter.take()
+        self.waited = time.time() - started
         metric, points = self._take()
         if metric is None:
             return False
         try:
             return self._write(metric, points)
         finally:
+            self.cache.written(metric)
             self.in_flight.discard(metric)
 
     def _write(self, metric: str, points: list) -> bool:
@@ -91,9 +100,7 @@ class Writer:
             if not self._create(metric):
                 return True
         self.throttled_streak = 0
-        started = time.time()
-        self.update_limiter.take()
-        waited = time.time() - started
+        waited = self.waited
         try:
             started = time.time()
             self.database.write(metric, points)

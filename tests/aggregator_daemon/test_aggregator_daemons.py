@@ -7,9 +7,8 @@ import signal
 import time
 
 import pytest
-import whisper
 
-from tests.support import CarbonInstance, send_tcp, wait_for
+from tests.support import CarbonInstance, read_whisper, send_tcp, wait_for
 
 FREQ = 5
 BASE = (int(time.time()) - 600) // 60 * 60  # a minute boundary ten minutes ago
@@ -35,15 +34,7 @@ RULES = "".join("agg.<app>.all.%s (%d) = %s agg.<app>.*.requests\n" % (m, FREQ, 
 
 
 def value_at(instance: CarbonInstance, metric: str, stamp: int) -> float | None:
-    path = instance.whisper_path(metric)
-    if not path.exists():
-        return None
-    (start, _end, step), values = whisper.fetch(str(path), stamp - 1, stamp + step_of(path))
-    return values[0] if values else None
-
-
-def step_of(path) -> int:
-    return whisper.info(str(path))["archives"][0]["secondsPerPoint"]
+    return read_whisper(instance.whisper_path(metric), stamp - 1, stamp + FREQ).get(stamp)
 
 
 def inputs(app: str = "web") -> bytes:

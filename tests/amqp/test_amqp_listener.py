@@ -10,9 +10,8 @@ import sys
 import time
 
 import pytest
-import whisper
 
-from tests.support import ROOT, CarbonInstance, carbonlink, wait_for
+from tests.support import ROOT, CarbonInstance, carbonlink, read_whisper, wait_for
 
 NOW = int(time.time()) // 60 * 60
 # Writes paused: received points stay in the cache where carbonlink shows them.
@@ -55,11 +54,7 @@ def counter(instance: CarbonInstance, name: str) -> float:
 
 
 def stored(instance: CarbonInstance, metric: str) -> dict:
-    path = instance.whisper_path(metric)
-    if not path.exists():
-        return {}
-    (start, _end, step), values = whisper.fetch(str(path), NOW - 7200, NOW + 60)
-    return {start + i * step: v for i, v in enumerate(values) if v is not None}
+    return read_whisper(instance.whisper_path(metric), NOW - 7200, NOW + 60)
 
 
 def test_routing_key_messages_and_bad_lines(tmp_path, broker):

@@ -78,3 +78,15 @@ def test_cache_is_compact():
     cache.add_batch([("metric.%d" % (i % 100), float(i), float(i)) for i in range(10_000)])
     per_metric = sum(sys.getsizeof(a) for a in cache.data.values())
     assert per_metric / 10_000 < 24  # about 16 bytes a point plus array headers
+
+
+def test_points_being_written_stay_visible_until_written():
+    cache = MetricCache()
+    cache.add_batch([("a", 10, 1.0), ("a", 20, 2.0)])
+    taken = cache.pop_for_write("a")
+    assert taken == [(10, 1.0), (20, 2.0)] and cache.size == 0 and "a" not in cache
+    cache.add_batch([("a", 20, 5.0), ("a", 30, 3.0)])
+    # carbonlink sees what is on its way to disk plus newer points; newer values win
+    assert cache.get("a") == [(10, 1.0), (20, 5.0), (30, 3.0)]
+    cache.written("a")
+    assert cache.get("a") == [(20, 5.0), (30, 3.0)]

@@ -12,17 +12,14 @@ import time
 import pytest
 import whisper
 
-from tests.support import (CarbonInstance, carbonlink, pickle_frame, send_tcp, wait_for)
+from tests.support import (CarbonInstance, carbonlink, pickle_frame, read_whisper, send_tcp,
+                           wait_for)
 
 NOW = int(time.time()) // 60 * 60
 
 
 def stored(instance: CarbonInstance, metric: str) -> dict:
-    path = instance.whisper_path(metric)
-    if not path.exists():
-        return {}
-    (start, _end, step), values = whisper.fetch(str(path), NOW - 3600, NOW + 60)
-    return {start + i * step: v for i, v in enumerate(values) if v is not None}
+    return read_whisper(instance.whisper_path(metric), NOW - 3600, NOW + 60)
 
 
 @pytest.fixture

@@ -6,22 +6,17 @@ import itertools
 import time
 
 import pytest
-import whisper
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from carbon.hashing import ConsistentHashRing
-from tests.support import CarbonInstance, send_tcp, wait_for
+from tests.support import CarbonInstance, read_whisper, send_tcp, wait_for
 
 NOW = int(time.time()) // 60 * 60
 RUN = itertools.count()
 
 
 def stored(instance: CarbonInstance, metric: str) -> dict:
-    path = instance.whisper_path(metric)
-    if not path.exists():
-        return {}
-    (start, _end, step), values = whisper.fetch(str(path), NOW - 3600, NOW + 60)
-    return {start + i * step: v for i, v in enumerate(values) if v is not None}
+    return read_whisper(instance.whisper_path(metric), NOW - 3600, NOW + 60)
 
 
 @pytest.fixture(scope="module")
