@@ -31,6 +31,9 @@ from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noq
 SCHEMAS = "[bench]\npattern = .*\nretentions = 10s:1d\n"
 
 
+WRITER_THREADS = {"value": 0}
+
+
 def make_root(base: Path, strategy: str, updates: str) -> dict:
     (base / "conf").mkdir(parents=True)
     ports = {"line": free_port(), "pickle": free_port(), "query": free_port()}
@@ -46,7 +49,9 @@ def make_root(base: Path, strategy: str, updates: str) -> dict:
         "MAX_CACHE_SIZE = inf", "CACHE_WRITE_STRATEGY = %s" % strategy,
         "LOG_UPDATES = False", "LOG_CREATES = False", "LOG_CACHE_HITS = False",
         "LOG_CACHE_QUEUE_SORTS = False", "CARBON_METRIC_INTERVAL = 0", "ENABLE_TAGS = False",
-        "USER = ", ""]))
+        "USER = ",
+        *(["WRITER_THREADS = %d" % WRITER_THREADS["value"]] if WRITER_THREADS["value"] else []),
+        ""]))
     return ports
 
 
@@ -178,7 +183,10 @@ def main() -> None:
     parser.add_argument("--reference-strategies", default="sorted,max,naive")
     parser.add_argument("--no-reference", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--writer-threads", type=int, default=0,
+                        help="WRITER_THREADS for ours (0: our default)")
     args = parser.parse_args()
+    WRITER_THREADS["value"] = args.writer_threads
     rows = []
     if not args.no_reference:
         for strategy in args.reference_strategies.split(","):

@@ -48,7 +48,7 @@ class Writer:
         self.tag_feed: Any = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
-        self.thread_count = max(1, int(settings.get("WRITER_THREADS", 2)))
+        self.thread_count = max(1, int(settings.get("WRITER_THREADS", 1)))
         self.choose_lock = threading.Lock()
         self.in_flight: set[str] = set()
         self.threads: list[threading.Thread] = []
