@@ -20,7 +20,11 @@ carries a ``dirty`` flag: set by ``add``, cleared by the buffer once emitted.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable
+
+# Before 3.12 builtin ``sum`` of floats is plain sequential addition (3.12 compensates).
+_SEQUENTIAL_SUM = sys.version_info < (3, 12)
 
 
 class SumAccumulator:
@@ -36,6 +40,20 @@ class SumAccumulator:
     def add(self, value: float) -> None:
         self.n += 1
         self.total += value
+        self.dirty = True
+
+    def add_many(self, values: list[float]) -> None:
+        """``add`` each value in order (the same float result)."""
+        if not values:
+            return
+        self.n += len(values)
+        if _SEQUENTIAL_SUM:
+            self.total = sum(values, self.total)
+        else:
+            total = self.total
+            for value in values:
+                total += value
+            self.total = total
         self.dirty = True
 
     def value(self) -> float:
@@ -60,6 +78,11 @@ class CountAccumulator(SumAccumulator):
         self.n += 1
         self.dirty = True
 
+    def add_many(self, values: list[float]) -> None:
+        if values:
+            self.n += len(values)
+            self.dirty = True
+
     def value(self) -> float:
         return float(self.n)
 
@@ -80,6 +103,14 @@ class MinAccumulator:
         self.n += 1
         self.dirty = True
 
+    def add_many(self, values: list[float]) -> None:
+        """``add`` each value in order (builtin ``min`` replaces on strictly smaller too)."""
+        if not values:
+            return
+        self.best = min(values) if self.n == 0 else min([self.best, *values])
+        self.n += len(values)
+        self.dirty = True
+
     def value(self) -> float:
         return self.best
 
@@ -93,6 +124,13 @@ class MaxAccumulator(MinAccumulator):
         if self.n == 0 or value > self.best:
             self.best = value
         self.n += 1
+        self.dirty = True
+
+    def add_many(self, values: list[float]) -> None:
+        if not values:
+            return
+        self.best = max(values) if self.n == 0 else max([self.best, *values])
+        self.n += len(values)
         self.dirty = True
 
 
@@ -124,6 +162,11 @@ class PercentileAccumulator:
     def add(self, value: float) -> None:
         self.values.append(value)
         self.dirty = True
+
+    def add_many(self, values: list[float]) -> None:
+        if values:
+            self.values.extend(values)
+            self.dirty = True
 
     def value(self) -> float:
         return percentile_of(self.values, self.factor)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.rules import RuleSet
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import Batch
+from carbon.pipeline import Batch, LineBatch
 
 MISS_MESSAGE = "Couldn't match metric %s with any aggregation rule. Passing on un-aggregated."
 
@@ -54,11 +54,98 @@ class AggregationProcessor:
                                   else bool(forward_unmatched))
         self.log_miss = log if (log is not None and settings.LOG_AGGREGATOR_MISSES
                                 and self.forward_all) else None
+        self._byte_matches: dict[bytes, tuple] = {}
+        self._frequencies = frozenset(rule.frequency for rule in ruleset.rules)
 
     def set_ruleset(self, ruleset: RuleSet) -> None:
         """Switch to reloaded rules; buffers of unchanged rules carry on."""
         self.buffers.rebind(ruleset)
         self.ruleset = ruleset
+        self._byte_matches = {}
+        self._frequencies = frozenset(rule.frequency for rule in ruleset.rules)
+
+    def process_lines(self, batch: LineBatch) -> Batch | LineBatch:
+        """``process`` for canonical lines, without building tuples when nothing can pass.
+
+        With FORWARD_ALL (or forward_unmatched) off, matched points are grouped per
+        output, in arrival order, and each group is added at once, which gives the
+        same buffers and counters as ``process``; a batch whose timestamps do not all
+        fall in one interval per rule frequency goes through ``process``. Otherwise
+        the tuple form goes through ``process`` and its result continues as tuples.
+        """
+        if not self.ruleset.rules:
+            return batch if self.forward_unmatched else []
+        if self.forward_unmatched or batch.values is None or batch.stamps is None:
+            return self.process(batch.points())
+        stamps = batch.stamps
+        distinct = set(stamps)
+        first = float(stamps[0])
+        if len(distinct) > 1:
+            times = [float(stamp) for stamp in distinct]
+            for freq in self._frequencies:
+                interval = first - first % freq
+                if any(t - t % freq != interval for t in times):
+                    return self.process(batch.points())
+        self._add_grouped(batch.names, batch.values, first)
+        return []
+
+    def _add_grouped(self, names: list[bytes], values: list[bytes], timestamp: float) -> None:
+        """Buffer every matched point, all with intervals those of ``timestamp``."""
+        cache = self._byte_matches
+        cache_get = cache.get
+        limit = self.ruleset.cache_size
+        matches = self.ruleset.matches
+        groups: dict[str, tuple] = {}
+        groups_get = groups.get
+        for name, text in zip(names, values):
+            found = cache_get(name)
+            if found is None:
+                found = matches(name.decode())
+                if limit:
+                    if len(cache) >= limit:
+                        cache.clear()
+                    cache[name] = found
+            if not found:
+                continue
+            value = float(text)
+            for rule, output in found:
+                group = groups_get(output)
+                if group is None:
+                    group = groups[output] = (rule, [])
+                group[1].append(value)
+        buffers = self.buffers
+        outputs = buffers.outputs
+        horizon = buffers.horizon
+        late = invalid = 0
+        for output, (rule, points) in groups.items():
+            ob = outputs.get(output)
+            if ob is None:
+                ob = buffers.get_buffer(output, rule)
+                outputs = buffers.outputs
+            freq = ob.frequency
+            interval = timestamp - timestamp % freq
+            acc = ob.intervals.get(interval)
+            if acc is None:
+                if interval != interval:
+                    invalid += len(points)
+                    continue
+                base = ob.tomb_base
+                if base is not None and interval <= base:
+                    k = round((base - interval) / freq)
+                    if k < horizon and (ob.tomb_mask >> k) & 1:
+                        late += len(points)
+                        continue
+                acc = ob.intervals[interval] = ob.new_acc()
+            acc.add_many(points)
+        self._count_discarded(late, invalid)
+
+    def _count_discarded(self, late: int, invalid: int) -> None:
+        if late:
+            self.buffers.late_discarded += late
+            self.stats.increment("aggregateDatapointsTooLate", late)
+        if invalid:
+            self.buffers.invalid_discarded += invalid
+            self.stats.increment("aggregateDatapointsInvalid", invalid)
 
     def process(self, batch: Batch) -> Batch:
         """Buffer matching points; return the points that pass through."""
@@ -109,12 +196,7 @@ class AggregationProcessor:
                 acc.add(value)
             if forward_all and not own:
                 passed.append(point)
-        if late:
-            buffers.late_discarded += late
-            self.stats.increment("aggregateDatapointsTooLate", late)
-        if invalid:
-            buffers.invalid_discarded += invalid
-            self.stats.increment("aggregateDatapointsInvalid", invalid)
+        self._count_discarded(late, invalid)
         return passed
 
     def flush(self, now: float, force: bool = False) -> Batch:

@@ -50,14 +50,10 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, Any]]:
                                '127.0.0.1:%d:%s' % (c.pickle_port, name)
                                for name, c in caches.items()))
     try:
-        for name, cache in caches.items():
+        for cache in caches.values():
+            # Paused writers wait for an update token before taking a metric, so every
+            # point stays in the cache (and visible over carbonlink).
             cache.start_foreground()
-            # The (single) writer thread pops the first metric it sees, then waits ~3 hours
-            # for a token: give it a decoy (created on disk first) so real points stay.
-            send_tcp(cache.line_port, b'decoy.%s 1 %d\n' % (name.encode(), end))
-            decoy = data_dir / 'decoy' / (name + '.wsp')
-            wait_for(decoy.exists,
-                     what='cache %s writer to block on its decoy' % name)
         relay.start_foreground()
         lines = b''.join(b'%s %r %d\n' % (metric.encode(), cached_value(i, k), end - 60 * k)
                          for i, metric in enumerate(METRICS) for k in list(range(10)) + [12])
