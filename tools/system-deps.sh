@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# System packages the tests use (Debian): installed only when missing.
+# System packages the tests use (Debian): installed only when missing. Package scripts
+# are not allowed to start services (no system-wide broker listening on every interface;
+# the tests start their own, on 127.0.0.1).
 set -euo pipefail
 need=()
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        policy=/usr/sbin/policy-rc.d
+        created=0
+        if [ ! -e "$policy" ]; then
+            printf '#!/bin/sh\nexit 101\n' > "$policy"
+            chmod +x "$policy"
+            created=1
+        fi
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${need[@]}" >/dev/null
+        if [ "$created" = 1 ]; then
+            rm -f "$policy"
+        fi
     else
         echo "system-deps: cannot install ${need[*]} (not root or no apt-get); tests needing them will fail" >&2
     fi
