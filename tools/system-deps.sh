@@ -14,6 +14,7 @@ if [ ${#need[@]} -gt 0 ]; then
             printf '#!/bin/sh\nexit 101\n' > "$policy"
             chmod +x "$policy"
             created=1
+            trap 'rm -f "$policy"' EXIT
         fi
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
