@@ -85,7 +85,8 @@ class Pipeline:
 
     def process_lines(self, batch: LineBatch) -> None:
         """Like ``process`` for a LineBatch; falls back to tuples at the first stage
-        that cannot handle lines."""
+        that cannot handle lines, or after a stage whose ``process_lines`` returned a
+        tuple batch (a list)."""
         for index, processor in enumerate(self.processors):
             if not batch:
                 return
@@ -99,7 +100,16 @@ class Pipeline:
                 if points:
                     self.sink.put_many(points)
                 return
-            batch = handle(batch)
+            result = handle(batch)
+            if isinstance(result, list):  # the stage answered with tuples: go on with them
+                for rest in self.processors[index + 1:]:
+                    if not result:
+                        return
+                    result = rest.process(result)
+                if result:
+                    self.sink.put_many(result)
+                return
+            batch = result
         if not batch:
             return
         if getattr(self.sink, "accepts_lines", False):

@@ -23,7 +23,7 @@ import os
 import re
 
 from carbon.config.errors import ConfigError
-from carbon.pipeline import Batch
+from carbon.pipeline import Batch, LineBatch
 
 PRE = "pre"
 POST = "post"
@@ -165,6 +165,12 @@ class RewriteProcessor:
         return metric
 
     # ``rewrite(metric)`` (set by set_rules): the cached rewritten form of one name.
+
+    def process_lines(self, batch: LineBatch) -> Batch | LineBatch:
+        """Lines pass unchanged without rules; else the tuple form is rewritten."""
+        if not self._rules:
+            return batch
+        return self.process(batch.points())
 
     def process(self, batch: Batch) -> Batch:
         if not self._rules:

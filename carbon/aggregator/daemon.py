@@ -84,8 +84,9 @@ class AggregationStages:
             self.log.aggregator("reloaded rewrite rules")
 
     def gauges(self) -> dict[str, Callable[[], float]]:
-        return {"allocatedBuffers": lambda: len(self.buffers),
-                "bufferedDatapoints": self.buffers.buffered_datapoints}
+        settle = self.aggregate.settle  # staged values count as buffered
+        return {"allocatedBuffers": lambda: (settle(), len(self.buffers))[1],
+                "bufferedDatapoints": lambda: (settle(), self.buffers.buffered_datapoints())[1]}
 
 
 def aggregator_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:

@@ -30,6 +30,17 @@ from carbon.pipeline import Batch, LineBatch
 MISS_MESSAGE = "Couldn't match metric %s with any aggregation rule. Passing on un-aggregated."
 
 
+class _Slot(list):
+    """Values staged for one output (``rule`` creates its buffer if needed)."""
+
+    __slots__ = ("output", "rule")
+
+    def __init__(self, output: str, rule) -> None:
+        super().__init__()
+        self.output = output
+        self.rule = rule
+
+
 class AggregationProcessor:
     """Feeds matching points into buffers and forwards the rest per FORWARD_ALL.
 
@@ -54,89 +65,125 @@ class AggregationProcessor:
                                   else bool(forward_unmatched))
         self.log_miss = log if (log is not None and settings.LOG_AGGREGATOR_MISSES
                                 and self.forward_all) else None
-        self._byte_matches: dict[bytes, tuple] = {}
-        self._frequencies = frozenset(rule.frequency for rule in ruleset.rules)
+        self._touched: list[_Slot] = []
+        self._staged_key: tuple[float, ...] | None = None
+        self._staged_stamp = 0.0
+        self._reset_staging()
+
+    def _reset_staging(self) -> None:
+        self._byte_matches: dict[bytes, tuple[_Slot, ...]] = {}
+        self._slots: dict[str, _Slot] = {}
+        self._shared_outputs = False
+        self._frequencies = tuple(sorted({rule.frequency for rule in self.ruleset.rules}))
 
     def set_ruleset(self, ruleset: RuleSet) -> None:
         """Switch to reloaded rules; buffers of unchanged rules carry on."""
+        self.settle()
         self.buffers.rebind(ruleset)
         self.ruleset = ruleset
-        self._byte_matches = {}
-        self._frequencies = frozenset(rule.frequency for rule in ruleset.rules)
+        self._reset_staging()
 
     def process_lines(self, batch: LineBatch) -> Batch | LineBatch:
-        """``process`` for canonical lines, without building tuples when nothing can pass.
+        """``process`` for canonical lines, without tuples when nothing can pass.
 
-        With FORWARD_ALL (or forward_unmatched) off, matched points are grouped per
-        output, in arrival order, and each group is added at once, which gives the
-        same buffers and counters as ``process``; a batch whose timestamps do not all
-        fall in one interval per rule frequency goes through ``process``. Otherwise
-        the tuple form goes through ``process`` and its result continues as tuples.
+        With FORWARD_ALL and forward_unmatched off, a batch whose timestamps all fall
+        in the same interval (per rule frequency) as the values already staged has its
+        matched values appended to per-output staging lists in arrival order; they are
+        added to the buffers (``settle``) before anything reads or changes them, which
+        gives the same buffers and counters as ``process``. Any other batch goes
+        through ``process`` (after settling) and its result continues as tuples.
         """
         if not self.ruleset.rules:
             return batch if self.forward_unmatched else []
-        if self.forward_unmatched or batch.values is None or batch.stamps is None:
+        if (self.forward_unmatched or batch.values is None or batch.stamps is None
+                or self._shared_outputs):
             return self.process(batch.points())
         stamps = batch.stamps
-        distinct = set(stamps)
         first = float(stamps[0])
-        if len(distinct) > 1:
-            times = [float(stamp) for stamp in distinct]
-            for freq in self._frequencies:
-                interval = first - first % freq
-                if any(t - t % freq != interval for t in times):
+        key = tuple(first - first % freq for freq in self._frequencies)
+        if len(set(stamps)) > 1:
+            for t in map(float, set(stamps)):
+                if tuple(t - t % freq for freq in self._frequencies) != key:
                     return self.process(batch.points())
-        self._add_grouped(batch.names, batch.values, first)
+        for name in set(batch.names).difference(self._byte_matches):
+            self._slots_for(name)  # before staging: it may find a shared output
+        if self._shared_outputs:
+            return self.process(batch.points())
+        if key != self._staged_key:
+            self.settle()
+            self._staged_key = key
+            self._staged_stamp = first
+        self._stage(batch.names, batch.values)
         return []
 
-    def _add_grouped(self, names: list[bytes], values: list[bytes], timestamp: float) -> None:
-        """Buffer every matched point, all with intervals those of ``timestamp``."""
+    def _stage(self, names: list[bytes], values: list[bytes]) -> None:
         cache = self._byte_matches
         cache_get = cache.get
-        limit = self.ruleset.cache_size
-        matches = self.ruleset.matches
-        groups: dict[str, tuple] = {}
-        groups_get = groups.get
-        for name, text in zip(names, values):
-            found = cache_get(name)
-            if found is None:
-                found = matches(name.decode())
-                if limit:
-                    if len(cache) >= limit:
-                        cache.clear()
-                    cache[name] = found
-            if not found:
-                continue
-            value = float(text)
-            for rule, output in found:
-                group = groups_get(output)
-                if group is None:
-                    group = groups[output] = (rule, [])
-                group[1].append(value)
+        touched = self._touched
+        for name, text in zip(names, values, strict=True):
+            slots = cache_get(name)
+            if slots is None:  # the cache is full or off
+                slots = self._slots_for(name)
+            if slots:
+                value = float(text)
+                for slot in slots:
+                    if not slot:
+                        touched.append(slot)
+                    slot.append(value)
+
+    def _slots_for(self, name: bytes) -> tuple[_Slot, ...]:
+        """The staging lists ``name`` feeds (cached); flags outputs two rules feed."""
+        found = self.ruleset.matches(name.decode())
+        slots = []
+        for rule, output in found:
+            slot = self._slots.get(output)
+            if slot is None:
+                slot = self._slots[output] = _Slot(output, rule)
+            elif slot.rule is not rule or slot in slots:
+                self._shared_outputs = True
+            slots.append(slot)
+        result = tuple(slots)
+        cache = self._byte_matches
+        if self.ruleset.cache_size:
+            if len(cache) >= self.ruleset.cache_size:
+                cache.clear()
+            cache[name] = result
+        return result
+
+    def settle(self) -> None:
+        """Add the staged values to the buffers, outputs in order of first value."""
+        touched = self._touched
+        if not touched:
+            return
+        self._touched = []
+        timestamp = self._staged_stamp
         buffers = self.buffers
         outputs = buffers.outputs
         horizon = buffers.horizon
         late = invalid = 0
-        for output, (rule, points) in groups.items():
-            ob = outputs.get(output)
+        for slot in touched:
+            ob = outputs.get(slot.output)
             if ob is None:
-                ob = buffers.get_buffer(output, rule)
+                ob = buffers.get_buffer(slot.output, slot.rule)
                 outputs = buffers.outputs
             freq = ob.frequency
             interval = timestamp - timestamp % freq
             acc = ob.intervals.get(interval)
             if acc is None:
                 if interval != interval:
-                    invalid += len(points)
+                    invalid += len(slot)
+                    slot.clear()
                     continue
                 base = ob.tomb_base
                 if base is not None and interval <= base:
                     k = round((base - interval) / freq)
                     if k < horizon and (ob.tomb_mask >> k) & 1:
-                        late += len(points)
+                        late += len(slot)
+                        slot.clear()
                         continue
                 acc = ob.intervals[interval] = ob.new_acc()
-            acc.add_many(points)
+            acc.add_many(slot)
+            slot.clear()
         self._count_discarded(late, invalid)
 
     def _count_discarded(self, late: int, invalid: int) -> None:
@@ -149,6 +196,8 @@ class AggregationProcessor:
 
     def process(self, batch: Batch) -> Batch:
         """Buffer matching points; return the points that pass through."""
+        if self._touched:
+            self.settle()
         if not self.ruleset.rules:
             return batch if self.forward_unmatched else []
         matches = self.ruleset.matches
@@ -201,6 +250,7 @@ class AggregationProcessor:
 
     def flush(self, now: float, force: bool = False) -> Batch:
         """Aggregates due at ``now`` (all pending ones with ``force``, e.g. at shutdown)."""
+        self.settle()
         out = self.buffers.flush(now, force)
         if out:
             self.stats.increment("aggregateDatapointsSent", len(out))
@@ -210,5 +260,6 @@ class AggregationProcessor:
 
     def update_gauges(self) -> None:
         """Set the allocatedBuffers and bufferedDatapoints gauges in Stats."""
+        self.settle()
         self.stats.counters["allocatedBuffers"] = len(self.buffers)
         self.stats.counters["bufferedDatapoints"] = self.buffers.buffered_datapoints()
