@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import whisper
@@ -33,6 +34,38 @@ def query(port: int, request: dict) -> dict:
         while len(data) < 4 or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
             data += sock.recv(65536)
     return pickle.loads(data[4:])
+
+
+def render_json(whisper_dir: Path, now: int) -> str:
+    """Start graphite-render on 127.0.0.1 and ask /render for the demo series as JSON."""
+    port = free_port()
+    settings = RUN / "conf" / "local_settings.py"
+    settings.write_text("WHISPER_DIR = %r\nCARBONLINK_HOSTS = ['127.0.0.1:7002:a']\n"
+                        % str(whisper_dir))
+    render = [str(Path(sys.executable).parent / "graphite-render"), "--config", str(settings),
+              "--bind", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(render, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        url = ("http://127.0.0.1:%d/render?target=sumSeries(demo.servers.*.cpu)&from=%d"
+               "&until=%d&format=json" % (port, now - 360, now))
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    return "GET %s\n%s" % (url, response.read().decode())
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    return "graphite-render did not answer"
+                time.sleep(0.2)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def main() -> int:
@@ -73,6 +106,7 @@ def main() -> int:
             (start, end, step), values = whisper.fetch(str(wsp), now - 360, now)
             points = [(start + i * step, v) for i, v in enumerate(values) if v is not None]
             print("%s: %s" % (wsp.relative_to(RUN), points))
+        print(render_json(whisper_dir, now))
         status = subprocess.run(script + ["--config", str(carbon_conf), "status"], env=env,
                                 capture_output=True, text=True)
         print("$ carbon-cache.py status\n" + status.stdout, end="")
