@@ -18,12 +18,11 @@ Points = list[tuple[float, float]]
 
 
 def dedupe_sorted(raw: array) -> Points:
-    """Interleaved (ts, value) pairs -> sorted unique points, last value winning."""
-    latest: dict[float, float] = {}
-    it = iter(raw)
-    for stamp in it:
-        latest[stamp] = next(it)
-    return sorted(latest.items())
+    """Interleaved (ts, value) pairs -> sorted unique points, last value winning.
+
+    ``dict(zip(...))`` keeps the last value of a repeated timestamp, all in C.
+    """
+    return sorted(dict(zip(raw[::2], raw[1::2])).items())
 
 
 class MetricCache:

@@ -91,6 +91,7 @@ class WhisperDatabase:
         self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
         self._checked: tuple[str, os.stat_result, float] | None = None
         self._created: dict[str, Handle] = {}  # just-created files' descriptors, not cached
+        self._dirs: set[str] = set()  # directories known to exist (bounded like _paths)
 
     # -- paths -------------------------------------------------------------------------
 
@@ -128,11 +129,20 @@ class WhisperDatabase:
                xfilesfactor: float | None, aggregation_method: str | None) -> None:
         """Create the metric's file as whisper.create would (None picks 0.5 / average)."""
         path = self.get_filesystem_path(metric)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = create_file(path, retentions, xfilesfactor, aggregation_method,
-                         sparse=self.sparse_create, use_fallocate=self.fallocate_create,
-                         lock=self.lock_writes, fadvise_random=self.fadvise_random,
-                         autoflush=self.autoflush)
+        directory = os.path.dirname(path)
+        if directory not in self._dirs:
+            os.makedirs(directory, exist_ok=True)
+            if len(self._dirs) >= _PATH_CACHE_SIZE:
+                self._dirs.clear()
+            self._dirs.add(directory)
+        options = dict(sparse=self.sparse_create, use_fallocate=self.fallocate_create,
+                       lock=self.lock_writes, fadvise_random=self.fadvise_random,
+                       autoflush=self.autoflush)
+        try:
+            fd = create_file(path, retentions, xfilesfactor, aggregation_method, **options)
+        except FileNotFoundError:  # the directory was removed since we made it
+            os.makedirs(directory, exist_ok=True)
+            fd = create_file(path, retentions, xfilesfactor, aggregation_method, **options)
         with self._lock:
             # keep the new descriptor for the write that follows a create (no re-open)
             handle = self._fds.adopt_for_use(path, fd)

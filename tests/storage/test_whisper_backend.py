@@ -264,3 +264,17 @@ def test_files_sharing_a_schema_keep_their_own_header(make_db, tmp_path) -> None
     for name, ref in refs.items():
         assert _read(db.get_filesystem_path(name)) == _read(ref)
     assert db.get_metadata("s2", "aggregationMethod") == "average"
+
+
+def test_create_after_its_directory_was_removed(tmp_path):
+    import shutil
+
+    from carbon.config.settings import Settings
+    from carbon.storage.whisper_backend import WhisperDatabase
+
+    db = WhisperDatabase(Settings(LOCAL_DATA_DIR=str(tmp_path)))
+    db.create("gone.dir.a", [(60, 10)], None, None)
+    shutil.rmtree(tmp_path / "gone")
+    db.create("gone.dir.b", [(60, 10)], None, None)  # the cached directory is made again
+    db.write("gone.dir.b", [(600.0, 1.0)], now=660)
+    assert db.exists("gone.dir.b") and not db.exists("gone.dir.a")
