@@ -22,7 +22,7 @@ def dedupe_sorted(raw: array) -> Points:
 
     ``dict(zip(...))`` keeps the last value of a repeated timestamp, all in C.
     """
-    return sorted(dict(zip(raw[::2], raw[1::2])).items())
+    return sorted(dict(zip(raw[::2], raw[1::2], strict=True)).items())
 
 
 class MetricCache:
