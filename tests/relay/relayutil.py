@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from twisted.internet import defer
@@ -17,9 +16,9 @@ from harness import sleep
 
 def free_port() -> int:
     """A port nobody listens on right now (for a destination that starts later)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    from tests.support import free_port as below_ephemeral_range
+
+    return below_ephemeral_range()
 
 
 def relay_settings(storage: Any, ports: list[int], **overrides: Any) -> Settings:
