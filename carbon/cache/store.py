@@ -37,7 +37,6 @@ class MetricCache:
         self.lock = threading.Lock()
         self.data: dict[str, array] = {}
         self.size = 0
-        self.first_seen: dict[str, float] = {}
         # Points taken by a writer thread and not yet on disk: still answered by
         # carbonlink (``get``) so a reader never sees them in neither place.
         self.writing: dict[str, Points] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from twisted.internet import defer, threads
@@ -104,7 +103,3 @@ class CacheDaemon(Daemon):
         close = getattr(self.database, "close", None)
         if close is not None:
             close()
-
-
-def data_dir_ready(settings: Any) -> None:
-    os.makedirs(settings.LOCAL_DATA_DIR, exist_ok=True)

@@ -43,7 +43,6 @@ class Writer:
         self.idle_event = threading.Event()
         self.thread: threading.Thread | None = None
         self.throttled_streak = 0
-        self.deferred_creates = 0
         self.waited = 0.0
         self.tag_feed: Any = None
         # Several threads overlap file-system calls (creates above all); one metric is
@@ -90,7 +89,6 @@ class Writer:
         if not self.database.exists(metric):
             if not self.create_limiter.take(blocking=False):
                 self.cache.restore(metric, points)
-                self.deferred_creates += 1
                 self.stats.increment("deferredCreates")
                 self.throttled_streak += 1
                 if self.throttled_streak >= max(len(self.cache), 1):
