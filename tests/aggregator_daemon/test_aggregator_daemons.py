@@ -153,3 +153,19 @@ def test_reload_on_change_and_sighup_keeps_buffered_data(tmp_path, downstream):
                  what="buffered data kept across reloads")
     finally:
         agg.kill()
+
+
+def test_self_metrics_reach_the_cache(tmp_path, downstream):
+    import socket
+
+    agg = aggregator(tmp_path, downstream, CARBON_METRIC_INTERVAL=1)
+    agg.start_foreground()
+    try:
+        send_tcp(agg.line_port, inputs("selfm"))
+        prefix = "carbon.aggregator.%s-a." % socket.gethostname().replace(".", "_")
+        for name in ("aggregateDatapointsSent", "allocatedBuffers", "bufferedDatapoints",
+                     "metricsReceived", "cpuUsage", "memUsage", "activeConnections"):
+            wait_for(lambda n=name: downstream.whisper_path(prefix + n).exists(), timeout=30,
+                     what=prefix + name)
+    finally:
+        agg.kill()
