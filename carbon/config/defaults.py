@@ -55,6 +55,7 @@ DEFAULTS = dict(
     AMQP_USER="guest",
     AMQP_PASSWORD="guest",
     AMQP_EXCHANGE="graphite",
+    AMQP_QUEUE="",
     AMQP_METRIC_NAME_IN_BODY=False,
     AMQP_VERBOSE=False,
     AMQP_SPEC=None,

@@ -97,7 +97,13 @@ class AMQPMetricListener(AMQPClient):
         exchange = str(settings.AMQP_EXCHANGE)
         log("New AMQP connection made")
         yield self.exchange_declare(exchange, "topic", durable=True)
-        queue = yield self.queue_declare(exclusive=True)
+        named = str(settings.get("AMQP_QUEUE") or "")
+        if named:
+            # Opt-in: a durable named queue keeps messages while the daemon is stopped
+            # (carbon's exclusive queue, the default, is deleted with the connection).
+            queue = yield self.queue_declare(named, exclusive=False, durable=True)
+        else:
+            queue = yield self.queue_declare(exclusive=True)
         for pattern in bind_patterns(settings):
             log("binding exchange '%s' to queue '%s' with pattern %s" % (exchange, queue, pattern))
             yield self.queue_bind(queue, exchange, pattern)

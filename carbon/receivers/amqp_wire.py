@@ -242,10 +242,14 @@ class AMQPClient(Protocol):
         return self.call(EXCHANGE_DECLARE, args, EXCHANGE_DECLARE_OK)
 
     @defer.inlineCallbacks
-    def queue_declare(self, queue: str = "", exclusive: bool = True) -> Any:
-        """Declare a queue; fires with its (server-generated if empty) name."""
+    def queue_declare(self, queue: str = "", exclusive: bool = True,
+                      durable: bool = False) -> Any:
+        """Declare a queue; fires with its (server-generated if empty) name.
+
+        An exclusive queue is also auto-deleted; a durable one survives broker and
+        consumer restarts."""
         args = (struct.pack("!H", 0) + shortstr(queue)
-                + bits(False, False, exclusive, exclusive, False) + table())
+                + bits(False, durable, exclusive, exclusive, False) + table())
         reply = yield self.call(QUEUE_DECLARE, args, QUEUE_DECLARE_OK)
         return reply.shortstr().decode("utf-8")
 

@@ -174,3 +174,16 @@ def test_publisher_rejects_bad_arguments(argv):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=40,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 2
+
+
+def test_named_durable_queue_keeps_messages_while_stopped(tmp_path, broker):
+    settings = {"AMQP_QUEUE": "carbon-durable-test"}
+    first = amqp_daemon(tmp_path / "one", broker, "durable_test", **settings)
+    first.kill()  # the queue stays, bound, with nobody consuming
+    publish(broker, "durable_test", "amqp.durable.while_down", "7", str(NOW - 60))
+    second = amqp_daemon(tmp_path / "two", broker, "durable_test", **settings)
+    try:
+        wait_for(lambda: stored(second, "amqp.durable.while_down") == {NOW - 60: 7.0},
+                 what="message published while the daemon was down")
+    finally:
+        second.kill()
