@@ -83,6 +83,15 @@ class CacheDaemon(Daemon):
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)
 
+    def flush_logs(self) -> None:
+        """One summary line per interval for every bounded log of the cache daemon."""
+        super().flush_logs()
+        self.cache_sink.overflow_log.flush()
+        self.cache_sink.bad_names.flush()
+        self.writer.errors.flush()
+        if self.writer.tag_feed is not None:
+            self.writer.tag_feed.errors.flush()
+
     def reload_schemas(self) -> None:
         problem = self.schemas.reload_if_changed()
         if problem:

@@ -142,12 +142,17 @@ def test_flow_control_loses_nothing(tmp_path):
 
 def test_overflow_without_flow_control_is_counted(tmp_path):
     instance = CarbonInstance(tmp_path, MAX_CACHE_SIZE=100, USE_FLOW_CONTROL=False,
-                              MAX_UPDATES_PER_SECOND=0.0001, CARBON_METRIC_INTERVAL=1)
+                              MAX_UPDATES_PER_SECOND=0.0001, CARBON_METRIC_INTERVAL=1,
+                              BAD_LINE_LOG_INTERVAL=1)
     instance.start_foreground()
     try:
-        send_tcp(instance.line_port, b"".join(b"of.m%d 1 %d\n" % (i, NOW) for i in range(500)))
+        for _batch in range(10):  # more drops than the samples an interval logs
+            send_tcp(instance.line_port,
+                     b"".join(b"of.m%d 1 %d\n" % (i, NOW) for i in range(500)))
         wait_for(lambda: "datapoints dropped" in instance.output(), timeout=30,
                  what="overflow log")
+        wait_for(lambda: "datapoints dropped: MetricCache is full in the last interval"
+                 in instance.output(), timeout=30, what="overflow summary line")
         bulk = carbonlink(instance.query_port, {"type": "cache-query-bulk", "metrics": [
             "of.m%d" % i for i in range(500)]})["datapointsByMetric"]
         assert sum(len(v) for v in bulk.values()) <= 100
