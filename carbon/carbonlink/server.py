@@ -8,7 +8,6 @@ reference's exact shapes.
 from __future__ import annotations
 
 import pickle
-import struct
 import traceback
 from typing import Any
 
@@ -18,6 +17,7 @@ from twisted.internet.protocol import Factory, Protocol
 from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
+from carbon.receivers.framing import frame, split_frames
 from carbon.receivers.unpickler import PICKLE_ERRORS, loads
 
 MAX_REQUEST_LENGTH = 1024 ** 3
@@ -92,28 +92,20 @@ class CarbonLinkProtocol(Protocol):
             self.handler.log.query("%s connection lost: %s" % (self.peer, reason.value))
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
-        buffer = self.buffer + data
-        offset = 0
+        frames, self.buffer, oversized = split_frames(self.buffer + data, MAX_REQUEST_LENGTH)
         out = []
         insecure = bool(self.handler.settings.USE_INSECURE_UNPICKLER)
-        while len(buffer) - offset >= 4:
-            (length,) = struct.unpack_from("!I", buffer, offset)
-            if length > MAX_REQUEST_LENGTH:
-                self.transport.loseConnection()
-                return
-            end = offset + 4 + length
-            if end > len(buffer):
-                break
+        for payload in frames:
             try:
-                request = loads(buffer[offset + 4:end], insecure)
+                request = loads(payload, insecure)
             except PICKLE_ERRORS as exc:
                 self.handler.log.query("[%s] invalid request: %s; closing" % (self.peer, exc))
                 self.transport.loseConnection()
                 return
-            response = pickle.dumps(self.handler.handle(request, self.peer), protocol=2)
-            out.append(struct.pack("!I", len(response)) + response)
-            offset = end
-        self.buffer = buffer[offset:]
+            out.append(frame(pickle.dumps(self.handler.handle(request, self.peer), protocol=2)))
+        if oversized is not None:
+            self.transport.loseConnection()
+            return
         if out:
             self.transport.write(b"".join(out))
 

@@ -6,7 +6,6 @@ Each socket read is parsed in bulk into one batch and handed to the pipeline.
 from __future__ import annotations
 
 import socket
-import struct
 from typing import Any
 
 from twisted.internet.error import ConnectionDone
@@ -15,6 +14,7 @@ from twisted.protocols.policies import TimeoutMixin
 
 from carbon.pipeline import Batch
 from carbon.receivers.context import ReceiverContext
+from carbon.receivers.framing import split_frames
 from carbon.receivers.lineparse import canonical_lines, parse_lines, printable, split_buffer
 from carbon.receivers.unpickler import PICKLE_ERRORS, loads
 
@@ -179,44 +179,35 @@ class PickleReceiver(MetricReceiver):
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         self.resetTimeout()
-        buffer = self.buffer + data
-        offset = 0
+        frames, self.buffer, oversized = split_frames(self.buffer + data, self.max_length)
         batch: Batch = []
         bad = 0
-        while len(buffer) - offset >= 4:
-            (length,) = struct.unpack_from("!I", buffer, offset)
-            if length > self.max_length:
-                self.context.stats.increment("invalidPickles")
-                self.context.bad_pickles.record(
-                    "from %s: message of %d bytes exceeds PICKLE_RECEIVER_MAX_LENGTH %d, "
-                    "closing connection" % (self.peer, length, self.max_length))
-                self.buffer = b""
-                self.deliver(batch)
-                self.transport.loseConnection()
-                return
-            end = offset + 4 + length
-            if end > len(buffer):
-                break
+        for payload in frames:
             try:
-                items = loads(buffer[offset + 4:end], self.insecure)
+                items = loads(payload, self.insecure)
             except PICKLE_ERRORS as exc:
-                self.context.stats.increment("invalidPickles")
-                self.context.bad_pickles.record(
-                    "from %s: %s: %s; closing connection" % (self.peer, type(exc).__name__, exc))
-                self.buffer = b""
-                self.deliver(batch)
-                self.transport.loseConnection()
+                self._close_bad("%s: %s" % (type(exc).__name__, exc), batch)
                 return
             points, wrong = points_from_pickle(items)
             batch.extend(points)
             bad += wrong
-            offset = end
-        self.buffer = buffer[offset:]
+        if oversized is not None:
+            self._close_bad("message of %d bytes exceeds PICKLE_RECEIVER_MAX_LENGTH %d"
+                            % (oversized, self.max_length), batch)
+            return
         if bad:
             self.context.stats.increment("invalidLines", bad)
             self.context.bad_lines.record("%d invalid datapoints in pickle from %s" % (
                 bad, self.peer), bad)
         self.deliver(batch)
+
+    def _close_bad(self, reason: str, batch: Batch) -> None:
+        """Count and log a bad message, keep the good ones before it, close."""
+        self.context.stats.increment("invalidPickles")
+        self.context.bad_pickles.record("from %s: %s; closing connection" % (self.peer, reason))
+        self.buffer = b""
+        self.deliver(batch)
+        self.transport.loseConnection()
 
 
 class UDPReceiver(DatagramProtocol):
