@@ -77,7 +77,6 @@ def load_settings(program: str, instance: str | None = "a", config: str | None =
             provided.update(e.key.upper() for e in section.entries)
 
     apply(name)
-    settings.setdefault("STORAGE_DIR", env.get("GRAPHITE_STORAGE_DIR", join(root, "storage")))
     if "STORAGE_DIR" not in provided:
         settings["STORAGE_DIR"] = env.get("GRAPHITE_STORAGE_DIR", join(root, "storage"))
 

@@ -41,9 +41,7 @@ class Writer:
         self.errors = IntervalLog(log.msg, "write errors")
         self.stop_event = threading.Event()
         self.idle_event = threading.Event()
-        self.thread: threading.Thread | None = None
         self.throttled_streak = 0
-        self.waited = 0.0
         self.tag_feed: Any = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
@@ -73,17 +71,17 @@ class Writer:
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
         started = time.time()
         self.update_limiter.take()
-        self.waited = time.time() - started
+        waited = time.time() - started
         metric, points = self._take()
         if metric is None:
             return False
         try:
-            return self._write(metric, points)
+            return self._write(metric, points, waited)
         finally:
             self.cache.written(metric)
             self.in_flight.discard(metric)
 
-    def _write(self, metric: str, points: list) -> bool:
+    def _write(self, metric: str, points: list, waited: float) -> bool:
         if not points:
             return True
         if not self.database.exists(metric):
@@ -98,7 +96,6 @@ class Writer:
             if not self._create(metric):
                 return True
         self.throttled_streak = 0
-        waited = self.waited
         try:
             started = time.time()
             self.database.write(metric, points)
@@ -160,7 +157,6 @@ class Writer:
                                       daemon=True)
             self.threads.append(thread)
             thread.start()
-        self.thread = self.threads[0]
 
     def stop(self, timeout: float | None = None) -> None:
         self.stop_event.set()
