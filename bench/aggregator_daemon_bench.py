@@ -102,9 +102,8 @@ def start(impl: str, base: Path) -> subprocess.Popen:
                "--config", conf, "--nodaemon", "start"]
     else:
         env["PYTHONPATH"] = str(ROOT)
-        cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
-               "run('carbon-aggregator', sys.argv[1:], %r)" % str(base / "bin" / "x"),
-               "--config", conf, "--nodaemon", "start"]
+        cmd = [sys.executable, "-m", "carbon.daemon", "carbon-aggregator", "--config", conf,
+               "--nodaemon", "start"]
     return subprocess.Popen(cmd, stdout=open(base / "daemon.log", "w"),
                             stderr=subprocess.STDOUT, env=env, cwd=str(base))
 

@@ -62,9 +62,8 @@ def start(impl: str, base: Path) -> subprocess.Popen:
         cmd = [str(venv / "bin" / "python"), str(venv / "bin" / "carbon-cache.py"),
                "--config", str(base / "conf" / "carbon.conf"), "--nodaemon", "start"]
     else:
-        cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
-               "run('carbon-cache', sys.argv[1:], %r)" % str(base / "bin" / "x")]
-        cmd += ["--config", str(base / "conf" / "carbon.conf"), "--nodaemon", "start"]
+        cmd = [sys.executable, "-m", "carbon.daemon", "carbon-cache",
+               "--config", str(base / "conf" / "carbon.conf"), "--nodaemon", "start"]
     env = {"GRAPHITE_ROOT": str(base), "PATH": "/usr/bin:/bin"}
     if impl != "reference":
         env["PYTHONPATH"] = str(ROOT)

@@ -145,9 +145,8 @@ def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
             cmd += ["-q", str(BIG_QUEUE)]
     else:
         env["PYTHONPATH"] = str(ROOT)
-        cmd = [sys.executable, "-c", "import sys; from carbon.daemon.cli import run; "
-               "run('carbon-relay', sys.argv[1:], %r)" % str(base / "bin" / "x"),
-               "--config", conf, "--nodaemon", "start"]
+        cmd = [sys.executable, "-m", "carbon.daemon", "carbon-relay", "--config", conf,
+               "--nodaemon", "start"]
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(base))
 
 

@@ -140,9 +140,7 @@ class CarbonInstance:
 
     @property
     def script(self) -> list[str]:
-        return [sys.executable, "-c",
-                "import sys; from carbon.daemon.cli import run; run(%r, sys.argv[1:], %r)"
-                % (self.program, str(self.root / "bin" / (self.program + ".py")))]
+        return [sys.executable, "-m", "carbon.daemon", self.program]
 
     def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
         env = dict(os.environ, GRAPHITE_ROOT=str(self.root), PYTHONPATH=str(ROOT))

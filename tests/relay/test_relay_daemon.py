@@ -35,10 +35,8 @@ def _write_conf(base: Path, line_port: int, dest_port: int, protocol: str = "pic
 
 
 def _start(base: Path) -> subprocess.Popen:
-    code = ("import sys; from carbon.daemon.cli import run; "
-            "run('carbon-relay', sys.argv[1:], %r)" % str(base / "bin" / "carbon-relay.py"))
     env = {"GRAPHITE_ROOT": str(base), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", code, "--config",
+    return subprocess.Popen([sys.executable, "-m", "carbon.daemon", "carbon-relay", "--config",
                              str(base / "conf" / "carbon.conf"), "--nodaemon", "start"],
                             stdout=open(base / "relay.out", "a"), stderr=subprocess.STDOUT,
                             env=env, cwd=str(base))
