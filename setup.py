@@ -1,6 +1,42 @@
-"""Packaging for the carbon stack reimplementation."""
+"""Packaging for the carbon stack reimplementation.
 
-from setuptools import find_packages, setup
+The C accelerators in ``NATIVE`` are optional: each is built when a C compiler and the
+Python headers are present, and the pure-Python code it mirrors is used otherwise (set
+CARBON_REQUIRE_NATIVE=1 to make a failed build an error, as the test setup does).
+"""
+
+import os
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+NATIVE = [
+    Extension("carbon.receivers._lines", ["carbon/receivers/_lines.c"]),
+]
+
+
+class OptionalBuildExt(build_ext):
+    """Build each accelerator on its own; one that cannot be built is skipped."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:  # no compiler at all
+            self._skipped("the C accelerators", exc)
+
+    def build_extension(self, ext):
+        if not all(os.path.exists(source) for source in ext.sources):
+            return self._skipped(ext.name, "source missing")
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            self._skipped(ext.name, exc)
+
+    @staticmethod
+    def _skipped(what, why):
+        if os.environ.get("CARBON_REQUIRE_NATIVE"):
+            raise SystemExit("error: %s not built: %s" % (what, why))
+        print("warning: %s not built (%s); the pure-Python code is used" % (what, why))
 
 setup(
     name="carbon-fast",
@@ -8,6 +44,8 @@ setup(
     description="A fast, drop-in reimplementation of Graphite's Carbon daemons and render API",
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
     python_requires=">=3.9",
+    ext_modules=NATIVE,
+    cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
         "twisted>=22.10",
         "whisper==1.1.10",

@@ -7,7 +7,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install -q --upgrade pip setuptools wheel
-"$VENV/bin/pip" install -q -e '.[test]'
+CARBON_REQUIRE_NATIVE=1 "$VENV/bin/pip" install -q -e '.[test]'
 if [ -x tools/system-deps.sh ]; then
     tools/system-deps.sh
 fi
