@@ -6,8 +6,10 @@ VENV="${VENV:-.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
+# Build the C accelerators or fail (their tests then check the C paths are the ones used).
+export CARBON_REQUIRE_NATIVE=1
 "$VENV/bin/pip" install -q --upgrade pip setuptools wheel
-CARBON_REQUIRE_NATIVE=1 "$VENV/bin/pip" install -q -e '.[test]'
+"$VENV/bin/pip" install -q -e '.[test]'
 if [ -x tools/system-deps.sh ]; then
     tools/system-deps.sh
 fi

@@ -17,6 +17,11 @@ import time
 
 from carbon.pipeline import Batch, LineBatch
 
+try:  # the C accelerator (setup.py builds it when it can); same results, ~10x faster
+    from carbon.receivers._lines import parse_lines as _native_parse_lines
+except ImportError:  # pragma: no cover - depends on the build
+    _native_parse_lines = None
+
 MAX_LOGGED_LINE = 400
 
 # A value whose %.10f form (trailing zeros and dot stripped) is its own text: '-' the
@@ -41,7 +46,17 @@ def parse_lines(lines: list[bytes], now: float | None = None,
     A line is bad if it has not exactly three fields, its name is not UTF-8,
     its value or timestamp is not a finite number. A timestamp of -1 means now
     (as in carbon). With ``resolution``, timestamps are floored to a multiple of it.
+    Bad lines are returned as they came, for counting and logging.
     """
+    if _native_parse_lines is not None and type(lines) is list:
+        return _native_parse_lines(lines, time.time() if now is None else now,
+                                   int(resolution or 0))
+    return parse_lines_py(lines, now, resolution)
+
+
+def parse_lines_py(lines: list[bytes], now: float | None = None,
+                   resolution: int = 0) -> tuple[Batch, list[bytes]]:
+    """The pure-Python ``parse_lines`` (used when the C accelerator is not built)."""
     batch: Batch = []
     bad: list[bytes] = []
     append = batch.append
@@ -128,7 +143,7 @@ def split_buffer(buffer: bytes, max_length: int) -> tuple[list[bytes], bytes, in
     lines = buffer.split(b"\n")
     tail = lines.pop()
     overlong = 0
-    if max_length and any(len(line) > max_length for line in lines):
+    if max_length and lines and max(map(len, lines)) > max_length:
         kept = [line for line in lines if len(line) <= max_length]
         overlong = len(lines) - len(kept)
         lines = kept

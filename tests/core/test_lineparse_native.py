@@ -1,0 +1,77 @@
+"""The C line parser gives exactly the pure-Python parser's results."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+from hypothesis import example, given, settings, strategies as st
+
+from carbon.receivers import lineparse
+
+native = lineparse._native_parse_lines
+
+pytestmark = pytest.mark.skipif(
+    native is None and not os.environ.get("CARBON_REQUIRE_NATIVE"),
+    reason="C accelerator not built")
+
+
+def test_accelerator_is_built_where_required():
+    # tools/test.sh builds with CARBON_REQUIRE_NATIVE=1: there the C path is what runs.
+    assert native is not None
+    assert lineparse.parse_lines.__module__ == "carbon.receivers.lineparse"
+
+
+def same(lines: list[bytes], now: float = 1234.5, resolution: int = 0) -> None:
+    got_batch, got_bad = native(lines, now, resolution)
+    want_batch, want_bad = lineparse.parse_lines_py(lines, now, resolution)
+    assert got_bad == want_bad
+    assert len(got_batch) == len(want_batch)
+    for got, want in zip(got_batch, want_batch, strict=True):
+        assert got[0] == want[0] and type(got[0]) is str
+        for a, b in zip(got[1:], want[1:], strict=True):
+            # bit-identical doubles, -0.0 included
+            assert math.copysign(1, a) == math.copysign(1, b) and a == b
+
+
+TOKENS = [b"0", b"-0", b"1", b"-1", b"1.5", b"-1.5", b".5", b"5.", b"-.5", b"1e3", b"1E-3",
+          b"+1", b"1_0", b"inf", b"-inf", b"nan", b"Infinity", b"0x10", b"1e999", b"-1e999",
+          b"123456789012345", b"1234567890123456", b"12345678901234567890", b"0.1",
+          b"0.30000000000000004", b"3.14159", b"1..2", b"--1", b"-", b".", b"", b"e5",
+          b"1e", b"\xd9\xa1", b"\xff", b"-1.0", b"-1.5", b"-2", b"-1.999", b"00012",
+          b"1.000000000000000000000001", b"9007199254740993", b"4.35", b"1e-400"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(TOKENS + [b"a.b", b"\xe2\x82\xac", b"x;t=1"]),
+                         max_size=5), max_size=30),
+       st.sampled_from([b" ", b"  ", b"\t", b" \r", b"\x0b", b"\x0c", b"\x1c", b"\xa0"]),
+       st.sampled_from([0, 1, 10, 60, 7]))
+@example([[b"a", b"1", b"-1"], [b"a", b"1", b"-1.5"], [b"a", b"1", b"-2"]], b" ", 60)
+def test_same_as_python_on_token_soup(rows, separator, resolution):
+    same([separator.join(row) for row in rows], resolution=resolution)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=30), st.sampled_from([0, 10]))
+def test_same_as_python_on_random_bytes(lines, resolution):
+    same(lines, resolution=resolution)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(allow_nan=True, allow_infinity=True),
+                          st.floats(min_value=-1e20, max_value=1e20)), max_size=20),
+       st.sampled_from([0, 1, 60]))
+def test_same_as_python_on_float_reprs(pairs, resolution):
+    lines = []
+    for value, stamp in pairs:
+        lines.append(b"m %r %r" % (value, stamp))
+        lines.append(b"m %.10f %d" % (value, stamp) if math.isfinite(value)
+                     else b"m %r 1" % value)
+    same(lines, resolution=resolution)
+
+
+def test_rejects_non_bytes_lines_with_type_error():
+    with pytest.raises(TypeError):
+        native(["a 1 2"], 0.0, 0)
