@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable, Optional
 
 from webapp import functions_views, metrics
 from webapp.cpu_gate import CpuGate
+from webapp.events import views as event_views
+from webapp.events.store import make_event_store
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.render import views as render_views
 from webapp.render.evaluator import InputError, format_input_error
@@ -56,6 +58,9 @@ ROUTES: list[tuple[str, View]] = [
     (r'/functions/(.+)', functions_views.function_details),
     (r'/functions/?', functions_views.function_list),
     (r'/version/?', version_view),
+    (r'/events/get_data?', event_views.get_data_view),
+    (r'/events/(\d+)/?', event_views.detail_view),
+    (r'/events/?', event_views.events_view),
 ]
 _COMPILED = [(re.compile('^' + pattern + '$'), view) for pattern, view in ROUTES]
 _USER_ERRORS = (InputError, TargetSyntaxError, TagSpecError, FindLimitError)
@@ -70,7 +75,8 @@ def _user_error_classes() -> tuple[type, ...]:
 
 
 class GraphiteApp:
-    """A WSGI callable answering graphite-web's render, metrics, tags and functions API."""
+    """A WSGI callable answering graphite-web's render, metrics, tags, events and functions
+    API."""
 
     def __init__(self, settings: WebSettings, store: Store) -> None:
         self.settings = settings
@@ -92,6 +98,8 @@ class GraphiteApp:
             carbonlink.close()
         if self.store.tagdb is not None:
             self.store.tagdb.close()
+        if self.store.events is not None:
+            self.store.events.close()
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -155,5 +163,5 @@ def make_app(settings: WebSettings, store: Optional[Store] = None) -> GraphiteAp
         carbonlink = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS \
             else None
         finder = WhisperFinder(settings.WHISPER_DIR, carbonlink)
-        store = Store(settings, finder, make_tagdb(settings))
+        store = Store(settings, finder, make_tagdb(settings), events=make_event_store(settings))
     return GraphiteApp(settings, store)

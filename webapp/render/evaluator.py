@@ -48,6 +48,9 @@ def make_context(store: Any, settings: Any, start: datetime, end: datetime, now:
         'failedHosts': [], 'store': store, 'settings': settings,
         'evaluateTarget': evaluate_target, 'fetchSeries': fetch_series,
     }
+    events = getattr(store, 'events', None)
+    if events is not None:
+        ctx['findEvents'] = events.event_times
     ctx.update(extra)
     return ctx
 

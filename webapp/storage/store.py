@@ -68,10 +68,11 @@ class Store:
     """Finds, fetches, indexes and tag look-ups over all configured sources."""
 
     def __init__(self, settings: Any, local_finder: Any, tagdb: Any = None,
-                 remotes: Optional[list[RemoteFinder]] = None) -> None:
+                 remotes: Optional[list[RemoteFinder]] = None, events: Any = None) -> None:
         self.settings = settings
         self.local_finder = local_finder
         self.tagdb = tagdb
+        self.events = events  # webapp.events.store.EventStore, or None
         if remotes is None:
             remotes = []
             for host in settings.CLUSTER_SERVERS:

@@ -1,0 +1,1 @@
+"""graphite-web's events: an SQLite store (events_event) and the /events endpoints."""
