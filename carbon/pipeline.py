@@ -11,6 +11,12 @@ whole-read at a time and are already in the form a line destination sends: a
 pipeline whose processors and sink all accept it (``Pipeline.accepts_lines``) moves
 them without ever making tuples (``Pipeline.process_lines``). Any stage that does not
 handle lines gets the tuple form (``LineBatch.points()``) instead.
+
+A third, ``Pipeline.process_chunk``, hands a whole read (bytes, complete lines) to
+the first processor with a ``process_chunk`` method when every processor before it
+lets reads through untouched (``passes_chunks`` true). That processor either
+consumes the read entirely (nothing continues down the pipeline) and returns its
+number of datapoints, or returns None and the caller parses the read as usual.
 """
 
 from __future__ import annotations
@@ -75,6 +81,27 @@ class Pipeline:
             batch = processor.process(batch)
         if batch:
             self.sink.put_many(batch)
+
+    def _chunk_stage(self) -> Processor | None:
+        for processor in self.processors:
+            if hasattr(processor, "process_chunk"):
+                return processor
+            if not getattr(processor, "passes_chunks", False):
+                return None
+        return None
+
+    @property
+    def accepts_chunks(self) -> bool:
+        """True if a processor consumes whole reads (see the module docstring)."""
+        return self._chunk_stage() is not None
+
+    def process_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
+        """The datapoints of ``chunk`` a processor consumed whole, or None if the
+        read must go the usual way (parsed, then ``process_lines`` or ``process``)."""
+        stage = self._chunk_stage()
+        if stage is None:
+            return None
+        return stage.process_chunk(chunk, max_length)  # type: ignore[attr-defined]
 
     @property
     def accepts_lines(self) -> bool:

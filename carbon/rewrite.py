@@ -166,6 +166,11 @@ class RewriteProcessor:
 
     # ``rewrite(metric)`` (set by set_rules): the cached rewritten form of one name.
 
+    @property
+    def passes_chunks(self) -> bool:
+        """No rules for this section: whole reads pass untouched (``Pipeline.process_chunk``)."""
+        return not self._rules
+
     def process_lines(self, batch: LineBatch) -> Batch | LineBatch:
         """Lines pass unchanged without rules; else the tuple form is rewritten."""
         if not self._rules:

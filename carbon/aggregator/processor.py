@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.rules import RuleSet
+from carbon.aggregator.rules import AggregationRule, RuleSet
+from carbon.aggregator.staging import stage
 from carbon.instrumentation.stats import Stats
 from carbon.pipeline import Batch, LineBatch
 
+_MIN_STAMP, _MAX_STAMP = 0, 1 << 62  # bounds that hold every canonical timestamp
+SETTLE_AFTER = 100_000  # staged lines that make process_lines/process_chunk settle
 MISS_MESSAGE = "Couldn't match metric %s with any aggregation rule. Passing on un-aggregated."
 
 
@@ -65,12 +68,16 @@ class AggregationProcessor:
                                   else bool(forward_unmatched))
         self.log_miss = log if (log is not None and settings.LOG_AGGREGATOR_MISSES
                                 and self.forward_all) else None
+        # The read stager (C when built; tests swap in the pure-Python twin).
+        self.stage: Callable[..., int | list[bytes] | None] = stage
         self._touched: list[_Slot] = []
+        self._staged_points = 0  # lines staged since the last settle
         self._staged_key: tuple[float, ...] | None = None
         self._staged_stamp = 0.0
         self._reset_staging()
 
     def _reset_staging(self) -> None:
+        self._staged_key = None  # keys of other frequencies are not comparable
         self._byte_matches: dict[bytes, tuple[_Slot, ...]] = {}
         self._slots: dict[str, _Slot] = {}
         self._shared_outputs = False
@@ -95,8 +102,8 @@ class AggregationProcessor:
         """
         if not self.ruleset.rules:
             return batch if self.forward_unmatched else []
-        if (self.forward_unmatched or batch.values is None or batch.stamps is None
-                or self._shared_outputs):
+        if (self.forward_all or self.forward_unmatched or batch.values is None
+                or batch.stamps is None or self._shared_outputs):
             return self.process(batch.points())
         stamps = batch.stamps
         first = float(stamps[0])
@@ -114,7 +121,68 @@ class AggregationProcessor:
             self._staged_key = key
             self._staged_stamp = first
         self._stage(batch.names, batch.values)
+        self._staged(len(batch))
         return []
+
+    def process_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
+        """Stage a whole read of complete lines; the number of lines, or None.
+
+        The same buffers and counters as ``process_lines(canonical_lines(chunk))``
+        when nothing can pass on (FORWARD_ALL and forward_unmatched off): the read is
+        checked and staged by ``staging.stage`` (C when built), names seen for the
+        first time are matched in one ``_slots_for_many`` call. None (nothing done
+        but maybe a ``settle``) when the read needs the line or tuple path: a line
+        that is not canonical or over ``max_length``, timestamps in more than one
+        interval, or an output fed by two rules.
+        """
+        if self.forward_all or self.forward_unmatched:
+            return None
+        if not self.ruleset.rules:
+            return self.stage(chunk, max_length, None, None, _MIN_STAMP, _MAX_STAMP, None)
+        if self._shared_outputs:
+            return None
+        bounds = self._bounds(chunk)
+        if bounds is None:
+            return None
+        lo, hi = bounds
+        extra: dict[bytes, tuple[_Slot, ...]] = {}
+        result = self.stage(chunk, max_length, self._byte_matches, None, lo, hi, self._touched)
+        while isinstance(result, list):  # new names (again if a full cache was just cleared)
+            extra.update(self._slots_for_many(result))
+            if self._shared_outputs:
+                return None
+            result = self.stage(chunk, max_length, self._byte_matches, extra, lo, hi,
+                                self._touched)
+        if result is not None:
+            self._staged(result)
+        return result
+
+    def _staged(self, count: int) -> None:
+        """Settle once SETTLE_AFTER lines are staged: staging stays bounded and the
+        work is done as the input arrives rather than all at the next tick."""
+        self._staged_points += count
+        if self._staged_points >= SETTLE_AFTER:
+            self.settle()
+
+    def _bounds(self, chunk: bytes) -> tuple[int, int] | None:
+        """Timestamps ``lo <= t < hi`` share the first line's intervals (staged key).
+
+        Settles and re-keys the staging when the first line's intervals differ from
+        the staged ones; None if its timestamp is not a canonical integer.
+        """
+        first_line = chunk[:chunk.find(b"\n")]
+        text = first_line.rstrip(b"\r").rpartition(b" ")[2]
+        if not (text.isdigit() and len(text) <= 15):
+            return None
+        first = int(text)
+        key = tuple(float(first - first % freq) for freq in self._frequencies)
+        if key != self._staged_key:
+            self.settle()
+            self._staged_key = key
+            self._staged_stamp = float(first)
+        lo = max(first - first % freq for freq in self._frequencies)
+        hi = min(first - first % freq + freq for freq in self._frequencies)
+        return lo, hi
 
     def _stage(self, names: list[bytes], values: list[bytes]) -> None:
         cache = self._byte_matches
@@ -131,18 +199,23 @@ class AggregationProcessor:
                         touched.append(slot)
                     slot.append(value)
 
-    def _slots_for(self, name: bytes) -> tuple[_Slot, ...]:
-        """The staging lists ``name`` feeds (cached); flags outputs two rules feed."""
-        found = self.ruleset.matches(name.decode())
-        slots = []
+    def _slots_of(self, found: tuple[tuple[AggregationRule, str], ...]) -> tuple[_Slot, ...]:
+        """The staging lists of a name's (rule, output) matches; flags an output that
+        two rules feed."""
+        known = self._slots
+        slots: list[_Slot] = []
         for rule, output in found:
-            slot = self._slots.get(output)
+            slot = known.get(output)
             if slot is None:
-                slot = self._slots[output] = _Slot(output, rule)
-            elif slot.rule is not rule or slot in slots:
+                slot = known[output] = _Slot(output, rule)
+            elif slot.rule is not rule or any(s is slot for s in slots):
                 self._shared_outputs = True
             slots.append(slot)
-        result = tuple(slots)
+        return tuple(slots)
+
+    def _slots_for(self, name: bytes) -> tuple[_Slot, ...]:
+        """The staging lists ``name`` feeds (cached)."""
+        result = self._slots_of(self.ruleset.matches(name.decode()))
         cache = self._byte_matches
         if self.ruleset.cache_size:
             if len(cache) >= self.ruleset.cache_size:
@@ -150,9 +223,24 @@ class AggregationProcessor:
             cache[name] = result
         return result
 
+    def _slots_for_many(self, names: list[bytes]) -> dict[bytes, tuple[_Slot, ...]]:
+        """``_slots_for`` for many new names at once (one ``resolve_many``), as a dict."""
+        slots_of = self._slots_of
+        resolved = self.ruleset.resolve_many(list(map(bytes.decode, names)))
+        result = dict(zip(names, map(slots_of, resolved), strict=True))
+        size = self.ruleset.cache_size
+        cache = self._byte_matches
+        if size:
+            if len(cache) + len(result) > size:
+                cache.clear()
+            if len(result) <= size:
+                cache.update(result)
+        return result
+
     def settle(self) -> None:
         """Add the staged values to the buffers, outputs in order of first value."""
         touched = self._touched
+        self._staged_points = 0
         if not touched:
             return
         self._touched = []

@@ -169,6 +169,11 @@ class RuleSet:
                 self._unindexed.append(number)
             else:
                 self._index.setdefault(key, []).append(number)
+        # The same index per position, for resolve_many: [(position, {node: rules})].
+        by_position: dict[int, dict[str, list[int]]] = {}
+        for (position, node), numbers in self._index.items():
+            by_position.setdefault(position, {})[node] = numbers
+        self._by_position = sorted(by_position.items())
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -196,6 +201,42 @@ class RuleSet:
             if m is not None:
                 found.append((rule, rule.template % m.groupdict()))
         return tuple(found) if found else _NO_MATCH
+
+    def resolve_many(self, metrics: list[str]) -> list[tuple[tuple[AggregationRule, str], ...]]:
+        """``matches`` for each of ``metrics`` (uncached), rule by rule.
+
+        The same answers as calling ``matches`` per name: names are grouped by their
+        node at each indexed position, and each rule's regex runs over the names that
+        can match it, rules in order.
+        """
+        count = len(metrics)
+        candidates: dict[int, list[int] | range] = {
+            number: range(count) for number in self._unindexed}
+        for position, table in self._by_position:
+            by_node: dict[str, list[int]] = {}
+            splits = map(str.split, metrics, ["."] * count, [position + 1] * count)
+            for i, parts in enumerate(splits):
+                if len(parts) > position:
+                    rows = by_node.get(parts[position])
+                    if rows is None:
+                        by_node[parts[position]] = [i]
+                    else:
+                        rows.append(i)
+            for node, rows in by_node.items():
+                for number in table.get(node, ()):
+                    known = candidates.get(number)
+                    candidates[number] = rows if known is None else [*known, *rows]
+        found: list[tuple[tuple[AggregationRule, str], ...]] = [_NO_MATCH] * count
+        rules = self.rules
+        for number in sorted(candidates):
+            rule = rules[number]
+            template = rule.template
+            rows = candidates[number]
+            for i, m in zip(rows, map(rule.regex.match, map(metrics.__getitem__, rows)),
+                            strict=True):
+                if m is not None:
+                    found[i] += ((rule, template % m.groupdict()),)
+        return found
 
     # ``matches(metric)`` (set in __init__): the cached (rule, output) pairs for
     # ``metric`` in rule order, () if none. The processor's fast path; the

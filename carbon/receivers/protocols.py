@@ -108,14 +108,20 @@ class LineReceiver(MetricReceiver):
                 self._bad([b"<line longer than %d bytes>" % context.max_length])
             return
         chunk = data if cut == len(data) else data[:cut]
-        if not context.resolution and context.pipeline.accepts_lines:
-            # Lean path: a read of canonical lines moves on as bytes.
-            batch = canonical_lines(chunk, context.max_length)
-            if batch is not None:
+        if not context.resolution:
+            # Lean paths: a stage consumes the whole read (the aggregator), or a read
+            # of canonical lines moves on as bytes (the relay); else parse below.
+            pipeline = context.pipeline
+            count = pipeline.process_chunk(chunk, context.max_length)
+            if count is None and pipeline.accepts_lines:
+                batch = canonical_lines(chunk, context.max_length)
+                if batch is not None:
+                    count = len(batch)
+                    pipeline.process_lines(batch)
+            if count is not None:
                 if overlong:
                     self._bad([b"<line longer than %d bytes>" % context.max_length])
-                context.stats.increment("metricsReceived", len(batch))
-                context.pipeline.process_lines(batch)
+                context.stats.increment("metricsReceived", count)
                 return
         lines, _, dropped = split_buffer(chunk, context.max_length)
         overlong += dropped

@@ -25,6 +25,7 @@ def test_indexed_matching_equals_trying_every_rule(patterns, names):
         output = "out%d" % number + "".join(".<%s>" % f for f in fields)
         lines.append("%s (60) = sum %s" % (output, ".".join(parts)))
     ruleset = parse_rules("\n".join(lines) + "\n")
+    expected = []
     for parts in names:
         name = ".".join(parts)
         naive = []
@@ -33,3 +34,6 @@ def test_indexed_matching_equals_trying_every_rule(patterns, names):
             if match is not None:
                 naive.append((rule, rule.template % match.groupdict()))
         assert list(ruleset.matches(name)) == naive
+        expected.append(tuple(naive))
+    # the bulk matcher (new names of a read, all at once) gives the same answers
+    assert ruleset.resolve_many([".".join(parts) for parts in names]) == expected

@@ -84,6 +84,29 @@ def test_every_method_through_the_relay_into_our_cache(tmp_path, downstream):
         agg.kill()
 
 
+def test_forward_all_false_aggregates_canonical_and_other_reads(tmp_path, downstream):
+    """Canonical reads take the whole-read path, the others the parsing path: the same
+    aggregates, and no input is forwarded."""
+    agg = aggregator(tmp_path, downstream, FORWARD_ALL=False)
+    agg.start_foreground()
+    try:
+        canonical = b"".join(b"agg.lean.host%d.requests %s %d\n" % (
+            i, ("%.10f" % v).rstrip("0").rstrip(".").encode(), BASE + 1)
+            for i, v in enumerate(VALUES))
+        send_tcp(agg.line_port, canonical)
+        send_tcp(agg.line_port, inputs("parsed"))  # "3.0": valid, not canonical
+        for app in ("lean", "parsed"):
+            for method, expected in EXPECTED.items():
+                metric = "agg.%s.all.%s" % (app, method)
+                got = wait_for(lambda m=metric: value_at(downstream, m, BASE), timeout=30,
+                               what=metric)
+                assert got == pytest.approx(expected), metric
+        assert not downstream.whisper_path("agg.lean.host0.requests").exists()
+        assert not downstream.whisper_path("agg.parsed.host0.requests").exists()
+    finally:
+        agg.kill()
+
+
 def test_aggregator_cache_writes_aggregates_and_inputs(tmp_path):
     inst = CarbonInstance(tmp_path, program="carbon-aggregator-cache",
                           section="aggregator-cache")
