@@ -13,6 +13,7 @@ from setuptools.command.build_ext import build_ext
 NATIVE = [
     Extension("carbon.receivers._lines", ["carbon/receivers/_lines.c"]),
     Extension("carbon.aggregator._accumulate", ["carbon/aggregator/_accumulate.c"]),
+    Extension("carbon.storage._create", ["carbon/storage/_create.c"]),
 ]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 from array import array
+from itertools import islice
+from operator import lt
 from typing import Iterator
 
 from carbon.pipeline import Batch
@@ -17,12 +19,29 @@ from carbon.pipeline import Batch
 Points = list[tuple[float, float]]
 
 
+class SortedPoints(list):
+    """(timestamp, value) pairs in strictly increasing time order, plus the same points
+    as two columns (``columns``: timestamps, values), which lets the storage backend
+    prepare them without a Python loop (carbon.storage.whisper_points)."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, stamps: array, values: array) -> None:
+        super().__init__(zip(stamps, values, strict=True))
+        self.columns = (stamps, values)
+
+
 def dedupe_sorted(raw: array) -> Points:
     """Interleaved (ts, value) pairs -> sorted unique points, last value winning.
 
-    ``dict(zip(...))`` keeps the last value of a repeated timestamp, all in C.
+    Points usually arrive in time order: then they are taken as they are (checked in
+    C, and returned as SortedPoints); else ``dict(zip(...))`` keeps the last value of a
+    repeated timestamp.
     """
-    return sorted(dict(zip(raw[::2], raw[1::2], strict=True)).items())
+    stamps = raw[::2]
+    if all(map(lt, stamps, islice(stamps, 1, None))):
+        return SortedPoints(stamps, raw[1::2])
+    return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
 
 
 class MetricCache:

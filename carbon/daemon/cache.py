@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from twisted.internet import defer, threads
@@ -17,6 +18,8 @@ from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
+
+SWITCH_INTERVAL = 0.001
 
 
 def open_database(settings: Any) -> Any:
@@ -79,6 +82,11 @@ class CacheDaemon(Daemon):
         if settings.ENABLE_TAGS:
             self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
             self.writer.tag_feed.start()
+        # The reactor, writer and creator threads hand the GIL to each other around every
+        # file-system call; a thread back from one waits for the switch interval before a
+        # busy thread lets go. 1 ms instead of 5 ms: ~10% faster end to end when filling
+        # new files (docs/performance.md).
+        sys.setswitchinterval(SWITCH_INTERVAL)
         self.writer.start()
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)

@@ -25,7 +25,7 @@ _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 class Handle:
     """An open file: descriptor, identity (device, inode), cached header, last use."""
 
-    __slots__ = ("fd", "dev", "ino", "header", "used", "cached")
+    __slots__ = ("fd", "dev", "ino", "header", "used", "cached", "fresh")
 
     def __init__(self, fd: int, dev: int, ino: int, used: float) -> None:
         self.fd = fd
@@ -34,6 +34,8 @@ class Handle:
         self.header: Header | None = None
         self.used = used
         self.cached = False
+        # created by this process and not written yet: ``header`` is what was written
+        self.fresh = False
 
 
 def effective_capacity(requested: int) -> int:
@@ -91,6 +93,21 @@ class FdCache:
             self.discard(path)
         return self._admit(path, os.open(path, _OPEN_FLAGS), now)
 
+    def take_fresh(self, path: str) -> Handle | None:
+        """The cached handle of a file created by us and not written since, else None
+        (no stat: nothing can have replaced it yet that we must notice)."""
+        handle = self._handles.get(path)
+        if handle is None or not handle.fresh:
+            return None
+        self._handles.move_to_end(path)
+        handle.used = time.monotonic()
+        return handle
+
+    def adopt_known(self, path: str, fd: int, dev: int, ino: int) -> Handle:
+        """Take over a new file's ``fd`` whose identity is known (set up as this cache
+        would: no fstat, no fadvise); the caller must ``release`` it."""
+        return self._keep(path, Handle(fd, dev, ino, time.monotonic()))
+
     def adopt_for_use(self, path: str, fd: int) -> Handle:
         """Take over ``fd`` like ``adopt`` but hand it back for an immediate use;
         the caller must ``release`` it."""
@@ -107,17 +124,28 @@ class FdCache:
 
     def _admit(self, path: str, fd: int, now: float) -> Handle:
         try:
-            st = os.fstat(fd)
+            self.discard(path)
+            # the identity only matters to a descriptor that is kept
+            st = os.fstat(fd) if self._room(now) else None
             if self.fadvise_random:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         except BaseException:
             os.close(fd)
             raise
+        if st is None:
+            return Handle(fd, 0, 0, now)  # transient
+        return self._keep(path, Handle(fd, st.st_dev, st.st_ino, now))
+
+    def _room(self, now: float) -> bool:
+        """Whether a new descriptor would be kept (the cache has room or an idle one)."""
+        if len(self._handles) < self.capacity:
+            return True
+        return now - next(iter(self._handles.values())).used >= self.idle_seconds
+
+    def _keep(self, path: str, handle: Handle) -> Handle:
         self.discard(path)
-        handle = Handle(fd, st.st_dev, st.st_ino, now)
         if len(self._handles) >= self.capacity:
-            oldest = next(iter(self._handles.values()))
-            if now - oldest.used < self.idle_seconds:
+            if not self._room(handle.used):
                 return handle  # transient: the cached ones are still in use
             self._evict_oldest()
         handle.cached = True

@@ -28,11 +28,14 @@ from typing import Any, Iterable, Sequence
 from carbon import tags
 from carbon.plugins import STORAGE_BACKENDS
 from carbon.storage.fdcache import FdCache, Handle, effective_capacity
+from carbon.storage.whisper_create import (
+    CreateOptions, NewFile, create_many, exists_many, file_plan,
+)
 from carbon.storage.whisper_format import (
-    AGGREGATION_METHODS, Header, create_file, pack_metadata, validate_archive_list,
+    AGGREGATION_METHODS, Header, pack_metadata, parse_header, validate_archive_list,
 )
 from carbon.storage.whisper_points import prepare_points
-from carbon.storage.whisper_writer import apply_update, read_header
+from carbon.storage.whisper_writer import apply_update, read_header, remember_header
 
 __all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE", "DEFAULT_FD_CACHE_IDLE"]
 
@@ -50,7 +53,7 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 
-_CREATED_KEEP = 16
+_CREATED_KEEP = 1024
 
 
 @STORAGE_BACKENDS.register("whisper")
@@ -90,8 +93,13 @@ class WhisperDatabase:
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
         self._checked: tuple[str, os.stat_result, float] | None = None
-        self._created: dict[str, Handle] = {}  # just-created files' descriptors, not cached
-        self._dirs: set[str] = set()  # directories known to exist (bounded like _paths)
+        # just-created files' descriptors the fd cache did not keep, until their first write
+        self._created: dict[str, Handle] = {}
+        self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))
+        self.create_options = CreateOptions(self.sparse_create, self.fallocate_create,
+                                            self.lock_writes, self.fadvise_random,
+                                            self.autoflush)
+        self.native_create = True  # False: the pure-Python create loop (tests compare both)
 
     # -- paths -------------------------------------------------------------------------
 
@@ -123,33 +131,79 @@ class WhisperDatabase:
                 return True
         return False
 
+    def exists_many(self, metrics: Sequence[str]) -> list[bool]:
+        """``exists`` of each metric, the file-system calls made in one batch."""
+        found = exists_many([self.get_filesystem_path(metric) for metric in metrics],
+                            use_native=self.native_create)
+        if self.tag_hash_filenames:
+            for index, metric in enumerate(metrics):
+                if not found[index] and ";" in metric:
+                    found[index] = self.exists(metric)
+        return found
+
     # -- create / write ---------------------------------------------------------------
 
     def create(self, metric: str, retentions: Sequence[tuple[int, int]],
                xfilesfactor: float | None, aggregation_method: str | None) -> None:
         """Create the metric's file as whisper.create would (None picks 0.5 / average)."""
-        path = self.get_filesystem_path(metric)
-        directory = os.path.dirname(path)
-        if directory not in self._dirs:
-            os.makedirs(directory, exist_ok=True)
-            if len(self._dirs) >= _PATH_CACHE_SIZE:
-                self._dirs.clear()
-            self._dirs.add(directory)
-        options = dict(sparse=self.sparse_create, use_fallocate=self.fallocate_create,
-                       lock=self.lock_writes, fadvise_random=self.fadvise_random,
-                       autoflush=self.autoflush)
-        try:
-            fd = create_file(path, retentions, xfilesfactor, aggregation_method, **options)
-        except FileNotFoundError:  # the directory was removed since we made it
-            os.makedirs(directory, exist_ok=True)
-            fd = create_file(path, retentions, xfilesfactor, aggregation_method, **options)
+        error = self.create_many([(metric, retentions, xfilesfactor, aggregation_method)])[0]
+        if error is not None:
+            raise error
+
+    def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
+                                                  float | None, str | None]]
+                    ) -> list[Exception | None]:
+        """Create files for (metric, retentions, xff, method) requests in one batch
+        (see carbon.storage.whisper_create); per request None or its error.
+
+        Each new descriptor and its parsed header are kept for the write that follows,
+        which then needs no stat, open or header parse.
+        """
+        errors: list[Exception | None] = [None] * len(requests)
+        items: list[tuple[str, bytes, int]] = []
+        where: list[int] = []
+        plans: dict[tuple, tuple[bytes, int] | Exception] = {}  # metrics share schemas
+        for index, (metric, retentions, xff, method) in enumerate(requests):
+            key = (tuple(retentions), xff, method)
+            plan = plans.get(key)
+            if plan is None:
+                try:
+                    plan = file_plan(retentions, xff, method)
+                except Exception as exc:
+                    plan = exc
+                plans[key] = plan
+            if isinstance(plan, Exception):
+                errors[index] = plan
+                continue
+            items.append((self.get_filesystem_path(metric), *plan))
+            where.append(index)
+        if not items:
+            return errors
+        results = create_many(items, self.create_options, use_native=self.native_create)
         with self._lock:
-            # keep the new descriptor for the write that follows a create (no re-open)
-            handle = self._fds.adopt_for_use(path, fd)
-            if not handle.cached:
-                self._created[path] = handle
-                while len(self._created) > _CREATED_KEEP:
-                    self._fds.release(self._created.pop(next(iter(self._created))))
+            for index, (path, header, _), result in zip(where, items, results, strict=True):
+                if isinstance(result, Exception):
+                    errors[index] = result
+                    continue
+                self._adopt_new(path, header, result)
+        return errors
+
+    def _adopt_new(self, path: str, raw: bytes, new: NewFile) -> None:
+        """Keep a new file's descriptor and parsed header for its first write."""
+        handle = self._fds.adopt_known(path, new.fd, new.dev, new.ino)
+        header = self._headers.get(raw)
+        if header is None:
+            header = parse_header(raw, path)
+            remember_header(self._headers, header)
+        handle.header = header
+        handle.fresh = True
+        if not handle.cached:
+            old = self._created.pop(path, None)
+            if old is not None:
+                self._fds.release(old)
+            self._created[path] = handle
+            while len(self._created) > self.created_keep:
+                self._fds.release(self._created.pop(next(iter(self._created))))
 
     def write(self, metric: str, datapoints: Iterable[tuple[float, float]],
               now: int | None = None) -> int:
@@ -163,7 +217,7 @@ class WhisperDatabase:
             return 0
         path = self.get_filesystem_path(metric)
         with self._lock:
-            handle = self._created.pop(path, None)
+            handle = self._created.pop(path, None) or self._fds.take_fresh(path)
             if handle is None:
                 handle = self._fds.get(path, self._fresh_stat(path))
             fd = handle.fd
@@ -174,6 +228,7 @@ class WhisperDatabase:
                 try:
                     header, base0 = read_header(fd, path, handle.header, self._headers)
                     handle.header = header
+                    handle.fresh = False
                     if now is None:
                         now = int(time.time())
                     dropped = apply_update(fd, path, header, base0, points, now)

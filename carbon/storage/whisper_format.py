@@ -7,7 +7,6 @@ each a ring of ``!Ld`` (timestamp, value) points. Everything is big-endian.
 
 from __future__ import annotations
 
-import os
 import struct
 from typing import Sequence
 
@@ -15,7 +14,7 @@ __all__ = [
     "WhisperError", "CorruptWhisperFile", "InvalidConfiguration", "InvalidAggregationMethod",
     "InvalidXFilesFactor", "AGGREGATION_TYPES", "AGGREGATION_METHODS", "AGGREGATORS", "Archive",
     "Header",
-    "parse_header", "pack_metadata", "validate_archive_list", "aggregate", "create_file",
+    "parse_header", "pack_metadata", "validate_archive_list", "aggregate", "build_header",
 ]
 
 METADATA = struct.Struct("!2LfL")
@@ -30,9 +29,6 @@ AGGREGATION_TYPES = {
     8: "absmin",
 }
 AGGREGATION_METHODS = {method: code for code, method in AGGREGATION_TYPES.items()}
-
-_ZEROES = bytes(16384)
-
 
 class WhisperError(Exception):
     """Base class of whisper format errors."""
@@ -242,78 +238,3 @@ def build_header(archives: list[tuple[int, int]], xff: float, aggregation_method
         parts.append(ARCHIVE_INFO.pack(offset, step, points))
         offset += points * POINT_SIZE
     return b"".join(parts)
-
-
-def create_file(path: str, archives: Sequence[tuple[int, int]], xff: float | None = None,
-                aggregation_method: str | None = None, sparse: bool = False,
-                use_fallocate: bool = False, lock: bool = False, fadvise_random: bool = False,
-                autoflush: bool = False) -> int:
-    """Create a whisper file byte-identical to ``whisper.create``; returns an O_RDWR fd.
-
-    The body is zero-filled, left sparse (one trailing zero byte) or posix_fallocate'd
-    exactly as whisper chooses. A file that fails half-way is removed. The caller owns
-    (and must close) the returned descriptor; no lock is held on return.
-    """
-    xff = 0.5 if xff is None else xff
-    aggregation_method = "average" if aggregation_method is None else aggregation_method
-    ordered = validate_archive_list(archives)
-    header = build_header(ordered, xff, aggregation_method)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileExistsError:
-        raise InvalidConfiguration("File %s already exists!" % path) from None
-    try:
-        if lock:
-            import fcntl
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        if fadvise_random:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        total = len(header) + sum(points for _, points in ordered) * POINT_SIZE
-        _write_all(fd, header, 0)
-        remaining = total - len(header)
-        if use_fallocate:
-            if remaining > 0:
-                os.posix_fallocate(fd, len(header), remaining)
-        elif sparse:
-            _write_all(fd, b"\x00", total - 1)
-        elif remaining > 0 and _reserve_zeroes(fd, len(header), remaining):
-            pass  # allocated zero blocks: the same bytes and reserved space as writing zeroes
-        else:
-            pos = len(header)
-            while remaining > 0:
-                chunk = _ZEROES if remaining > len(_ZEROES) else _ZEROES[:remaining]
-                _write_all(fd, chunk, pos)
-                pos += len(chunk)
-                remaining -= len(chunk)
-        if autoflush:
-            os.fsync(fd)
-        if lock:
-            import fcntl
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    return fd
-
-
-def _reserve_zeroes(fd: int, offset: int, length: int) -> bool:
-    """posix_fallocate a zero-filled range; False where the filesystem cannot.
-
-    whisper writes the zeroes itself; allocating them is byte-identical, reserves the
-    same disk space and costs a fraction of the time (no 100 KB copies per file).
-    """
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError:
-        return False
-    return True
-
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    """pwrite all of ``data`` at ``offset`` (retrying short writes)."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written

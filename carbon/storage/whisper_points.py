@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from itertools import chain, compress
-from operator import itemgetter
+from itertools import chain, compress, islice
+from operator import itemgetter, lt
 from typing import Iterable, Sequence
 
 from carbon.storage.whisper_format import Header
 
-__all__ = ["run_struct", "prepare_points", "split_by_archive", "contiguous_runs",
-           "runs_as_whisper", "lower_candidate", "read_span"]
+__all__ = ["run_struct", "prepare_points", "split_by_archive", "consecutive_intervals",
+           "contiguous_runs", "runs_as_whisper", "lower_candidate", "read_span"]
 
 
 @lru_cache(maxsize=512)
@@ -28,7 +28,15 @@ def prepare_points(datapoints: Iterable[tuple[float, float]]) -> list[tuple[int,
     """``(int(t), float(v))`` pairs in time order; equal timestamps in reverse given order.
 
     That is whisper's newest-first stable sort, reversed (as whisper walks each archive).
+    Points that also come as ``columns`` (timestamps strictly increasing, values floats;
+    carbon.cache.store.SortedPoints) are converted with C-level map and zip when their
+    integer timestamps stay distinct.
     """
+    columns = getattr(datapoints, "columns", None)
+    if columns is not None:
+        stamps = list(map(int, columns[0]))
+        if all(map(lt, stamps, islice(stamps, 1, None))):
+            return list(zip(stamps, columns[1], strict=True))
     points = [(int(t), float(v)) for t, v in datapoints]
     if len(points) > 1:
         points.reverse()
@@ -65,6 +73,17 @@ def split_by_archive(archives: list, points: list[tuple[int, float]],
         current.reverse()
         groups.append((index, current))
     return groups, 0
+
+
+def consecutive_intervals(points: list[tuple[int, float]], step: int) -> list[int] | None:
+    """The timestamps of ``points`` if they are exactly consecutive aligned intervals
+    after 0 (then each point is its own interval and they form one run), else None."""
+    first = points[0][0]
+    last = points[-1][0]
+    if first % step or not first or last - first != step * (len(points) - 1):
+        return None
+    intervals = list(range(first, last + 1, step))
+    return intervals if list(map(_timestamp, points)) == intervals else None
 
 
 def contiguous_runs(latest: dict[int, float], step: int) -> list[tuple[int, list]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import struct
+from itertools import chain
 from operator import eq
 
 from carbon.storage.whisper_format import (
@@ -32,11 +33,11 @@ from carbon.storage.whisper_format import (
     header_size, parse_header,
 )
 from carbon.storage.whisper_points import (
-    contiguous_runs, lower_candidate, read_span, run_struct, runs_as_whisper,
-    split_by_archive,
+    consecutive_intervals, contiguous_runs, lower_candidate, read_span, run_struct,
+    runs_as_whisper, split_by_archive,
 )
 
-__all__ = ["read_header", "apply_update"]
+__all__ = ["read_header", "remember_header", "apply_update"]
 
 _TS = struct.Struct("!L")
 _MAX_TS = 1 << 32
@@ -67,15 +68,20 @@ def read_header(fd: int, path: str, cached: Header | None,
         header = headers.get(raw[:size])
         if header is None:
             header = parse_header(raw, path)
-            if len(headers) >= _HEADER_CACHE_SIZE:
-                headers.clear()
-            headers[header.raw] = header
+            remember_header(headers, header)
     if not header.archives:
         raise CorruptWhisperFile("No archives in header", path)
     base0 = None
     if header.archives[0].offset == header.size and len(raw) >= header.size + _TS.size:
         base0 = _TS.unpack_from(raw, header.size)[0]
     return header, base0
+
+
+def remember_header(headers: dict[bytes, Header], header: Header) -> None:
+    """Add a parsed header to ``headers`` (bounded: cleared when full)."""
+    if len(headers) >= _HEADER_CACHE_SIZE:
+        headers.clear()
+    headers[header.raw] = header
 
 
 def apply_update(fd: int, path: str, header: Header, base0: int | None,
@@ -141,17 +147,26 @@ class _Update:
             if offset == archive.offset:
                 self.bases[index] = interval
             return [interval]
-        latest = {t - t % step: v for t, v in points}  # the last point of an interval wins
-        runs = runs_as_whisper(points, step) if 0 in latest else contiguous_runs(latest, step)
+        intervals = consecutive_intervals(points, step)
+        if intervals is not None:  # the usual case: one run, no interval 0
+            runs = [(intervals[0], list(chain.from_iterable(points)))]
+        else:
+            latest = {t - t % step: v for t, v in points}  # the last of an interval wins
+            intervals = list(latest)
+            if 0 in latest:
+                runs = runs_as_whisper(points, step)
+            else:
+                runs = contiguous_runs(latest, step)
+                if len(runs) > 2:
+                    first = runs[0][0]
+                    count = (runs[-1][0] - first) // step + len(runs[-1][1]) // 2
+                    if count <= archive.points:
+                        base = self.base(index) or first
+                        self._merge_runs(index, runs, base, first, count)
+                        return intervals
         base = self.base(index)
         if base == 0:
             base = runs[0][0]
-        if len(runs) > 2 and 0 not in latest:
-            first = runs[0][0]
-            count = (runs[-1][0] - first) // step + len(runs[-1][1]) // 2
-            if count <= archive.points:
-                self._merge_runs(index, runs, base, first, count)
-                return list(latest)
         start, size, end = archive.offset, archive.size, archive.end
         for interval, run_fields in runs:
             data = run_struct(len(run_fields) // 2).pack(*run_fields)
@@ -167,7 +182,7 @@ class _Update:
                 self._pwrite(data, offset)
                 if offset == start:
                     self._note_slot0(index, data, 0)
-        return list(latest)
+        return intervals
 
     def _merge_runs(self, index: int, runs: list[tuple[int, list]], base: int, first: int,
                     count: int) -> None:

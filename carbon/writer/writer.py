@@ -11,9 +11,11 @@ from carbon.cache.strategies import Strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+from carbon.writer.creator import DEFERRED, EXISTED, Creator
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
+KNOWN_FILES = 100_000
 
 
 class Writer:
@@ -21,7 +23,8 @@ class Writer:
 
     MAX_UPDATES_PER_SECOND and MAX_CREATES_PER_MINUTE are rate-limiter plugins.
     Unlike carbon 1.1.10, a create that has to wait for a token keeps its points
-    in the cache instead of dropping them.
+    in the cache instead of dropping them. Files are created by a ``Creator`` thread
+    in batches while the writer goes on with other metrics.
     """
 
     def __init__(self, cache: MetricCache, strategy: Strategy, database: Any,
@@ -49,32 +52,104 @@ class Writer:
         self.choose_lock = threading.Lock()
         self.in_flight: set[str] = set()
         self.threads: list[threading.Thread] = []
+        # Files are looked for and made on the creator's thread, a batch at a time, so a
+        # write never waits for a create; ``known`` metrics have files (no stat needed:
+        # a file deleted since shows as FileNotFoundError on write).
+        self.creator = Creator(database, schemas, settings, log, self._may_create)
+        self.known: set[str] = set()
 
     # -- one step -------------------------------------------------------
-    def _take(self) -> tuple[str | None, list]:
-        """Choose a metric no other writer thread holds, and pop its points."""
+    def _take(self) -> tuple[str | None, list, bool]:
+        """(metric, points, False) for the next write, or (None, [], busy) where busy says
+        whether something other than a write was done.
+
+        A metric back from the creator comes first; others come from the strategy,
+        skipping metrics other threads hold or the creator has. A metric whose file is
+        not known to exist goes to the creator, and the choice goes on.
+        """
+        creator = self.creator
+        cache = self.cache
         with self.choose_lock:
-            for _attempt in range(max(len(self.in_flight) + 1, 1)):
+            handled = creator.take_ready()
+            if handled is not None:
+                metric, outcome = handled
+                if outcome is DEFERRED:
+                    self.stats.increment("deferredCreates")
+                    self.throttled_streak += 1
+                    return None, [], True
+                if outcome is not None and outcome is not EXISTED:
+                    self._create_failed(metric, outcome)
+                    return None, [], True
+                if outcome is None:
+                    self._created(metric)
+                self._known(metric)
+                self.in_flight.add(metric)
+                return metric, cache.pop_for_write(metric), False
+            did = False
+            skipped = 0
+            known, busy, in_flight, data = self.known, creator.busy, self.in_flight, cache.data
+            while skipped <= len(in_flight) + len(busy):
+                if len(data) <= len(busy):
+                    break  # every metric left is with the creator
                 metric = self.strategy.choose()
                 if metric is None:
-                    return None, []
-                if metric not in self.in_flight:
-                    self.in_flight.add(metric)
-                    return metric, self.cache.pop_for_write(metric)
-            return None, []
+                    break
+                if metric in in_flight or metric in busy:
+                    skipped += 1
+                    continue
+                if metric not in known:
+                    creator.submit(metric)
+                    did = True
+                    continue
+                self.throttled_streak = 0
+                in_flight.add(metric)
+                return metric, cache.pop_for_write(metric), False
+            return None, [], did
+
+    def _known(self, metric: str) -> None:
+        """Remember that ``metric``'s file exists (bounded: forgotten all at once)."""
+        if len(self.known) >= KNOWN_FILES:
+            self.known.clear()
+        self.known.add(metric)
+
+    def _may_create(self) -> bool:
+        return self.create_limiter.take(blocking=False)
+
+    def _created(self, metric: str) -> None:
+        self.throttled_streak = 0
+        self.stats.increment("creates")
+        if self.tag_feed is not None:
+            self.tag_feed.created(metric)
+
+    def _create_failed(self, metric: str, error: Exception) -> None:
+        """As carbon: the points of a metric whose file cannot be created are dropped."""
+        self.cache.pop(metric)
+        self.stats.increment("errors")
+        self.errors.record("Error creating %s: %s" % (metric, error))
 
     def write_one(self) -> bool:
-        """Write the next metric. Returns False when there was nothing to write."""
-        if not self.cache:
-            return False
+        """Write the next metric. Returns False when there was nothing to do."""
+        creator = self.creator
+        if not creator.ready:
+            if not self.cache:
+                return False
+            if len(self.cache) <= len(creator.busy):
+                creator.wait(0.05)  # only creates in progress: wait for one
+                return True
         # Wait for the update token before taking a metric, so points waiting on the rate
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
-        started = time.time()
-        self.update_limiter.take()
-        waited = time.time() - started
-        metric, points = self._take()
+        waited = 0.0
+        if not getattr(self.update_limiter, "unlimited", False):
+            started = time.time()
+            self.update_limiter.take()
+            waited = time.time() - started
+        metric, points, busy = self._take()
         if metric is None:
-            return False
+            if self.throttled_streak >= max(len(self.cache), 1):
+                # every metric waits for a create token (they keep their points)
+                time.sleep(0.05)
+                self.throttled_streak = 0
+            return busy
         try:
             return self._write(metric, points, waited)
         finally:
@@ -84,22 +159,15 @@ class Writer:
     def _write(self, metric: str, points: list, waited: float) -> bool:
         if not points:
             return True
-        if not self.database.exists(metric):
-            if not self.create_limiter.take(blocking=False):
-                self.cache.restore(metric, points)
-                self.stats.increment("deferredCreates")
-                self.throttled_streak += 1
-                if self.throttled_streak >= max(len(self.cache), 1):
-                    time.sleep(0.05)
-                    self.throttled_streak = 0
-                return True
-            if not self._create(metric):
-                return True
-        self.throttled_streak = 0
         try:
             started = time.time()
             self.database.write(metric, points)
             took = time.time() - started
+        except FileNotFoundError:
+            # deleted since we knew it: keep the points, the creator makes it again
+            self.known.discard(metric)
+            self.cache.restore(metric, points)
+            return True
         except Exception as exc:  # a broken file must not stop the writer
             self.stats.increment("errors")
             self.errors.record("Error writing to %s: %s" % (metric, exc))
@@ -117,26 +185,6 @@ class Writer:
                                  % (len(points), metric, took))
         return True
 
-    def _create(self, metric: str) -> bool:
-        storage, aggregation = self.schemas.for_metric(metric)
-        xff, method = aggregation.value
-        if self.settings.LOG_CREATES:
-            self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
-            self.log.creates("new metric %s matched aggregation schema %s"
-                             % (metric, aggregation.name))
-            self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
-                             % (metric, storage.value, xff, method))
-        try:
-            self.database.create(metric, storage.value, xff, method)
-        except Exception as exc:
-            self.stats.increment("errors")
-            self.errors.record("Error creating %s: %s" % (metric, exc))
-            return False
-        self.stats.increment("creates")
-        if self.tag_feed is not None:
-            self.tag_feed.created(metric)
-        return True
-
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -152,6 +200,7 @@ class Writer:
                 self.idle_event.clear()
 
     def start(self) -> None:
+        self.creator.start()
         for number in range(self.thread_count):
             thread = threading.Thread(target=self.run, name="carbon-writer-%d" % number,
                                       daemon=True)
@@ -159,9 +208,11 @@ class Writer:
             thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
+        """Stop the writer threads and the creator (pending creates stay pending)."""
         self.stop_event.set()
         for thread in self.threads:
             thread.join(timeout)
+        self.creator.stop(timeout)
 
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)
@@ -174,9 +225,13 @@ class Writer:
         self.create_limiter.set_rate(rate, rate)
         self.log.msg("Carbon shutting down.  Changed the update rate to: %s" % rate)
         deadline = time.monotonic() + timeout
-        while self.cache and time.monotonic() < deadline:
-            if not self.alive():
-                self.write_one()
-            else:
-                time.sleep(0.02)
+        self.creator.start()
+        try:
+            while (self.cache or self.creator.ready) and time.monotonic() < deadline:
+                if not self.alive():
+                    self.write_one()
+                else:
+                    time.sleep(0.02)
+        finally:
+            self.creator.stop(5.0)
         return not self.cache

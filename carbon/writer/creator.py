@@ -1,0 +1,181 @@
+"""The creator: finds and makes the files of metrics on its own thread, a batch at a time.
+
+The writer hands over a metric whose file it does not know to exist (``submit``) and goes
+on writing others. The metric's points stay in the cache (visible to carbonlink, counted
+in MAX_CACHE_SIZE) and the metric is ``busy`` (the writer does not pick it) until the
+creator has looked for its file and, if there is none and a create token is free
+(``may_create``), created it. The outcome then waits in ``ready`` for the writer: None
+(created), EXISTED, DEFERRED (no token: nothing was created) or the create's error.
+
+The storage backend's ``exists_many`` and ``create_many`` handle a whole batch in one
+call each that releases the GIL for all of its file-system calls
+(carbon.storage.whisper_create); backends without them are called once a metric.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Callable, Union
+
+from carbon.config.schemas import SchemaFiles
+from carbon.logs import CarbonLog
+
+__all__ = ["Creator", "EXISTED", "DEFERRED", "Outcome"]
+
+EXISTED = "existed"
+DEFERRED = "deferred"
+Outcome = Union[None, str, Exception]
+
+BATCH_SIZE = 256  # files a batch at most
+MAX_READY = 1024  # outcomes not yet taken by the writer: the creator waits beyond this
+
+
+class Creator:
+    """Submitted metrics -> one thread -> ``ready`` (metric, outcome).
+
+    ``busy`` holds every metric submitted and not yet taken back with ``take_ready``;
+    each has points in the cache (only the writer removes them).
+    """
+
+    def __init__(self, database: Any, schemas: SchemaFiles, settings: Any, log: CarbonLog,
+                 may_create: Callable[[], bool]) -> None:
+        self.database = database
+        self.schemas = schemas
+        self.settings = settings
+        self.log = log
+        self.may_create = may_create
+        self.cond = threading.Condition()
+        self.pending: list[str] = []
+        self.ready: deque[tuple[str, Outcome]] = deque()
+        self.busy: set[str] = set()
+        self.batch_size = BATCH_SIZE
+        self.max_ready = MAX_READY
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+
+    # -- writer side ------------------------------------------------------------------
+    def submit(self, metric: str) -> None:
+        """Find or create ``metric``'s file soon; busy until taken back from ``ready``."""
+        with self.cond:
+            self.busy.add(metric)
+            self.pending.append(metric)
+            self.cond.notify_all()
+
+    def take_ready(self) -> tuple[str, Outcome] | None:
+        """A handled metric and its outcome (no longer busy), or None."""
+        if not self.ready:
+            return None
+        with self.cond:
+            if not self.ready:
+                return None
+            metric, outcome = self.ready.popleft()
+            self.busy.discard(metric)
+            if len(self.ready) < self.max_ready:
+                self.cond.notify_all()
+            return metric, outcome
+
+    def wait(self, timeout: float) -> None:
+        """Block until an outcome is ready (at most ``timeout``); without the thread,
+        handle a batch here."""
+        if not self.alive():
+            self.handle_batch()
+            return
+        with self.cond:
+            if not self.ready and self.busy:
+                self.cond.wait(timeout)
+
+    # -- creating ---------------------------------------------------------------------
+    def handle_batch(self) -> int:
+        """Handle up to ``batch_size`` pending metrics; returns how many."""
+        with self.cond:
+            batch = self.pending[:self.batch_size]
+            del self.pending[:len(batch)]
+        if not batch:
+            return 0
+        outcomes = self._outcomes(batch)
+        with self.cond:
+            self.ready.extend(zip(batch, outcomes, strict=True))
+            self.cond.notify_all()
+        return len(batch)
+
+    def _outcomes(self, metrics: list[str]) -> list[Outcome]:
+        try:
+            found = self._exists(metrics)
+        except Exception as exc:  # a broken backend must not stop the creator
+            return [exc] * len(metrics)
+        outcomes: list[Outcome] = [EXISTED if present else DEFERRED for present in found]
+        wanted = [index for index, present in enumerate(found)
+                  if not present and self.may_create()]
+        if wanted:
+            errors = self._create([metrics[index] for index in wanted])
+            for index, error in zip(wanted, errors, strict=True):
+                outcomes[index] = error
+        return outcomes
+
+    def _exists(self, metrics: list[str]) -> list[bool]:
+        exists_many = getattr(self.database, "exists_many", None)
+        if exists_many is not None:
+            return exists_many(metrics)
+        return [self.database.exists(metric) for metric in metrics]
+
+    def _create(self, metrics: list[str]) -> list[Exception | None]:
+        try:
+            return self._create_all(metrics)
+        except Exception as exc:  # a broken backend or schema must not stop the creator
+            return [exc] * len(metrics)
+
+    def _create_all(self, metrics: list[str]) -> list[Exception | None]:
+        requests = []
+        log_creates = self.settings.LOG_CREATES
+        for metric in metrics:
+            storage, aggregation = self.schemas.for_metric(metric)
+            xff, method = aggregation.value
+            if log_creates:
+                self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
+                self.log.creates("new metric %s matched aggregation schema %s"
+                                 % (metric, aggregation.name))
+                self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
+                                 % (metric, storage.value, xff, method))
+            requests.append((metric, storage.value, xff, method))
+        create_many = getattr(self.database, "create_many", None)
+        if create_many is not None:
+            return create_many(requests)
+        return [self._create_one(*request) for request in requests]
+
+    def _create_one(self, metric: str, retentions: Any, xff: Any,
+                    method: Any) -> Exception | None:
+        try:
+            self.database.create(metric, retentions, xff, method)
+        except Exception as exc:
+            return exc
+        return None
+
+    # -- thread -----------------------------------------------------------------------
+    def run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.stopping and (not self.pending
+                                             or len(self.ready) >= self.max_ready):
+                    self.cond.wait()
+                if self.stopping:
+                    return
+            self.handle_batch()
+
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self) -> None:
+        if self.alive():
+            return
+        self.stopping = False
+        self.thread = threading.Thread(target=self.run, name="carbon-creator", daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop after the batch in hand; pending metrics stay pending."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        if self.thread is not None:
+            self.thread.join(timeout)

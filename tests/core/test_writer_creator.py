@@ -1,0 +1,199 @@
+"""The writer with its creator thread, on real whisper files: new metrics are created in
+batches while their points stay in the cache; throttling, failures, drain, deletion."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from carbon.cache.store import MetricCache
+from carbon.cache.strategies import make_strategy
+from carbon.config.schemas import SchemaFiles
+from carbon.config.settings import Settings
+from carbon.instrumentation.stats import Stats
+from carbon.logs import CarbonLog
+from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.writer.writer import Writer
+from tests.support import read_whisper, wait_for
+
+NOW = int(time.time()) // 60 * 60
+
+
+class TagRecorder:
+    """Stands in for the TagDB feed: records what the writer reports."""
+
+    def __init__(self) -> None:
+        self.new: list[str] = []
+        self.seen: list[str] = []
+
+    def created(self, metric: str) -> None:
+        self.new.append(metric)
+
+    def updated(self, metric: str) -> None:
+        self.seen.append(metric)
+
+
+class Harness:
+    def __init__(self, root: Path, strategy: str = "sorted", **overrides: object) -> None:
+        (root / "conf").mkdir(parents=True, exist_ok=True)
+        (root / "conf" / "storage-schemas.conf").write_text(
+            "[default]\npattern = .*\nretentions = 60s:1d\n")
+        values = dict(LOCAL_DATA_DIR=str(root / "whisper"), LOG_CREATES=True,
+                      MAX_UPDATES_PER_SECOND=float("inf"),
+                      MAX_CREATES_PER_MINUTE=float("inf"))
+        values.update(overrides)
+        self.settings = Settings(**values)
+        self.root = root
+        self.log = CarbonLog(logdir=str(root / "log"))
+        self.cache = MetricCache()
+        self.stats = Stats()
+        self.database = WhisperDatabase(self.settings)
+        self.writer = Writer(self.cache, make_strategy(strategy, self.cache, self.settings),
+                             self.database, SchemaFiles(str(root / "conf")), self.settings,
+                             self.stats, self.log)
+        self.tags = TagRecorder()
+        self.writer.tag_feed = self.tags
+
+    def add(self, metrics: list[str], count: int = 3, value: float = 1.0) -> None:
+        self.cache.add_batch([(metric, float(NOW - 60 * k), value + k)
+                              for metric in metrics for k in range(count, 0, -1)])
+
+    def stored(self, metric: str) -> dict:
+        return read_whisper(self.database.get_filesystem_path(metric), NOW - 3600, NOW + 60)
+
+    def log_text(self, kind: str) -> str:
+        path = self.root / "log" / ("%s.log" % kind)
+        return path.read_text() if path.exists() else ""
+
+    def close(self) -> None:
+        self.writer.stop(5)
+        self.database.close()
+        self.log.close()
+
+
+@pytest.fixture
+def harness(tmp_path):
+    made: list[Harness] = []
+
+    def make(**overrides) -> Harness:
+        made.append(Harness(tmp_path / ("h%d" % len(made)), **overrides))
+        return made[-1]
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def expected(count: int = 3, value: float = 1.0) -> dict:
+    return {NOW - 60 * k: value + k for k in range(count, 0, -1)}
+
+
+def test_points_of_a_metric_being_created_stay_in_the_cache(harness) -> None:
+    h = harness()
+    h.database.create("old.one", [(60, 1440)], None, None)
+    h.add(["new.one", "old.one"])
+    size = h.cache.size
+    # No threads: step by step. Metrics this writer has not seen go to the creator (which
+    # looks for their files and makes the missing ones) and are skipped meanwhile.
+    assert h.writer.write_one()
+    assert h.writer.creator.busy == {"new.one", "old.one"}
+    assert not os.path.exists(h.database.get_filesystem_path("new.one"))
+    assert h.cache.get("new.one") == sorted(expected().items())  # carbonlink sees them
+    assert h.cache.size == size  # and they count in MAX_CACHE_SIZE
+    assert h.writer.write_one()  # only creates left: the creator handles a batch
+    assert os.path.exists(h.database.get_filesystem_path("new.one"))
+    assert h.cache.get("new.one") == sorted(expected().items())
+    assert h.writer.write_one() and h.writer.write_one()
+    assert h.stored("new.one") == expected() and h.stored("old.one") == expected()
+    assert not h.cache and h.cache.size == 0 and not h.writer.creator.busy
+    assert h.stats.get("creates") == 1 and h.tags.new == ["new.one"]
+    assert "creating database metric new.one" in h.log_text("creates")
+    assert "old.one" not in h.log_text("creates")
+    # known files are written without the creator
+    h.add(["old.one", "new.one"], count=1, value=9.0)
+    assert h.writer.write_one() and not h.writer.creator.busy
+    assert h.writer.write_one() and not h.cache
+    assert h.stored("new.one")[NOW - 60] == 10.0 == h.stored("old.one")[NOW - 60]
+
+
+@pytest.mark.parametrize("strategy", ["sorted", "max", "naive", "timesorted", "bucketmax"])
+def test_many_new_metrics_with_writer_threads(harness, strategy: str) -> None:
+    h = harness(strategy=strategy, WRITER_THREADS=2, LOG_CREATES=False)
+    metrics = ["many.m%04d.x" % i for i in range(600)]
+    h.writer.creator.batch_size = 64
+    h.writer.start()
+    h.add(metrics[:300])
+    h.add(metrics[300:], count=5, value=7.0)
+    h.add(metrics[:300], count=5, value=1.0)  # more points for the first ones
+    wait_for(lambda: not h.cache and not h.writer.creator.busy, timeout=60,
+             what="cache drained")
+    for metric in metrics:
+        assert h.stored(metric) == expected(5, 7.0 if metric in metrics[300:] else 1.0)
+    assert h.stats.get("creates") == 600 and h.stats.get("errors") == 0
+    assert sorted(h.tags.new) == metrics
+    assert h.log_text("creates") == ""
+
+
+def test_a_failed_create_drops_its_points_and_the_others_are_written(harness) -> None:
+    h = harness()
+    blocker = Path(h.database.data_dir) / "blocked"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_bytes(b"a file where a directory should be")
+    h.add(["fine.a", "blocked.metric", "fine.b"])
+    h.writer.start()
+    wait_for(lambda: not h.cache and not h.writer.creator.busy, what="cache drained")
+    assert h.stored("fine.a") == expected() and h.stored("fine.b") == expected()
+    assert h.stats.get("errors") == 1 and h.stats.get("creates") == 2
+    h.writer.errors.flush()
+    assert "Error creating blocked.metric" in h.log_text("console")
+    assert blocker.read_bytes().startswith(b"a file")
+
+
+def test_throttled_creates_keep_their_points_until_a_token_is_free(harness) -> None:
+    h = harness(MAX_CREATES_PER_MINUTE=3)
+    h.database.create("exists.already", [(60, 1440)], None, None)
+    metrics = ["throttled.m%d" % i for i in range(6)]
+    h.add(metrics + ["exists.already"])
+    h.writer.start()
+    wait_for(lambda: h.stats.get("creates") == 3 and h.stats.get("deferredCreates") >= 3,
+             what="three creates and deferred ones")
+    time.sleep(0.3)
+    assert h.stats.get("creates") == 3  # no token in the next 20 s
+    created = [m for m in metrics if os.path.exists(h.database.get_filesystem_path(m))]
+    waiting = [m for m in metrics if m not in created]
+    assert len(created) == 3 and len(waiting) == 3
+    for metric in created:
+        assert h.stored(metric) == expected()
+    for metric in waiting:  # kept, unlike carbon 1.1.10
+        assert h.cache.get(metric) == sorted(expected().items())
+    assert h.cache.size == 9
+    assert h.stored("exists.already") == expected()  # needs no token
+    assert h.stats.get("errors") == 0
+
+
+def test_drain_waits_for_pending_creates(harness) -> None:
+    h = harness(LOG_CREATES=False)
+    metrics = ["drain.m%03d" % i for i in range(300)]
+    h.add(metrics)
+    h.writer.start()
+    h.writer.stop(5)  # as at SIGTERM: writer threads stopped first, maybe mid-create
+    assert h.writer.drain(timeout=60)
+    assert not h.writer.creator.alive()
+    for metric in metrics:
+        assert h.stored(metric) == expected()
+    assert h.stats.get("creates") == 300
+
+
+def test_a_file_deleted_after_a_write_is_created_again(harness) -> None:
+    h = harness()
+    h.add(["deleted.metric"])
+    h.writer.start()
+    wait_for(lambda: not h.cache and h.stored("deleted.metric"), what="first write")
+    os.unlink(h.database.get_filesystem_path("deleted.metric"))
+    h.add(["deleted.metric"], count=2, value=5.0)
+    wait_for(lambda: not h.cache and h.stored("deleted.metric") == expected(2, 5.0),
+             what="file created again with the new points")
+    assert h.stats.get("creates") == 2 and h.stats.get("errors") == 0
