@@ -71,20 +71,16 @@ class FdCache:
     def __contains__(self, path: object) -> bool:
         return path in self._handles
 
-    def get(self, path: str, st: os.stat_result | None = None) -> Handle:
-        """An open handle of the file ``path`` names now (reopened if it was replaced).
-
-        ``st`` is a fresh ``os.stat(path)`` when the caller already has one.
-        """
+    def get(self, path: str) -> Handle:
+        """An open handle of the file ``path`` names now (reopened if it was replaced)."""
         now = time.monotonic()
         handle = self._handles.get(path)
         if handle is not None:
-            if st is None:
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    self.discard(path)  # deleted: let its space go
-                    raise
+            try:
+                st = os.stat(path)
+            except OSError:
+                self.discard(path)  # deleted: let its space go
+                raise
             if st.st_ino == handle.ino and st.st_dev == handle.dev:
                 self._handles.move_to_end(path)
                 handle.used = now

@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 DEFAULT_FD_CACHE_SIZE = 1024
 DEFAULT_FD_CACHE_IDLE = 300.0
 _PATH_CACHE_SIZE = 100_000
-STAT_REUSE_SECONDS = 0.05
 METADATA_KEYS = ("aggregationMethod",)
 
 try:
@@ -92,7 +91,6 @@ class WhisperDatabase:
         self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
-        self._checked: tuple[str, os.stat_result, float] | None = None
         # just-created files' descriptors the fd cache did not keep, until their first write
         self._created: dict[str, Handle] = {}
         self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))
@@ -117,12 +115,7 @@ class WhisperDatabase:
         """True if the metric's file exists. With TAG_HASH_FILENAMES, a tagged series
         stored under its readable name is first renamed to its hashed name."""
         path = self.get_filesystem_path(metric)
-        try:
-            st = os.stat(path)
-        except OSError:
-            pass
-        else:
-            self._checked = (path, st, time.monotonic())
+        if os.path.exists(path):
             return True
         if self.tag_hash_filenames and ";" in metric:
             old = tags.filesystem_path(self.data_dir, metric, False)
@@ -219,7 +212,7 @@ class WhisperDatabase:
         with self._lock:
             handle = self._created.pop(path, None) or self._fds.take_fresh(path)
             if handle is None:
-                handle = self._fds.get(path, self._fresh_stat(path))
+                handle = self._fds.get(path)
             fd = handle.fd
             ok = False
             try:
@@ -248,16 +241,6 @@ class WhisperDatabase:
             self._fds.discard(path)
         else:
             self._fds.release(handle)
-
-    def _fresh_stat(self, path: str) -> os.stat_result | None:
-        """The stat taken by ``exists(path)`` just before (carbon's writer checks, then
-        writes), or None. Used once; older than STAT_REUSE_SECONDS it is not used."""
-        checked = self._checked
-        if checked is not None and checked[0] == path:
-            self._checked = None
-            if time.monotonic() - checked[2] < STAT_REUSE_SECONDS:
-                return checked[1]
-        return None
 
     # -- metadata ---------------------------------------------------------------------
 
