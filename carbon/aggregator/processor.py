@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.rules import AggregationRule, RuleSet
-from carbon.aggregator.staging import stage
+from carbon.aggregator.staging import append_values, stage
 from carbon.instrumentation.stats import Stats
 from carbon.pipeline import Batch, LineBatch
 
@@ -185,19 +185,14 @@ class AggregationProcessor:
         return lo, hi
 
     def _stage(self, names: list[bytes], values: list[bytes]) -> None:
-        cache = self._byte_matches
-        cache_get = cache.get
-        touched = self._touched
-        for name, text in zip(names, values, strict=True):
+        cache_get = self._byte_matches.get
+        found = []
+        for name in names:
             slots = cache_get(name)
             if slots is None:  # the cache is full or off
                 slots = self._slots_for(name)
-            if slots:
-                value = float(text)
-                for slot in slots:
-                    if not slot:
-                        touched.append(slot)
-                    slot.append(value)
+            found.append(slots)
+        append_values(found, values, self._touched)
 
     def _slots_of(self, found: tuple[tuple[AggregationRule, str], ...]) -> tuple[_Slot, ...]:
         """The staging lists of a name's (rule, output) matches; flags an output that

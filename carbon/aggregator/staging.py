@@ -52,14 +52,20 @@ def stage_chunk(chunk: bytes, max_length: int, matches: dict | None, extra: dict
     if unknown:
         return list(unknown)
     assert touched is not None
-    for slots, text in zip(found, batch.values, strict=True):
+    append_values(found, batch.values, touched)
+    return len(batch)
+
+
+def append_values(found: list[tuple[list, ...]], values: list[bytes], touched: list) -> None:
+    """Append each value (as ``float()`` converts it) to every staging list of its
+    name's tuple, in order; a list receiving its first value is added to ``touched``."""
+    for slots, text in zip(found, values, strict=True):
         if slots:
             value = float(text)
             for slot in slots:
                 if not slot:
                     touched.append(slot)
                 slot.append(value)
-    return len(batch)
 
 
 try:
