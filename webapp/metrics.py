@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from webapp.http import HttpError, Request, Response, json_response_for, text_response
-from webapp.render.attime import epoch, get_timezone, parse_at_time
+from webapp.render.attime import epoch, parse_at_time, request_timezone
 
 log = logging.getLogger("webapp.metrics")
 PICKLE_PROTOCOL = 2
@@ -46,12 +46,7 @@ def find_view(request: Request, store: Any, settings: Any) -> Response:
     leaves_only = _int_param(q, 'leavesOnly', 0)
     local_only = _int_param(q, 'local', 0)
     wildcards = _int_param(q, 'wildcards', 0)
-    tz = get_timezone(settings.TIME_ZONE)
-    if 'tz' in q:
-        try:
-            tz = get_timezone(q['tz'])
-        except ValueError:
-            pass
+    tz = request_timezone(q, settings.TIME_ZONE)
     if 'now' in q:
         try:
             now = parse_at_time(q['now'], tz)

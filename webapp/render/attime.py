@@ -13,6 +13,7 @@ from __future__ import annotations
 import calendar
 from datetime import datetime, timedelta, tzinfo as TzInfo, UTC
 from functools import lru_cache
+from typing import Mapping
 from zoneinfo import ZoneInfo
 
 MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec']
@@ -27,6 +28,18 @@ def get_timezone(name: str) -> TzInfo:
         return ZoneInfo(name)
     except Exception:
         raise ValueError("unknown time zone %r" % name) from None
+
+
+def request_timezone(params: Mapping[str, str], default: str) -> TzInfo:
+    """The zone a request's ``tz`` parameter names, else ``default`` (graphite-web
+    ignores an unknown ``tz``)."""
+    zone = get_timezone(default)
+    if 'tz' in params:
+        try:
+            zone = get_timezone(params['tz'])
+        except ValueError:
+            pass
+    return zone
 
 
 def localize(naive: datetime, tz: TzInfo) -> datetime:

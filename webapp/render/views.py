@@ -12,7 +12,7 @@ from typing import Any
 
 from webapp.http import (HttpError, Request, Response, add_never_cache_headers,
                          patch_response_headers)
-from webapp.render.attime import get_timezone, parse_at_time
+from webapp.render.attime import parse_at_time, request_timezone
 from webapp.render import jsonfmt
 from webapp.render.evaluator import evaluate_target, make_context
 from webapp.render.series import PackedSeries
@@ -87,12 +87,7 @@ def parse_options(request: Request, settings: Any) -> tuple[dict[str, Any], dict
                 continue
             graph[opt] = _graph_value(opt, val)
     graph['graphType'] = graph_type
-    tz = get_timezone(settings.TIME_ZONE)
-    if 'tz' in q:
-        try:
-            tz = get_timezone(q['tz'])
-        except ValueError:
-            pass
+    tz = request_timezone(q, settings.TIME_ZONE)
     opts['tzinfo'] = tz
     now = parse_at_time(q['now'], tz) if 'now' in q else datetime.now(tz)
     until = parse_at_time(q['until'], tz, now) if 'until' in q else now
