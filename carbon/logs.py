@@ -120,6 +120,20 @@ class CarbonLog:
         self._files.clear()
 
 
+def log_twisted_errors(log: CarbonLog) -> None:
+    """Send Twisted's error events (unhandled errors in deferreds, protocol
+    exceptions) to ``log``'s console log; other Twisted chatter is dropped."""
+    from twisted.python import log as twisted_log
+
+    def observer(event: dict) -> None:
+        if event.get("isError"):
+            text = twisted_log.textFromEventDict(event)
+            if text:
+                log.msg(text)
+
+    twisted_log.startLoggingWithObserver(observer, setStdout=False)
+
+
 class MemoryLog(CarbonLog):
     """A CarbonLog that keeps (type, message) pairs in memory, for tests and tools."""
 

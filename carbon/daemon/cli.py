@@ -15,7 +15,7 @@ from typing import Any
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.daemon.process import daemonize, handle_action, remove_pidfile, write_pidfile
-from carbon.logs import CarbonLog
+from carbon.logs import CarbonLog, log_twisted_errors
 
 DAEMONS = {
     "carbon-cache": "carbon.daemon.cache:CacheDaemon",
@@ -135,20 +135,13 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     epollreactor.install()
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
-    from twisted.python import log as twisted_log
 
     if foreground:
         log = CarbonLog(None, stream=sys.stdout, rotate=False, debug=bool(options.debug))
     else:
         log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.ENABLE_LOGROTATION))
 
-    def twisted_observer(event: dict) -> None:
-        if event.get("isError"):
-            text = twisted_log.textFromEventDict(event)
-            if text:
-                log.msg(text)
-
-    twisted_log.startLoggingWithObserver(twisted_observer, setStdout=False)
+    log_twisted_errors(log)
     _raise_fd_limit()
     for warning in settings.get("config_warnings", []):
         log.msg("WARNING: %s" % warning)

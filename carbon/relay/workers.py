@@ -212,7 +212,7 @@ def worker_main(argv: list[str] | None = None) -> None:
     channel_fd, index, mode = int(argv[0]), int(argv[1]), argv[2]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides when we stop
     from carbon.config.settings import Settings
-    from carbon.logs import CarbonLog
+    from carbon.logs import CarbonLog, log_twisted_errors
 
     base = Settings()
     base.update(json.loads(sys.stdin.read()))
@@ -221,7 +221,6 @@ def worker_main(argv: list[str] | None = None) -> None:
 
     epollreactor.install()
     from twisted.internet import reactor
-    from twisted.python import log as twisted_log
 
     if mode == "fg":
         log = CarbonLog(None, stream=sys.stdout, rotate=False)
@@ -229,12 +228,7 @@ def worker_main(argv: list[str] | None = None) -> None:
         os.makedirs(settings.LOG_DIR, exist_ok=True)
         log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION")))
 
-    def observer(event: dict) -> None:
-        if event.get("isError"):
-            text = twisted_log.textFromEventDict(event)
-            if text:
-                log.msg(text)
-    twisted_log.startLoggingWithObserver(observer, setStdout=False)
+    log_twisted_errors(log)
     from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
     from carbon.relay.daemon import RelayDaemon
 
