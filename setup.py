@@ -14,6 +14,7 @@ NATIVE = [
     Extension("carbon.receivers._lines", ["carbon/receivers/_lines.c"]),
     Extension("carbon.aggregator._accumulate", ["carbon/aggregator/_accumulate.c"]),
     Extension("carbon.storage._create", ["carbon/storage/_create.c"]),
+    Extension("carbon.storage._update", ["carbon/storage/_update.c"]),
 ]
 
 

@@ -56,9 +56,10 @@ class MetricCache:
         self.lock = threading.Lock()
         self.data: dict[str, array] = {}
         self.size = 0
-        # Points taken by a writer thread and not yet on disk: still answered by
-        # carbonlink (``get``) so a reader never sees them in neither place.
-        self.writing: dict[str, Points] = {}
+        # Points taken by a writer thread and not yet on disk (as they were cached):
+        # still answered by carbonlink (``get``) so a reader never sees them in neither
+        # place.
+        self.writing: dict[str, array] = {}
 
     def __len__(self) -> int:
         return len(self.data)
@@ -94,12 +95,18 @@ class MetricCache:
         for stamp, value in points:
             flat.append(stamp)
             flat.append(value)
+        self.restore_raw(metric, flat)
+
+    def restore_raw(self, metric: str, raw: array) -> None:
+        """``restore`` for points as ``pop_raw_for_write`` gave them."""
+        flat = array("d", raw)
+        points = len(flat) // 2
         with self.lock:
             current = self.data.get(metric)
             if current is not None:
                 flat.extend(current)
             self.data[metric] = flat
-            self.size += len(points)
+            self.size += points
 
     def pop(self, metric: str) -> Points:
         """Remove a metric and return its points sorted by time, duplicates resolved."""
@@ -112,19 +119,31 @@ class MetricCache:
 
     def pop_for_write(self, metric: str) -> Points:
         """Like ``pop``, but the points stay visible to ``get`` until ``written``."""
-        with self.lock:
-            raw = self.data.pop(metric, None)
-            if raw is None:
-                return []
-            self.size -= len(raw) // 2
-            points = dedupe_sorted(raw)
-            self.writing[metric] = points
-        return points
+        return dedupe_sorted(self.pop_raw_for_write([metric])[0])
 
-    def written(self, metric: str) -> None:
-        """The points taken by ``pop_for_write`` are on disk (or were put back)."""
+    def pop_raw_for_write(self, metrics: list[str]) -> list[array]:
+        """Remove metrics for a writer: per metric its points as cached (interleaved
+        timestamp, value pairs in arrival order; duplicates not resolved), which stay
+        visible to ``get`` until ``written``."""
+        data, writing = self.data, self.writing
+        taken = []
         with self.lock:
-            self.writing.pop(metric, None)
+            for metric in metrics:
+                raw = data.pop(metric, None)
+                if raw is None:
+                    raw = array("d")
+                else:
+                    self.size -= len(raw) >> 1
+                writing[metric] = raw
+                taken.append(raw)
+        return taken
+
+    def written(self, *metrics: str) -> None:
+        """The points taken by ``pop_for_write`` are on disk (or were put back)."""
+        writing = self.writing
+        with self.lock:
+            for metric in metrics:
+                writing.pop(metric, None)
 
     def get(self, metric: str) -> Points:
         """The points of a metric (for carbonlink), without removing them.
@@ -137,13 +156,9 @@ class MetricCache:
             writing = self.writing.get(metric)
         if writing is None:
             return dedupe_sorted(raw) if raw is not None else []
-        if raw is None:
-            return list(writing)
-        merged = array("d")
-        for stamp, value in writing:
-            merged.append(stamp)
-            merged.append(value)
-        merged.extend(raw)
+        merged = array("d", writing)
+        if raw is not None:
+            merged.extend(raw)
         return dedupe_sorted(merged)
 
     def count(self, metric: str) -> int:

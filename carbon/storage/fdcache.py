@@ -89,6 +89,21 @@ class FdCache:
             self.discard(path)
         return self._admit(path, os.open(path, _OPEN_FLAGS), now)
 
+    def peek(self, path: str) -> Handle | None:
+        """The cached handle of ``path`` without checking that the path still names its
+        file (the caller checks), or None; counts as a use."""
+        handle = self._handles.get(path)
+        if handle is not None:
+            now = time.monotonic()
+            self._handles.move_to_end(path)
+            handle.used = now
+            self._close_idle(now)
+        return handle
+
+    def has_room(self) -> bool:
+        """Whether a descriptor opened now would be kept."""
+        return self._room(time.monotonic())
+
     def take_fresh(self, path: str) -> Handle | None:
         """The cached handle of a file created by us and not written since, else None
         (no stat: nothing can have replaced it yet that we must notice)."""

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from array import array
 from typing import Any, Iterable, Sequence
 
 from carbon import tags
@@ -32,7 +33,8 @@ from carbon.storage.whisper_create import (
     CreateOptions, NewFile, create_many, exists_many, file_plan,
 )
 from carbon.storage.whisper_format import (
-    AGGREGATION_METHODS, Header, pack_metadata, parse_header, validate_archive_list,
+    AGGREGATION_METHODS, Header, aggregate, pack_metadata, parse_header,
+    validate_archive_list,
 )
 from carbon.storage.whisper_points import prepare_points
 from carbon.storage.whisper_writer import apply_update, read_header, remember_header
@@ -50,6 +52,11 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
+
+try:  # optional C accelerator (setup.py builds it)
+    from carbon.storage import _update as update_native
+except ImportError:  # pragma: no cover - built without a compiler
+    update_native = None  # type: ignore[assignment]
 
 
 _CREATED_KEEP = 1024
@@ -91,6 +98,7 @@ class WhisperDatabase:
         self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
         self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
+        self._fs_paths: dict[str, bytes] = {}  # metric -> os.fsencode(file), likewise
         # just-created files' descriptors the fd cache did not keep, until their first write
         self._created: dict[str, Handle] = {}
         self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))
@@ -98,6 +106,10 @@ class WhisperDatabase:
                                             self.lock_writes, self.fadvise_random,
                                             self.autoflush)
         self.native_create = True  # False: the pure-Python create loop (tests compare both)
+        self.native_write = update_native is not None  # False: write_batch leaves all
+        # sum-based aggregations through Python's sum() in write_batch (None: only where
+        # sum() is not plain left-to-right addition; tests set True)
+        self.python_sums: bool | None = None
 
     # -- paths -------------------------------------------------------------------------
 
@@ -108,7 +120,9 @@ class WhisperDatabase:
             path = tags.filesystem_path(self.data_dir, metric, self.tag_hash_filenames)
             if len(self._paths) >= _PATH_CACHE_SIZE:
                 self._paths.clear()
+                self._fs_paths.clear()
             self._paths[metric] = path
+            self._fs_paths[metric] = os.fsencode(path)
         return path
 
     def exists(self, metric: str) -> bool:
@@ -197,6 +211,63 @@ class WhisperDatabase:
             self._created[path] = handle
             while len(self._created) > self.created_keep:
                 self._fds.release(self._created.pop(next(iter(self._created))))
+
+    def write_batch(self, items: Sequence[tuple[str, array]],
+                    now: int | None = None) -> list[float | None]:
+        """Write many metrics' cached points in one call that releases the GIL
+        (carbon.storage._update), in the common case.
+
+        ``items`` are (metric, points) with points as the metric cache holds them: an
+        ``array('d')`` of interleaved timestamp, value pairs, not to be resized until
+        this returns. Per item the seconds its update took, or None when it was left
+        to ``write`` (points out of time order or for coarser archives, an unusual
+        header, a replaced or missing file, an I/O error: ``write`` then does the whole
+        update, or raises, as it would have). A written item stored all its points.
+        """
+        if not items or not self.native_write:
+            return [None] * len(items)
+        if now is None:
+            now = int(time.time())
+        calls = []
+        handles: list[Handle | None] = []
+        where: list[int] = []
+        with self._lock:
+            for index, (metric, points) in enumerate(items):
+                path = self.get_filesystem_path(metric)
+                if "\0" in path:
+                    continue  # ``write`` raises the error such a path gets
+                handle = self._created.pop(path, None)
+                check = False
+                if handle is None:
+                    handle = self._fds.peek(path)
+                    if handle is not None:
+                        check = not handle.fresh
+                    elif self._fds.has_room():
+                        try:
+                            handle = self._fds.get(path)
+                        except OSError:
+                            handle = None  # ``write`` will say why
+                where.append(index)
+                handles.append(handle)
+                calls.append((self._fs_paths[metric], handle.fd if handle else -1,
+                              handle.dev if handle else 0, handle.ino if handle else 0,
+                              check, points))
+            try:
+                options = () if self.python_sums is None else (self.python_sums,)
+                results = update_native.update_files(
+                    calls, now, self.lock_writes, self.autoflush, self.fadvise_random,
+                    aggregate, *options)
+            finally:
+                for handle in handles:
+                    if handle is not None:
+                        self._fds.release(handle)
+        taken: list[float | None] = [None] * len(items)
+        for index, (status, seconds), handle in zip(where, results, handles, strict=True):
+            if not status:
+                if handle is not None:
+                    handle.fresh = False
+                taken[index] = seconds
+        return taken
 
     def write(self, metric: str, datapoints: Iterable[tuple[float, float]],
               now: int | None = None) -> int:

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from carbon.cache.store import MetricCache
+from carbon.cache.store import MetricCache, dedupe_sorted
 from carbon.cache.strategies import Strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.instrumentation.stats import Stats
@@ -16,10 +16,12 @@ from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
 KNOWN_FILES = 100_000
+BATCH_SIZE = 64  # metrics a write batch at most
 
 
 class Writer:
-    """Writes one metric at a time, chosen by the write strategy.
+    """Writes metrics chosen by the write strategy, in batches of up to BATCH_SIZE that
+    the storage backend may write in one call (WhisperDatabase.write_batch).
 
     MAX_UPDATES_PER_SECOND and MAX_CREATES_PER_MINUTE are rate-limiter plugins.
     Unlike carbon 1.1.10, a create that has to wait for a token keeps its points
@@ -57,54 +59,73 @@ class Writer:
         # a file deleted since shows as FileNotFoundError on write).
         self.creator = Creator(database, schemas, settings, log, self._may_create)
         self.known: set[str] = set()
+        self.submitted = False
 
     # -- one step -------------------------------------------------------
-    def _take(self) -> tuple[str | None, list, bool]:
-        """(metric, points, False) for the next write, or (None, [], busy) where busy says
-        whether something other than a write was done.
+    def _choose(self) -> str | None | bool:
+        """The next metric to write; else True if something other than a write was
+        done (a creator outcome handled: choose again) or False (nothing to write now).
 
         A metric back from the creator comes first; others come from the strategy,
         skipping metrics other threads hold or the creator has. A metric whose file is
         not known to exist goes to the creator, and the choice goes on.
         """
         creator = self.creator
-        cache = self.cache
+        handled = creator.take_ready()
+        if handled is not None:
+            metric, outcome = handled
+            if outcome is DEFERRED:
+                self.stats.increment("deferredCreates")
+                self.throttled_streak += 1
+                return True
+            if outcome is not None and outcome is not EXISTED:
+                self._create_failed(metric, outcome)
+                return True
+            if outcome is None:
+                self._created(metric)
+            self._known(metric)
+            return metric
+        skipped = 0
+        known, busy, in_flight, data = self.known, creator.busy, self.in_flight, self.cache.data
+        while skipped <= len(in_flight) + len(busy):
+            if len(data) <= len(busy):
+                break  # every metric left is with the creator
+            metric = self.strategy.choose()
+            if metric is None:
+                break
+            if metric in in_flight or metric in busy:
+                skipped += 1
+                continue
+            if metric not in known:
+                creator.submit(metric)
+                self.submitted = True
+                continue
+            self.throttled_streak = 0
+            return metric
+        return False
+
+    def _take(self, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` metrics to write (now in flight), and whether something other
+        than a write was done. With MAX_UPDATES_PER_SECOND, each metric after the first
+        needs an update token that is free at once."""
+        limiter = self.update_limiter
+        limited = not getattr(limiter, "unlimited", False)
+        taken: list[str] = []
+        did = False
         with self.choose_lock:
-            handled = creator.take_ready()
-            if handled is not None:
-                metric, outcome = handled
-                if outcome is DEFERRED:
-                    self.stats.increment("deferredCreates")
-                    self.throttled_streak += 1
-                    return None, [], True
-                if outcome is not None and outcome is not EXISTED:
-                    self._create_failed(metric, outcome)
-                    return None, [], True
-                if outcome is None:
-                    self._created(metric)
-                self._known(metric)
-                self.in_flight.add(metric)
-                return metric, cache.pop_for_write(metric), False
-            did = False
-            skipped = 0
-            known, busy, in_flight, data = self.known, creator.busy, self.in_flight, cache.data
-            while skipped <= len(in_flight) + len(busy):
-                if len(data) <= len(busy):
-                    break  # every metric left is with the creator
-                metric = self.strategy.choose()
-                if metric is None:
+            self.submitted = False
+            while len(taken) < limit:
+                if (taken or did) and limited and not limiter.take(blocking=False):
                     break
-                if metric in in_flight or metric in busy:
-                    skipped += 1
-                    continue
-                if metric not in known:
-                    creator.submit(metric)
+                choice = self._choose()
+                if choice is True:
                     did = True
                     continue
-                self.throttled_streak = 0
-                in_flight.add(metric)
-                return metric, cache.pop_for_write(metric), False
-            return None, [], did
+                if choice is False:
+                    break
+                self.in_flight.add(choice)
+                taken.append(choice)
+            return taken, did or self.submitted
 
     def _known(self, metric: str) -> None:
         """Remember that ``metric``'s file exists (bounded: forgotten all at once)."""
@@ -129,6 +150,11 @@ class Writer:
 
     def write_one(self) -> bool:
         """Write the next metric. Returns False when there was nothing to do."""
+        return self.write_some(1)
+
+    def write_some(self, limit: int = BATCH_SIZE) -> bool:
+        """Write up to ``limit`` metrics, as one batch where the backend takes batches.
+        Returns False when there was nothing to do."""
         creator = self.creator
         if not creator.ready:
             if not self.cache:
@@ -143,22 +169,60 @@ class Writer:
             started = time.time()
             self.update_limiter.take()
             waited = time.time() - started
-        metric, points, busy = self._take()
-        if metric is None:
+        metrics, busy = self._take(limit)
+        if not metrics:
             if self.throttled_streak >= max(len(self.cache), 1):
                 # every metric waits for a create token (they keep their points)
                 time.sleep(0.05)
                 self.throttled_streak = 0
             return busy
         try:
-            return self._write(metric, points, waited)
+            self._write(metrics, self.cache.pop_raw_for_write(metrics), waited)
         finally:
-            self.cache.written(metric)
-            self.in_flight.discard(metric)
+            self.cache.written(*metrics)
+            self.in_flight.difference_update(metrics)
+        return True
 
-    def _write(self, metric: str, points: list, waited: float) -> bool:
+    def _write(self, metrics: list[str], taken: list, waited: float) -> None:
+        """Store each metric's points: the backend's batch call where it has one, then
+        ``write`` for what the batch left."""
+        batch = getattr(self.database, "write_batch", None)
+        times = batch(list(zip(metrics, taken, strict=True))) if batch is not None else None
+        if times is None:
+            times = [None] * len(metrics)
+        stats, log, feed = self.stats, self.log, self.tag_feed
+        log_updates = self.settings.LOG_UPDATES
+        committed = 0
+        for metric, raw, took in zip(metrics, taken, times, strict=True):
+            if took is None:
+                count, took = self._write_one(metric, raw)
+                if took is None:
+                    continue
+            else:
+                count = len(raw) >> 1
+            if not count:
+                continue
+            if feed is not None:
+                feed.updated(metric)
+            committed += count
+            stats.append("updateTimes", took)
+            if log_updates:
+                if waited > 0.001:
+                    log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
+                                "%.5f seconds" % (count, metric, took, waited))
+                else:
+                    log.updates("wrote %d datapoints for %s in %.5f seconds"
+                                % (count, metric, took))
+                waited = 0.0
+        if committed:
+            stats.increment("committedPoints", committed)
+
+    def _write_one(self, metric: str, raw) -> tuple[int, float | None]:
+        """One metric through the backend's ``write``: (points, seconds), seconds None
+        when nothing was written."""
+        points = dedupe_sorted(raw)
         if not points:
-            return True
+            return 0, None
         try:
             started = time.time()
             self.database.write(metric, points)
@@ -166,30 +230,19 @@ class Writer:
         except FileNotFoundError:
             # deleted since we knew it: keep the points, the creator makes it again
             self.known.discard(metric)
-            self.cache.restore(metric, points)
-            return True
+            self.cache.restore_raw(metric, raw)
+            return 0, None
         except Exception as exc:  # a broken file must not stop the writer
             self.stats.increment("errors")
             self.errors.record("Error writing to %s: %s" % (metric, exc))
-            return True
-        if self.tag_feed is not None:
-            self.tag_feed.updated(metric)
-        self.stats.increment("committedPoints", len(points))
-        self.stats.append("updateTimes", took)
-        if self.settings.LOG_UPDATES:
-            if waited > 0.001:
-                self.log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
-                                 "%.5f seconds" % (len(points), metric, took, waited))
-            else:
-                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
-                                 % (len(points), metric, took))
-        return True
+            return 0, None
+        return len(points), took
 
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
-                busy = self.write_one()
+                busy = self.write_some()
             except Exception as exc:
                 self.errors.record("writer: %s" % exc)
                 busy = False
@@ -229,7 +282,7 @@ class Writer:
         try:
             while (self.cache or self.creator.ready) and time.monotonic() < deadline:
                 if not self.alive():
-                    self.write_one()
+                    self.write_some()
                 else:
                     time.sleep(0.02)
         finally:

@@ -1,0 +1,905 @@
+/* C accelerator for carbon.storage.whisper_backend.write_many: whisper updates of a
+ * batch of files with the GIL released.
+ *
+ * update_files(items, now, lock, autoflush, fadvise_random, aggregate[, python_sums])
+ *     -> list
+ *
+ * items: a sequence of (path: bytes, fd: int, dev: int, ino: int, check: bool,
+ * points) where `points` is a buffer of doubles (array('d')) holding interleaved
+ * timestamp, value pairs as the metric cache keeps them. `fd` is an open read-write
+ * descriptor of `path` or -1 (then the file is opened for this write and closed after
+ * it; posix_fadvise(RANDOM) if `fadvise_random`). With `check`, stat(path) must still
+ * name (dev, ino), else the item is left to Python (the file was replaced or deleted).
+ *
+ * Each item is written exactly as whisper 1.1.10's update_many would (and as
+ * carbon.storage.whisper_writer.apply_update does) in the common case, which this
+ * module handles whole: timestamps in [0, 2**32) and strictly increasing both as
+ * given and truncated to integers, all of them within the first archive's retention
+ * of `now`, no aligned interval 0, no run longer than the archive, a header whisper
+ * can read. Archive 0 is written run by run; each lower archive is aggregated interval
+ * by interval as whisper's __propagate does (the same reads, the same float operations
+ * in the same order), in the iteration order of the same Python set whenever that
+ * order could change the result (an empty lower archive, or more intervals than it has
+ * slots). Sum-based aggregations go through `aggregate(method, known, neighbors)`
+ * (with the GIL) when `python_sums` is true, by default on Pythons whose sum() is not a
+ * plain left-to-right addition (3.12 on; the module's PLAIN_SUM is 0 there).
+ *
+ * flock(LOCK_EX) around the update if `lock`; fsync before the unlock if `autoflush`.
+ *
+ * Returns one (status, seconds) per item: status 0 means written; any other value
+ * means nothing may be assumed and Python must do the whole update again (which is
+ * idempotent: the same points land in the same slots, the same aggregates are
+ * recomputed): 1 points outside the common case, 2 an unusual or corrupt header,
+ * 3 a stale or missing file, 4 a failed or short read or write.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+
+#define POINT_SIZE 12
+#define METADATA_SIZE 16
+#define ARCHIVE_INFO_SIZE 12
+#define MAX_ARCHIVES 64
+#define HEADER_GUESS (METADATA_SIZE + 6 * ARCHIVE_INFO_SIZE)
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define PLAIN_SUM 0 /* sum() of floats is compensated (Neumaier) from 3.12 on */
+#else
+#define PLAIN_SUM 1
+#endif
+
+enum { DONE = 0, PY_POINTS = 1, PY_HEADER = 2, PY_STALE = 3, PY_IO = 4 };
+
+enum { AVERAGE = 1, SUM, LAST, MAX, MIN, AVG_ZERO, ABSMAX, ABSMIN };
+
+static const char *METHOD_NAMES[] = {
+    NULL, "average", "sum", "last", "max", "min", "avg_zero", "absmax", "absmin",
+};
+
+typedef struct {
+    int64_t offset, step, points, size;
+} Archive;
+
+typedef struct {
+    PyObject *path_obj;
+    const char *path;
+    int fd;
+    int check;
+    unsigned long long dev, ino;
+    Py_buffer view;
+    int has_view;
+    int status;
+    double seconds;
+} Item;
+
+/* What one update needs besides its item; scratch buffers grow as needed. */
+typedef struct {
+    PyThreadState *save;  /* the released thread state (the GIL is taken back briefly) */
+    PyObject *aggregate;
+    int64_t now;
+    int lock, autoflush, fadvise_random;
+    int python_sums; /* sum-based aggregations through `aggregate` */
+    /* the file */
+    int fd;
+    int method;
+    double xff;
+    int count;
+    Archive arch[MAX_ARCHIVES];
+    int64_t bases[MAX_ARCHIVES];
+    int known[MAX_ARCHIVES];
+    /* scratch */
+    int64_t *intervals;
+    double *values;
+    int64_t *lower;
+    Py_ssize_t capacity;
+    unsigned char *bytes;
+    size_t bytes_capacity;
+    double *slot_values;
+    char *present;
+    size_t slot_capacity;
+} Ctx;
+
+/* -- small helpers --------------------------------------------------------------- */
+
+static inline int64_t
+floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q -= 1;
+    return q;
+}
+
+static inline int64_t
+pymod(int64_t a, int64_t b)
+{
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0)))
+        r += b;
+    return r;
+}
+
+static inline uint32_t
+get_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline void
+put_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline double
+get_f64(const unsigned char *p)
+{
+    uint64_t bits = 0;
+    double d;
+    for (int i = 0; i < 8; i++)
+        bits = (bits << 8) | p[i];
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+static inline void
+put_f64(unsigned char *p, double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)bits;
+        bits >>= 8;
+    }
+}
+
+static inline float
+get_f32(const unsigned char *p)
+{
+    uint32_t bits = get_u32(p);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static int
+write_all(int fd, const unsigned char *data, size_t len, off_t offset)
+{
+    while (len > 0) {
+        ssize_t n = pwrite(fd, data, len, offset);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+        offset += n;
+    }
+    return 0;
+}
+
+/* Exactly `len` bytes at `offset`, or -1 (an error or a short file). */
+static int
+read_exact(int fd, unsigned char *data, size_t len, off_t offset)
+{
+    while (len > 0) {
+        ssize_t n = pread(fd, data, len, offset);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+        offset += n;
+    }
+    return 0;
+}
+
+static int
+flock_retry(int fd, int operation)
+{
+    while (flock(fd, operation) != 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+grow_points(Ctx *ctx, Py_ssize_t n)
+{
+    if (n <= ctx->capacity)
+        return 0;
+    int64_t *intervals = realloc(ctx->intervals, (size_t)n * sizeof(int64_t));
+    if (intervals == NULL)
+        return -1;
+    ctx->intervals = intervals;
+    double *values = realloc(ctx->values, (size_t)n * sizeof(double));
+    if (values == NULL)
+        return -1;
+    ctx->values = values;
+    int64_t *lower = realloc(ctx->lower, (size_t)n * sizeof(int64_t));
+    if (lower == NULL)
+        return -1;
+    ctx->lower = lower;
+    ctx->capacity = n;
+    return 0;
+}
+
+static int
+grow_bytes(Ctx *ctx, size_t n)
+{
+    if (n <= ctx->bytes_capacity)
+        return 0;
+    unsigned char *bytes = realloc(ctx->bytes, n);
+    if (bytes == NULL)
+        return -1;
+    ctx->bytes = bytes;
+    ctx->bytes_capacity = n;
+    return 0;
+}
+
+static int
+grow_slots(Ctx *ctx, size_t n)
+{
+    if (n <= ctx->slot_capacity)
+        return 0;
+    double *values = realloc(ctx->slot_values, n * sizeof(double));
+    if (values == NULL)
+        return -1;
+    ctx->slot_values = values;
+    char *present = realloc(ctx->present, n);
+    if (present == NULL)
+        return -1;
+    ctx->present = present;
+    ctx->slot_capacity = n;
+    return 0;
+}
+
+/* -- header ---------------------------------------------------------------------- */
+
+/* Read and check the header (and archive 0's base point when it follows the header). */
+static int
+read_header(Ctx *ctx)
+{
+    unsigned char raw[METADATA_SIZE + MAX_ARCHIVES * ARCHIVE_INFO_SIZE + POINT_SIZE];
+    size_t want = HEADER_GUESS + POINT_SIZE;
+    ssize_t got;
+    do {
+        got = pread(ctx->fd, raw, want, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got < METADATA_SIZE)
+        return PY_HEADER;
+    uint32_t method = get_u32(raw);
+    double xff = (double)get_f32(raw + 8);
+    uint32_t count = get_u32(raw + 12);
+    if (count == 0 || count > MAX_ARCHIVES || method < AVERAGE || method > ABSMIN)
+        return PY_HEADER;
+    if (!(xff >= 0.0 && xff <= 1.0))
+        return PY_HEADER;
+    size_t size = METADATA_SIZE + (size_t)count * ARCHIVE_INFO_SIZE;
+    if ((size_t)got < size + POINT_SIZE && (size_t)got == want) {
+        do {
+            got = pread(ctx->fd, raw, size + POINT_SIZE, 0);
+        } while (got < 0 && errno == EINTR);
+    }
+    if (got < 0 || (size_t)got < size)
+        return PY_HEADER;
+    ctx->method = (int)method;
+    ctx->xff = xff;
+    ctx->count = (int)count;
+    for (uint32_t i = 0; i < count; i++) {
+        const unsigned char *p = raw + METADATA_SIZE + i * ARCHIVE_INFO_SIZE;
+        Archive *a = &ctx->arch[i];
+        a->offset = get_u32(p);
+        a->step = get_u32(p + 4);
+        a->points = get_u32(p + 8);
+        a->size = a->points * POINT_SIZE;
+        if (a->step == 0 || a->points == 0)
+            return PY_HEADER;
+        ctx->known[i] = 0;
+    }
+    if (ctx->arch[0].offset == (int64_t)size && (size_t)got >= size + POINT_SIZE) {
+        ctx->bases[0] = get_u32(raw + size);
+        ctx->known[0] = 1;
+    }
+    return DONE;
+}
+
+/* The timestamp in slot 0 of archive `index` as it is on disk now. */
+static int
+base_of(Ctx *ctx, int index, int64_t *out)
+{
+    if (!ctx->known[index]) {
+        unsigned char raw[4];
+        if (read_exact(ctx->fd, raw, 4, (off_t)ctx->arch[index].offset))
+            return -1;
+        ctx->bases[index] = get_u32(raw);
+        ctx->known[index] = 1;
+    }
+    *out = ctx->bases[index];
+    return 0;
+}
+
+/* -- aggregation ----------------------------------------------------------------- */
+
+/* `aggregate(method, known, neighbors)` in Python, for sums where sum() is not plain. */
+static int
+python_aggregate(Ctx *ctx, const double *values, const char *present, Py_ssize_t n,
+                 double *out)
+{
+    int ok = -1;
+    PyEval_RestoreThread(ctx->save);
+    PyObject *known = PyList_New(0), *neighbors = PyList_New(n), *result = NULL;
+    if (known == NULL || neighbors == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item;
+        if (present[i]) {
+            item = PyFloat_FromDouble(values[i]);
+            if (item == NULL || PyList_Append(known, item)) {
+                Py_XDECREF(item);
+                goto done;
+            }
+        }
+        else {
+            item = Py_None;
+            Py_INCREF(item);
+        }
+        PyList_SET_ITEM(neighbors, i, item);
+    }
+    result = PyObject_CallFunction(ctx->aggregate, "sOO", METHOD_NAMES[ctx->method],
+                                   known, neighbors);
+    if (result != NULL) {
+        double value = PyFloat_AsDouble(result);
+        if (!(value == -1.0 && PyErr_Occurred())) {
+            *out = value;
+            ok = 0;
+        }
+    }
+done:
+    if (ok)
+        PyErr_Clear();
+    Py_XDECREF(result);
+    Py_XDECREF(known);
+    Py_XDECREF(neighbors);
+    ctx->save = PyEval_SaveThread();
+    return ok;
+}
+
+/* whisper's aggregate() of one lower interval: `known` values are those present. */
+static int
+aggregate(Ctx *ctx, const double *values, const char *present, Py_ssize_t n,
+          Py_ssize_t known, double *out)
+{
+    int method = ctx->method;
+    if (ctx->python_sums && (method == AVERAGE || method == SUM || method == AVG_ZERO))
+        return python_aggregate(ctx, values, present, n, out);
+    double best = 0.0, total = 0.0;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (method == AVG_ZERO) {
+            /* `v or 0`: None and zeros count as int 0, which adds 0.0 */
+            if (present[i])
+                total += values[i];
+            continue;
+        }
+        if (!present[i])
+            continue;
+        double v = values[i];
+        if (first) {
+            best = v;
+            total = 0.0 + v;
+            first = 0;
+            continue;
+        }
+        total += v;
+        switch (method) {
+        case LAST:
+            best = v;
+            break;
+        case MAX:
+            if (v > best)
+                best = v;
+            break;
+        case MIN:
+            if (v < best)
+                best = v;
+            break;
+        case ABSMAX:
+            if (fabs(v) > fabs(best))
+                best = v;
+            break;
+        case ABSMIN:
+            if (fabs(v) < fabs(best))
+                best = v;
+            break;
+        default:
+            break;
+        }
+    }
+    switch (method) {
+    case AVERAGE:
+        *out = total / (double)known;
+        break;
+    case SUM:
+        *out = total;
+        break;
+    case AVG_ZERO:
+        *out = total / (double)n;
+        break;
+    default:
+        *out = best;
+    }
+    return 0;
+}
+
+/* -- propagation ----------------------------------------------------------------- */
+
+/* whisper's __propagate of lower interval `start` from archive `hi` into `lo`:
+ * 1 if a point was written, 0 if not, -1 on a failed or short read or write. */
+static int
+propagate(Ctx *ctx, int hi, int lo, int64_t start)
+{
+    const Archive *high = &ctx->arch[hi], *low = &ctx->arch[lo];
+    int64_t h_base;
+    if (base_of(ctx, hi, &h_base))
+        return -1;
+    int64_t first;
+    if (h_base == 0)
+        first = high->offset;
+    else
+        first = high->offset
+            + pymod(floordiv(start - h_base, high->step) * POINT_SIZE, high->size);
+    int64_t wanted = low->step / high->step * POINT_SIZE;
+    int64_t relative_last = pymod(first - high->offset + wanted, high->size);
+    int64_t last = relative_last + high->offset;
+    size_t length, head;
+    if (first < last) {
+        length = head = (size_t)(last - first);
+    }
+    else {
+        head = (size_t)(high->offset + high->size - first);
+        length = head + (size_t)(last - high->offset);
+    }
+    if (grow_bytes(ctx, length) || grow_slots(ctx, length / POINT_SIZE + 1))
+        return -1;
+    if (read_exact(ctx->fd, ctx->bytes, head, (off_t)first))
+        return -1;
+    if (length > head
+        && read_exact(ctx->fd, ctx->bytes + head, length - head, (off_t)high->offset))
+        return -1;
+    Py_ssize_t n = (Py_ssize_t)(length / POINT_SIZE), known = 0;
+    int64_t expected = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *p = ctx->bytes + i * POINT_SIZE;
+        ctx->present[i] = (int64_t)get_u32(p) == expected;
+        if (ctx->present[i]) {
+            ctx->slot_values[i] = get_f64(p + 4);
+            known++;
+        }
+        expected += high->step;
+    }
+    if (!known)
+        return 0;
+    if (!((double)known / (double)n >= ctx->xff))
+        return 0;
+    double value;
+    if (aggregate(ctx, ctx->slot_values, ctx->present, n, known, &value))
+        return -1;
+    int64_t l_base;
+    if (base_of(ctx, lo, &l_base))
+        return -1;
+    int64_t offset = low->offset;
+    if (l_base != 0)
+        offset += pymod(floordiv(start - l_base, low->step) * POINT_SIZE, low->size);
+    unsigned char point[POINT_SIZE];
+    put_u32(point, (uint32_t)start);
+    put_f64(point + 4, value);
+    if (write_all(ctx->fd, point, POINT_SIZE, (off_t)offset))
+        return -1;
+    if (offset == low->offset)
+        ctx->bases[lo] = start;
+    return 1;
+}
+
+/* Reorder `values` (distinct) into the iteration order of a Python set built by adding
+ * them in the given order. -1 on failure. */
+static int
+set_order(Ctx *ctx, int64_t *values, Py_ssize_t n)
+{
+    int ok = -1;
+    Py_ssize_t k = 0;
+    PyEval_RestoreThread(ctx->save);
+    PyObject *set = PySet_New(NULL), *iterator = NULL, *item;
+    if (set == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        item = PyLong_FromLongLong(values[i]);
+        if (item == NULL || PySet_Add(set, item)) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+    iterator = PyObject_GetIter(set);
+    if (iterator == NULL)
+        goto done;
+    while (k < n && (item = PyIter_Next(iterator)) != NULL) {
+        values[k++] = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+    }
+    if (k == n && !PyErr_Occurred())
+        ok = 0;
+done:
+    if (ok)
+        PyErr_Clear();
+    Py_XDECREF(iterator);
+    Py_XDECREF(set);
+    ctx->save = PyEval_SaveThread();
+    return ok;
+}
+
+/* Every coarser archive, level by level, from the archive-0 `intervals` (ascending). */
+static int
+propagate_all(Ctx *ctx, Py_ssize_t m)
+{
+    int higher = 0;
+    for (int lo = 0; lo < ctx->count; lo++) {
+        const Archive *low = &ctx->arch[lo];
+        if (low->step <= ctx->arch[0].step)
+            continue;
+        Py_ssize_t u = 0;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            int64_t x = ctx->intervals[i] - pymod(ctx->intervals[i], low->step);
+            if (u == 0 || ctx->lower[u - 1] != x)
+                ctx->lower[u++] = x;
+        }
+        if (u > 1) {
+            int64_t l_base;
+            if (base_of(ctx, lo, &l_base))
+                return PY_IO;
+            if ((l_base == 0 || (ctx->lower[u - 1] - ctx->lower[0]) / low->step >= low->points)
+                && set_order(ctx, ctx->lower, u))
+                return PY_IO;
+        }
+        int any = 0;
+        for (Py_ssize_t i = 0; i < u; i++) {
+            int done = propagate(ctx, higher, lo, ctx->lower[i]);
+            if (done < 0)
+                return PY_IO;
+            any |= done;
+        }
+        if (!any)
+            break;
+        higher = lo;
+    }
+    return DONE;
+}
+
+/* -- one file -------------------------------------------------------------------- */
+
+/* Aligned intervals and values of archive 0 (the newest point of an interval wins). */
+static int
+prepare(Ctx *ctx, const double *raw, Py_ssize_t n, Py_ssize_t *m_out)
+{
+    const Archive *a0 = &ctx->arch[0];
+    if (grow_points(ctx, n))
+        return PY_IO;
+    double previous = -1.0;
+    int64_t previous_int = -1;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double t = raw[2 * i];
+        if (!(t >= 0.0 && t < 4294967296.0) || !(t > previous))
+            return PY_POINTS;
+        int64_t stamp = (int64_t)t;
+        if (stamp <= previous_int)
+            return PY_POINTS;
+        previous = t;
+        previous_int = stamp;
+        int64_t interval = stamp - stamp % a0->step;
+        if (m > 0 && ctx->intervals[m - 1] == interval) {
+            ctx->values[m - 1] = raw[2 * i + 1];
+            continue;
+        }
+        ctx->intervals[m] = interval;
+        ctx->values[m] = raw[2 * i + 1];
+        m++;
+    }
+    if (ctx->now - (int64_t)raw[0] > a0->step * a0->points)
+        return PY_POINTS; /* some point belongs to a coarser archive (or none) */
+    if (ctx->intervals[0] == 0)
+        return PY_POINTS; /* whisper's runs behave differently at interval 0 */
+    /* no run may be longer than the archive (whisper writes those past its end) */
+    Py_ssize_t run = 1;
+    for (Py_ssize_t i = 1; i < m; i++) {
+        run = ctx->intervals[i] == ctx->intervals[i - 1] + a0->step ? run + 1 : 1;
+        if (run > a0->points)
+            return PY_POINTS;
+    }
+    *m_out = m;
+    return DONE;
+}
+
+/* Archive 0, run by run, relative to its base point as read before the first run. */
+static int
+write_first_archive(Ctx *ctx, Py_ssize_t m)
+{
+    const Archive *a0 = &ctx->arch[0];
+    int64_t base;
+    if (base_of(ctx, 0, &base))
+        return PY_IO;
+    if (base == 0)
+        base = ctx->intervals[0];
+    if (grow_bytes(ctx, (size_t)m * POINT_SIZE))
+        return PY_IO;
+    Py_ssize_t begin = 0;
+    while (begin < m) {
+        Py_ssize_t end = begin + 1;
+        while (end < m && ctx->intervals[end] == ctx->intervals[end - 1] + a0->step)
+            end++;
+        unsigned char *data = ctx->bytes;
+        for (Py_ssize_t i = begin; i < end; i++) {
+            put_u32(data + (i - begin) * POINT_SIZE, (uint32_t)ctx->intervals[i]);
+            put_f64(data + (i - begin) * POINT_SIZE + 4, ctx->values[i]);
+        }
+        int64_t length = (int64_t)(end - begin) * POINT_SIZE;
+        int64_t offset = a0->offset
+            + pymod(floordiv(ctx->intervals[begin] - base, a0->step) * POINT_SIZE, a0->size);
+        int64_t beyond = offset + length - (a0->offset + a0->size);
+        if (beyond > 0) {
+            if (write_all(ctx->fd, data, (size_t)(length - beyond), (off_t)offset)
+                || write_all(ctx->fd, data + length - beyond, (size_t)beyond,
+                             (off_t)a0->offset))
+                return PY_IO;
+            ctx->bases[0] = get_u32(data + length - beyond);
+            ctx->known[0] = 1;
+        }
+        else {
+            if (write_all(ctx->fd, data, (size_t)length, (off_t)offset))
+                return PY_IO;
+            if (offset == a0->offset) {
+                ctx->bases[0] = get_u32(data);
+                ctx->known[0] = 1;
+            }
+        }
+        begin = end;
+    }
+    return DONE;
+}
+
+static double
+wall_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+update_one(Ctx *ctx, Item *item)
+{
+    double started = wall_clock();
+    const double *raw = item->view.buf;
+    Py_ssize_t n = item->view.len / (Py_ssize_t)(2 * sizeof(double));
+    int opened = 0, locked = 0, status;
+    Py_ssize_t m = 0;
+    item->seconds = 0.0;
+    if (n == 0) {
+        item->status = DONE;
+        return;
+    }
+    if (item->fd >= 0) {
+        ctx->fd = item->fd;
+        if (item->check) {
+            struct stat st;
+            if (stat(item->path, &st) != 0 || (unsigned long long)st.st_dev != item->dev
+                || (unsigned long long)st.st_ino != item->ino) {
+                item->status = PY_STALE;
+                return;
+            }
+        }
+    }
+    else {
+        do {
+            ctx->fd = open(item->path, O_RDWR | O_CLOEXEC);
+        } while (ctx->fd < 0 && errno == EINTR);
+        if (ctx->fd < 0) {
+            item->status = PY_STALE;
+            return;
+        }
+        opened = 1;
+#ifdef POSIX_FADV_RANDOM
+        if (ctx->fadvise_random)
+            posix_fadvise(ctx->fd, 0, 0, POSIX_FADV_RANDOM);
+#endif
+    }
+    if (ctx->lock) {
+        if (flock_retry(ctx->fd, LOCK_EX)) {
+            status = PY_IO;
+            goto out;
+        }
+        locked = 1;
+    }
+    status = read_header(ctx);
+    if (status == DONE)
+        status = prepare(ctx, raw, n, &m);
+    if (status == DONE)
+        status = write_first_archive(ctx, m);
+    if (status == DONE)
+        status = propagate_all(ctx, m);
+    if (status == DONE && ctx->autoflush && fsync(ctx->fd) != 0)
+        status = PY_IO;
+out:
+    if (locked)
+        flock_retry(ctx->fd, LOCK_UN);
+    if (opened)
+        close(ctx->fd);
+    item->status = status;
+    item->seconds = wall_clock() - started;
+}
+
+/* -- module ---------------------------------------------------------------------- */
+
+static void
+release_items(Item *items, Py_ssize_t count)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (items[i].has_view)
+            PyBuffer_Release(&items[i].view);
+        Py_XDECREF(items[i].path_obj);
+    }
+    PyMem_Free(items);
+}
+
+static int
+fill_item(Item *item, PyObject *entry)
+{
+    PyObject *path, *points;
+    int fd, check;
+    unsigned long long dev, ino;
+    if (!PyTuple_Check(entry)) {
+        PyErr_SetString(PyExc_TypeError, "items must be tuples");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(entry, "O!iKKpO", &PyBytes_Type, &path, &fd, &dev, &ino, &check,
+                          &points))
+        return -1;
+    if (PyObject_GetBuffer(points, &item->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+        return -1;
+    item->has_view = 1;
+    if (item->view.itemsize != sizeof(double) || item->view.format == NULL
+        || strcmp(item->view.format, "d") != 0 || item->view.len % (2 * sizeof(double))) {
+        PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
+        return -1;
+    }
+    if (PyBytes_GET_SIZE(path) == 0 || strlen(PyBytes_AS_STRING(path))
+        != (size_t)PyBytes_GET_SIZE(path)) {
+        PyErr_SetString(PyExc_ValueError, "path must be non-empty, without NUL bytes");
+        return -1;
+    }
+    Py_INCREF(path);
+    item->path_obj = path;
+    item->path = PyBytes_AS_STRING(path);
+    item->fd = fd;
+    item->dev = dev;
+    item->ino = ino;
+    item->check = check;
+    return 0;
+}
+
+static PyObject *
+update_files(PyObject *module, PyObject *args)
+{
+    PyObject *sequence, *aggregate_fn, *fast, *result = NULL;
+    long long now;
+    int lock, autoflush, fadvise_random, python_sums = !PLAIN_SUM;
+    Py_ssize_t count, i;
+    Item *items;
+    Ctx ctx;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OLpppO|p", &sequence, &now, &lock, &autoflush,
+                          &fadvise_random, &aggregate_fn, &python_sums))
+        return NULL;
+    fast = PySequence_Fast(sequence, "items must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    count = PySequence_Fast_GET_SIZE(fast);
+    items = PyMem_Calloc(count ? (size_t)count : 1, sizeof(Item));
+    if (items == NULL) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (i = 0; i < count; i++) {
+        if (fill_item(&items[i], PySequence_Fast_GET_ITEM(fast, i))) {
+            release_items(items, count);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+
+    memset(&ctx, 0, sizeof ctx);
+    ctx.aggregate = aggregate_fn;
+    ctx.now = now;
+    ctx.lock = lock;
+    ctx.autoflush = autoflush;
+    ctx.fadvise_random = fadvise_random;
+    ctx.python_sums = python_sums;
+    ctx.save = PyEval_SaveThread();
+    for (i = 0; i < count; i++)
+        update_one(&ctx, &items[i]);
+    PyEval_RestoreThread(ctx.save);
+    free(ctx.intervals);
+    free(ctx.values);
+    free(ctx.lower);
+    free(ctx.bytes);
+    free(ctx.slot_values);
+    free(ctx.present);
+
+    result = PyList_New(count);
+    if (result != NULL) {
+        for (i = 0; i < count; i++) {
+            PyObject *entry = Py_BuildValue("(id)", items[i].status, items[i].seconds);
+            if (entry == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, i, entry);
+        }
+    }
+    release_items(items, count);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"update_files", update_files, METH_VARARGS,
+     "update_files(items, now, lock, autoflush, fadvise_random, aggregate[, python_sums])"
+     " -> list\n\n"
+     "Write cached points into whisper files with the GIL released, as whisper's\n"
+     "update_many would; per item (status, seconds), status 0 when written."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "carbon.storage._update",
+    "Batch whisper updates with the GIL released.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__update(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "PLAIN_SUM", PLAIN_SUM)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
