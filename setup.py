@@ -15,6 +15,7 @@ NATIVE = [
     Extension("carbon.aggregator._accumulate", ["carbon/aggregator/_accumulate.c"]),
     Extension("carbon.storage._create", ["carbon/storage/_create.c"]),
     Extension("carbon.storage._update", ["carbon/storage/_update.c"]),
+    Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
 ]
 
 

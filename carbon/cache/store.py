@@ -1,13 +1,15 @@
 """The metric cache: datapoints waiting to be written, compact and thread-safe.
 
-Points of one metric live in one ``array('d')`` as interleaved timestamp, value
-pairs (16 bytes a point plus one small object per metric), far smaller than a
-dict of float objects. Duplicates are resolved when read or drained: the last
-value received for a timestamp wins, as in carbon.
+Points of one metric live in one ``bytearray`` of native doubles, interleaved
+timestamp, value pairs (16 bytes a point plus one small object per metric), far
+smaller than a dict of float objects; a batch is appended by one C call
+(carbon.cache._points) and taken out as an ``array('d')``. Duplicates are resolved
+when read or drained: the last value received for a timestamp wins, as in carbon.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from array import array
 from itertools import islice
@@ -17,6 +19,34 @@ from typing import Iterator
 from carbon.pipeline import Batch
 
 Points = list[tuple[float, float]]
+
+_PAIR = struct.Struct("=dd")
+
+try:  # optional C accelerator (setup.py builds it)
+    from carbon.cache._points import add_batch as _native_add_batch
+except ImportError:  # pragma: no cover - built without a compiler
+    _native_add_batch = None
+
+
+def add_points_py(data: dict[str, bytearray], batch: Batch, limit: int) -> int:
+    """Append (metric, timestamp, value) points to their metrics' bytearrays, at most
+    ``limit`` when it is not negative; what carbon.cache._points.add_batch does."""
+    if 0 <= limit < len(batch):
+        batch = batch[:limit]
+    pack = _PAIR.pack
+    for metric, stamp, value in batch:
+        pair = pack(stamp, value)
+        points = data.get(metric)
+        if points is None:
+            data[metric] = bytearray(pair)
+        else:
+            points += pair
+    return len(batch)
+
+
+def as_pairs(raw: bytearray) -> array:
+    """A metric's cached points as an ``array('d')`` of interleaved pairs (a copy)."""
+    return array("d", raw)
 
 
 class SortedPoints(list):
@@ -54,7 +84,8 @@ class MetricCache:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.data: dict[str, array] = {}
+        self.data: dict[str, bytearray] = {}
+        self.add_points = _native_add_batch or add_points_py
         self.size = 0
         # Points taken by a writer thread and not yet on disk (as they were cached):
         # still answered by carbonlink (``get``) so a reader never sees them in neither
@@ -77,36 +108,29 @@ class MetricCache:
             room = limit - self.size
             if room <= 0:
                 return 0
-            if room < len(batch):
-                batch = batch[:int(room)]
-            for metric, stamp, value in batch:
-                points = data.get(metric)
-                if points is None:
-                    data[metric] = array("d", (stamp, value))
-                else:
-                    points.append(stamp)
-                    points.append(value)
-            self.size += len(batch)
-        return len(batch)
+            added = self.add_points(data, batch, int(room) if room < len(batch) else -1)
+            self.size += added
+        return added
 
     def restore(self, metric: str, points: Points) -> None:
         """Put points back (e.g. a create that has to wait), keeping newer ones newer."""
-        flat = array("d")
-        for stamp, value in points:
-            flat.append(stamp)
-            flat.append(value)
-        self.restore_raw(metric, flat)
+        flat = bytearray()
+        for point in points:
+            flat += _PAIR.pack(*point)
+        self._put_back(metric, flat)
 
     def restore_raw(self, metric: str, raw: array) -> None:
         """``restore`` for points as ``pop_raw_for_write`` gave them."""
-        flat = array("d", raw)
-        points = len(flat) // 2
+        self._put_back(metric, bytearray(raw))
+
+    def _put_back(self, metric: str, flat: bytearray) -> None:
+        added = len(flat) >> 4
         with self.lock:
             current = self.data.get(metric)
             if current is not None:
-                flat.extend(current)
+                flat += current
             self.data[metric] = flat
-            self.size += points
+            self.size += added
 
     def pop(self, metric: str) -> Points:
         """Remove a metric and return its points sorted by time, duplicates resolved."""
@@ -114,8 +138,8 @@ class MetricCache:
             raw = self.data.pop(metric, None)
             if raw is None:
                 return []
-            self.size -= len(raw) // 2
-        return dedupe_sorted(raw)
+            self.size -= len(raw) >> 4
+        return dedupe_sorted(as_pairs(raw))
 
     def pop_for_write(self, metric: str) -> Points:
         """Like ``pop``, but the points stay visible to ``get`` until ``written``."""
@@ -131,11 +155,12 @@ class MetricCache:
             for metric in metrics:
                 raw = data.pop(metric, None)
                 if raw is None:
-                    raw = array("d")
+                    pairs = array("d")
                 else:
-                    self.size -= len(raw) >> 1
-                writing[metric] = raw
-                taken.append(raw)
+                    self.size -= len(raw) >> 4
+                    pairs = as_pairs(raw)
+                writing[metric] = pairs
+                taken.append(pairs)
         return taken
 
     def written(self, *metrics: str) -> None:
@@ -163,17 +188,17 @@ class MetricCache:
 
     def count(self, metric: str) -> int:
         raw = self.data.get(metric)
-        return len(raw) // 2 if raw is not None else 0
+        return len(raw) >> 4 if raw is not None else 0
 
     def counts(self) -> list[tuple[str, int]]:
         """(metric, pending points) for every metric: a snapshot for strategies."""
         with self.lock:
-            return [(metric, len(raw) >> 1) for metric, raw in self.data.items()]
+            return [(metric, len(raw) >> 4) for metric, raw in self.data.items()]
 
     def oldest(self) -> list[tuple[str, float]]:
         """(metric, oldest pending timestamp) for every metric."""
         with self.lock:
-            return [(metric, min(raw[::2])) for metric, raw in self.data.items()]
+            return [(metric, min(as_pairs(raw)[::2])) for metric, raw in self.data.items()]
 
     def names(self) -> list[str]:
         with self.lock:
