@@ -187,9 +187,12 @@ class Writer:
         """Store each metric's points: the backend's batch call where it has one, then
         ``write`` for what the batch left."""
         batch = getattr(self.database, "write_batch", None)
-        times = batch(list(zip(metrics, taken, strict=True))) if batch is not None else None
-        if times is None:
-            times = [None] * len(metrics)
+        times: list = [None] * len(metrics)
+        if batch is not None:
+            try:
+                times = batch(list(zip(metrics, taken, strict=True)))
+            except Exception as exc:  # the metric-by-metric path below still stores them
+                self.errors.record("batch write: %s" % exc)
         stats, log, feed = self.stats, self.log, self.tag_feed
         log_updates = self.settings.LOG_UPDATES
         committed = 0

@@ -197,3 +197,40 @@ def test_a_file_deleted_after_a_write_is_created_again(harness) -> None:
     wait_for(lambda: not h.cache and h.stored("deleted.metric") == expected(2, 5.0),
              what="file created again with the new points")
     assert h.stats.get("creates") == 2 and h.stats.get("errors") == 0
+
+
+def test_known_metrics_are_written_in_batches(harness) -> None:
+    """One write_some call writes up to BATCH_SIZE known metrics through the backend's
+    batch (the C update), with the per-metric stats and update log lines."""
+    from carbon.writer.writer import BATCH_SIZE
+    h = harness(LOG_UPDATES=True, LOG_CREATES=False)
+    metrics = ["batch.m%03d" % i for i in range(BATCH_SIZE + 6)]
+    for metric in metrics:
+        h.database.create(metric, [(60, 1440)], None, None)
+    h.writer.known.update(metrics)
+    h.add(metrics, count=4)
+    calls = []
+    original = h.database.write_batch
+    h.database.write_batch = lambda items, now=None: calls.append(len(items)) or original(items)
+    assert h.writer.write_some() and h.writer.write_some()
+    assert calls == [BATCH_SIZE, 6] and not h.cache and not h.cache.writing
+    assert all(h.stored(metric) == expected(4) for metric in metrics)
+    assert h.stats.get("committedPoints") == 4 * len(metrics)
+    assert len(h.stats.samples["updateTimes"]) == len(metrics)
+    assert h.log_text("updates").count("wrote 4 datapoints for batch.m") == len(metrics)
+
+
+def test_a_failing_batch_call_still_stores_every_point(harness) -> None:
+    h = harness()
+    metrics = ["fail.m%d" % i for i in range(5)]
+    for metric in metrics:
+        h.database.create(metric, [(60, 1440)], None, None)
+    h.writer.known.update(metrics)
+    h.add(metrics)
+
+    def broken(items, now=None):
+        raise MemoryError("no room")
+
+    h.database.write_batch = broken
+    assert h.writer.write_some() and not h.cache
+    assert all(h.stored(metric) == expected() for metric in metrics)
