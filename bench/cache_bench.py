@@ -1,9 +1,10 @@
 """carbon-cache side by side with reference carbon-cache 1.1.10.
 
 N points over M metrics (default 500,000 over 10,000: 50 each) with schema
-10s:1d, fed over one TCP connection; measures the time from the start of sending
-to the last whisper write (the files' largest mtime, once every point is checked
-readable), points/s, daemon CPU seconds and peak RSS, for each write strategy.
+10s:1d (--retentions, --aggregation to change it), fed over one TCP connection;
+measures the time from the start of sending to the last whisper write (the files'
+largest mtime, once every point is checked readable), points/s, daemon CPU seconds
+and peak RSS, for each write strategy.
 Then resident bytes per cached point with writes paused. Start it ~60 s after
 anything deleted many files (see RUN_DIRS below).
 
@@ -30,16 +31,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noqa: E402
                     stop, wait_port)
 
-SCHEMAS = "[bench]\npattern = .*\nretentions = 10s:1d\n"
-
-
+SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 WRITER_THREADS = {"value": 0}
+
+
+def schemas_text() -> str:
+    return "[bench]\npattern = .*\nretentions = %s\n" % SCHEMA["retentions"]
 
 
 def make_root(base: Path, strategy: str, updates: str) -> dict:
     (base / "conf").mkdir(parents=True)
     ports = {"line": free_port(), "pickle": free_port(), "query": free_port()}
-    (base / "conf" / "storage-schemas.conf").write_text(SCHEMAS)
+    (base / "conf" / "storage-schemas.conf").write_text(schemas_text())
+    if SCHEMA["aggregation"]:
+        (base / "conf" / "storage-aggregation.conf").write_text(
+            "[bench]\npattern = .*\nxFilesFactor = 0.1\naggregationMethod = %s\n"
+            % SCHEMA["aggregation"])
     (base / "conf" / "carbon.conf").write_text("\n".join([
         "[cache]",
         "STORAGE_DIR = %s" % (base / "storage"),
@@ -221,11 +228,17 @@ def main() -> None:
     parser.add_argument("--strategies", default="sorted,max,naive,timesorted,bucketmax")
     parser.add_argument("--reference-strategies", default="sorted,max,naive")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--retentions", default="10s:1d",
+                        help="storage schema (the first archive must keep 10s points)")
+    parser.add_argument("--aggregation", default="",
+                        help="aggregationMethod for every metric (default: average)")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--writer-threads", type=int, default=0,
                         help="WRITER_THREADS for ours (0: our default)")
     args = parser.parse_args()
     WRITER_THREADS["value"] = args.writer_threads
+    SCHEMA["retentions"] = args.retentions
+    SCHEMA["aggregation"] = args.aggregation
     try:
         run_all(args)
     finally:
