@@ -25,7 +25,7 @@ _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 class Handle:
     """An open file: descriptor, identity (device, inode), cached header, last use."""
 
-    __slots__ = ("fd", "dev", "ino", "header", "used", "cached", "fresh")
+    __slots__ = ("fd", "dev", "ino", "header", "used", "cached", "fresh", "in_use")
 
     def __init__(self, fd: int, dev: int, ino: int, used: float) -> None:
         self.fd = fd
@@ -36,6 +36,8 @@ class Handle:
         self.cached = False
         # created by this process and not written yet: ``header`` is what was written
         self.fresh = False
+        # held for a batch: dropping it from the cache leaves it open for ``release``
+        self.in_use = False
 
 
 def effective_capacity(requested: int) -> int:
@@ -171,20 +173,22 @@ class FdCache:
                 self._evict_oldest()
 
     def _evict_oldest(self) -> None:
-        _, oldest = self._handles.popitem(last=False)
-        oldest.cached = False
-        os.close(oldest.fd)
+        _drop(self._handles.popitem(last=False)[1])
 
     def discard(self, path: str) -> None:
         """Close and forget ``path``'s descriptor, if open."""
         handle = self._handles.pop(path, None)
         if handle is not None:
-            handle.cached = False
-            os.close(handle.fd)
+            _drop(handle)
 
     def close(self) -> None:
-        """Close every descriptor."""
+        """Close every descriptor (those ``in_use`` at their ``release``)."""
         while self._handles:
-            _, handle = self._handles.popitem()
-            handle.cached = False
-            os.close(handle.fd)
+            _drop(self._handles.popitem()[1])
+
+
+def _drop(handle: Handle) -> None:
+    """A handle leaves the cache: closed now, or by ``release`` if a batch holds it."""
+    handle.cached = False
+    if not handle.in_use:
+        os.close(handle.fd)

@@ -249,6 +249,8 @@ class WhisperDatabase:
                             handle = None  # ``write`` will say why
                 where.append(index)
                 handles.append(handle)
+                if handle is not None:
+                    handle.in_use = True  # evicted meanwhile, it stays open until released
                 calls.append((self._fs_paths[metric], handle.fd if handle else -1,
                               handle.dev if handle else 0, handle.ino if handle else 0,
                               check, points))
@@ -258,8 +260,9 @@ class WhisperDatabase:
                     calls, now, self.lock_writes, self.autoflush, self.fadvise_random,
                     aggregate, *options)
             finally:
-                for handle in handles:
+                for handle in dict.fromkeys(handles):  # a metric given twice: one release
                     if handle is not None:
+                        handle.in_use = False
                         self._fds.release(handle)
         taken: list[float | None] = [None] * len(items)
         for index, (status, seconds), handle in zip(where, results, handles, strict=True):

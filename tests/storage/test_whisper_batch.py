@@ -222,3 +222,27 @@ def test_many_archives(make_db) -> None:
         assert _store(db, [("deep", raw)], now + round_ * 7) == [True]
         whisper.update_many(path + ".ref", dedupe_sorted(raw), now=now + round_ * 7)
         assert _read(path) == _read(path + ".ref")
+
+
+@pytest.mark.parametrize("idle", [0.0, 300.0])
+def test_descriptors_stay_open_for_the_whole_batch(make_db, idle: float) -> None:
+    """With a tiny fd cache whose descriptors count as idle at once, opening one file of
+    a batch evicts another file's descriptor of the same batch: it must stay open (and
+    its number not be reused) until the batch is written, and every file gets its own
+    points."""
+    db = make_db(WHISPER_FD_CACHE_SIZE=3, WHISPER_FD_CACHE_IDLE=idle)
+    now = BASE_NOW - BASE_NOW % 60
+    names = ["evict.m%02d" % i for i in range(12)]
+    for name in names:
+        db.create(name, [(60, 30)], 0.0, "sum")
+    for round_ in range(4):
+        stamp = now + 60 * round_
+        items = [(name, _raw([(stamp, float(i + 100 * round_))]))
+                 for i, name in enumerate(names)]
+        # reverse order every other round: cached and uncached files interleave
+        _store(db, items if round_ % 2 else items[::-1], stamp)
+    for i, name in enumerate(names):
+        series = whisper.fetch(db.get_filesystem_path(name), now - 60, now + 180,
+                               now=now + 240)[1]
+        assert series == [float(i + 100 * r) for r in range(4)], name
+    db.close()
