@@ -7,14 +7,16 @@ at most half the open-file limit; WHISPER_FD_CACHE_IDLE seconds, default 300) an
 parsed headers shared by files of one schema. Nothing global is touched: the
 WHISPER_* options apply to this instance only.
 
-Staleness: every write ``stat``s the path (~1 us; or reuses the stat ``exists()``
-took for that path just before, as carbon's writer checks and then writes) and
-reopens when the path names another file (device, inode) than the cached descriptor,
-e.g. after whisper-resize renamed a new file into place. The header is re-read with
-every write, in the same ``pread`` as the first archive's base point, and re-parsed
-only when its bytes changed, so in-place edits (whisper-set-aggregation-method,
-whisper-set-xfilesfactor) are seen at once. Nothing is written to a replaced or
-deleted file.
+``write_batch`` updates many files in one call of the C accelerator
+(carbon.storage._update) with the GIL released, in the common case; the rest goes
+through ``write`` (the Python writer), which is the specification.
+
+Staleness: every write through a cached descriptor ``stat``s the path (~1 us; not the
+first write after our own create) and reopens when the path names another file
+(device, inode), e.g. after whisper-resize renamed a new file into place. The header
+is re-read with every write, in the same ``pread`` as the first archive's base point,
+so in-place edits (whisper-set-aggregation-method, whisper-set-xfilesfactor) are seen
+at once. Nothing is written to a replaced or deleted file.
 """
 
 from __future__ import annotations
@@ -232,29 +234,17 @@ class WhisperDatabase:
         handles: list[Handle | None] = []
         where: list[int] = []
         with self._lock:
-            for index, (metric, points) in enumerate(items):
-                path = self.get_filesystem_path(metric)
-                if "\0" in path:
-                    continue  # ``write`` raises the error such a path gets
-                handle = self._created.pop(path, None)
-                check = False
-                if handle is None:
-                    handle = self._fds.peek(path)
-                    if handle is not None:
-                        check = not handle.fresh
-                    elif self._fds.has_room():
-                        try:
-                            handle = self._fds.get(path)
-                        except OSError:
-                            handle = None  # ``write`` will say why
-                where.append(index)
-                handles.append(handle)
-                if handle is not None:
-                    handle.in_use = True  # evicted meanwhile, it stays open until released
-                calls.append((self._fs_paths[metric], handle.fd if handle else -1,
-                              handle.dev if handle else 0, handle.ino if handle else 0,
-                              check, points))
             try:
+                for index, (metric, points) in enumerate(items):
+                    path = self.get_filesystem_path(metric)
+                    if "\0" in path:
+                        continue  # ``write`` raises the error such a path gets
+                    handle, check = self._batch_handle(path)
+                    where.append(index)
+                    handles.append(handle)
+                    calls.append((self._fs_paths[metric], handle.fd if handle else -1,
+                                  handle.dev if handle else 0, handle.ino if handle else 0,
+                                  check, points))
                 options = () if self.python_sums is None else (self.python_sums,)
                 results = update_native.update_files(
                     calls, now, self.lock_writes, self.autoflush, self.fadvise_random,
@@ -271,6 +261,26 @@ class WhisperDatabase:
                     handle.fresh = False
                 taken[index] = seconds
         return taken
+
+    def _batch_handle(self, path: str) -> tuple[Handle | None, bool]:
+        """A descriptor of ``path`` for write_batch, marked in use (an eviction while the
+        batch is gathered leaves it open until ``release``), and whether the C update
+        must check that the path still names its file; None: C opens it for the write
+        (the fd cache would not keep it) or ``write`` will say why it cannot."""
+        handle = self._created.pop(path, None)
+        check = False
+        if handle is None:
+            handle = self._fds.peek(path)
+            if handle is not None:
+                check = not handle.fresh
+            elif self._fds.has_room():
+                try:
+                    handle = self._fds.get(path)
+                except OSError:
+                    handle = None
+        if handle is not None:
+            handle.in_use = True
+        return handle, check
 
     def write(self, metric: str, datapoints: Iterable[tuple[float, float]],
               now: int | None = None) -> int:
