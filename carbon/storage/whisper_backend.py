@@ -26,7 +26,8 @@ import os
 import threading
 import time
 from array import array
-from typing import Any, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
 
 from carbon import tags
 from carbon.plugins import STORAGE_BACKENDS
@@ -300,24 +301,31 @@ class WhisperDatabase:
             fd = handle.fd
             ok = False
             try:
-                if self.lock_writes:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
+                with self._changing(fd):
                     header, base0 = read_header(fd, path, handle.header, self._headers)
                     handle.header = header
                     handle.fresh = False
                     if now is None:
                         now = int(time.time())
                     dropped = apply_update(fd, path, header, base0, points, now)
-                    if self.autoflush:
-                        os.fsync(fd)
-                finally:
-                    if self.lock_writes:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
                 ok = True
             finally:
                 self._done(path, handle, ok)
         return dropped
+
+    @contextmanager
+    def _changing(self, fd: int) -> Iterator[None]:
+        """Around a change of a file: WHISPER_LOCK_WRITES's flock, and WHISPER_AUTOFLUSH's
+        fsync once the change is made."""
+        if self.lock_writes:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+            if self.autoflush:
+                os.fsync(fd)
+        finally:
+            if self.lock_writes:
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _done(self, path: str, handle: Handle, ok: bool) -> None:
         """Release a handle after use; after a failure, also forget the cached one."""
@@ -358,19 +366,12 @@ class WhisperDatabase:
             fd = handle.fd
             ok = False
             try:
-                if self.lock_writes:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
+                with self._changing(fd):
                     header, _ = read_header(fd, path, handle.header, self._headers)
                     packed = pack_metadata(value, header.max_retention, header.xff,
                                            len(header.archives))
                     os.pwrite(fd, packed, 0)
                     handle.header = None
-                    if self.autoflush:
-                        os.fsync(fd)
-                finally:
-                    if self.lock_writes:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
                 ok = True
             except ValueError:
                 ok = True  # a refused value: nothing was written, the descriptor is fine
