@@ -33,6 +33,7 @@ from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noq
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 WRITER_THREADS = {"value": 0}
+PROTOCOL = {"value": "line"}  # or "pickle"
 
 
 def schemas_text() -> str:
@@ -82,6 +83,14 @@ def start(impl: str, base: Path) -> subprocess.Popen:
 def payload(points: int, metrics: int, now: int) -> tuple[bytes, list[str]]:
     per_metric = points // metrics
     names = ["bench.host%03d.metric%05d" % (i % 100, i) for i in range(metrics)]
+    if PROTOCOL["value"] == "pickle":  # as carbon-relay sends: 500 points a message
+        flat = [(n, (now - 10 * k, float(k))) for k in range(per_metric, 0, -1)
+                for n in names]
+        messages = []
+        for start in range(0, len(flat), 500):
+            body = pickle.dumps(flat[start:start + 500], protocol=2)
+            messages.append(struct.pack("!L", len(body)) + body)
+        return b"".join(messages), names
     chunks = []
     for k in range(per_metric, 0, -1):  # time-major, oldest first
         stamp = now - 10 * k
@@ -148,7 +157,7 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int) -> dict:
     cpu_before = cpu_seconds(proc.pid)
     wall_started = time.time()
     started = time.monotonic()
-    with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
+    with socket.create_connection(("127.0.0.1", ports[PROTOCOL["value"]])) as sock:
         sock.sendall(data)
     sent = time.monotonic() - started
     pending = {n: whisper_path(base, n) for n in names}
@@ -204,7 +213,7 @@ def run_memory(impl: str, points: int, metrics: int) -> dict:
         before = rss_kb(proc.pid)
         now = int(time.time()) // 10 * 10
         data, names = payload(points, metrics, now)
-        with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
+        with socket.create_connection(("127.0.0.1", ports[PROTOCOL["value"]])) as sock:
             sock.sendall(data)
         per_metric = points // metrics
         deadline = time.monotonic() + 300
@@ -228,6 +237,8 @@ def main() -> None:
     parser.add_argument("--strategies", default="sorted,max,naive,timesorted,bucketmax")
     parser.add_argument("--reference-strategies", default="sorted,max,naive")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--protocol", choices=["line", "pickle"], default="line",
+                        help="plaintext, or pickle messages of 500 points as a relay sends")
     parser.add_argument("--retentions", default="10s:1d",
                         help="storage schema (the first archive must keep 10s points)")
     parser.add_argument("--aggregation", default="",
@@ -238,6 +249,7 @@ def main() -> None:
     args = parser.parse_args()
     WRITER_THREADS["value"] = args.writer_threads
     SCHEMA["retentions"] = args.retentions
+    PROTOCOL["value"] = args.protocol
     SCHEMA["aggregation"] = args.aggregation
     try:
         run_all(args)
