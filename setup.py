@@ -16,6 +16,7 @@ NATIVE = [
     Extension("carbon.storage._create", ["carbon/storage/_create.c"]),
     Extension("carbon.storage._update", ["carbon/storage/_update.c"]),
     Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
+    Extension("carbon.receivers._pickled", ["carbon/receivers/_pickled.c"]),
 ]
 
 

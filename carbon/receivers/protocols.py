@@ -18,6 +18,11 @@ from carbon.receivers.framing import split_frames
 from carbon.receivers.lineparse import canonical_lines, parse_lines, printable, split_buffer
 from carbon.receivers.unpickler import PICKLE_ERRORS, loads
 
+try:  # optional C accelerator (setup.py builds it): reads the common message directly
+    from carbon.receivers._pickled import points as _native_pickled
+except ImportError:  # pragma: no cover - built without a compiler
+    _native_pickled = None
+
 
 def _enable_keepalive(transport: Any, settings: Any) -> None:
     if not settings.TCP_KEEPALIVE or not hasattr(transport, "getHandle"):
@@ -188,15 +193,21 @@ class PickleReceiver(MetricReceiver):
         frames, self.buffer, oversized = split_frames(self.buffer + data, self.max_length)
         batch: Batch = []
         bad = 0
+        # The C reader answers for plain lists of (metric, (timestamp, value)) exactly as
+        # the safe unpickler and points_from_pickle would; anything else (and the
+        # insecure unpickler, whose str decoding differs) goes the general way.
+        fast = None if self.insecure else _native_pickled
         for payload in frames:
-            try:
-                items = loads(payload, self.insecure)
-            except PICKLE_ERRORS as exc:
-                self._close_bad("%s: %s" % (type(exc).__name__, exc), batch)
-                return
-            points, wrong = points_from_pickle(items)
-            batch.extend(points)
-            bad += wrong
+            read = fast(payload) if fast is not None else None
+            if read is None:
+                try:
+                    items = loads(payload, self.insecure)
+                except PICKLE_ERRORS as exc:
+                    self._close_bad("%s: %s" % (type(exc).__name__, exc), batch)
+                    return
+                read = points_from_pickle(items)
+            batch.extend(read[0])
+            bad += read[1]
         if oversized is not None:
             self._close_bad("message of %d bytes exceeds PICKLE_RECEIVER_MAX_LENGTH %d"
                             % (oversized, self.max_length), batch)
