@@ -35,6 +35,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "_fileio.h"
+
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
 #endif
@@ -57,25 +59,6 @@ typedef struct {
 } Item;
 
 static int
-write_all(int fd, const char *data, size_t len, off_t offset)
-{
-    while (len > 0) {
-        ssize_t n = pwrite(fd, data, len, offset);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (n == 0)
-            return EIO;
-        data += n;
-        len -= (size_t)n;
-        offset += n;
-    }
-    return 0;
-}
-
-static int
 fallocate_range(int fd, off_t offset, off_t len)
 {
     int rc;
@@ -95,16 +78,6 @@ write_zeroes(int fd, off_t offset, long long remaining)
             return rc;
         offset += (off_t)chunk;
         remaining -= (long long)chunk;
-    }
-    return 0;
-}
-
-static int
-flock_retry(int fd, int operation)
-{
-    while (flock(fd, operation) != 0) {
-        if (errno != EINTR)
-            return errno;
     }
     return 0;
 }

@@ -47,6 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_fileio.h"
+
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
 #endif
@@ -178,55 +180,6 @@ get_f32(const unsigned char *p)
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
-}
-
-static int
-write_all(int fd, const unsigned char *data, size_t len, off_t offset)
-{
-    while (len > 0) {
-        ssize_t n = pwrite(fd, data, len, offset);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (n == 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-        offset += n;
-    }
-    return 0;
-}
-
-/* Exactly `len` bytes at `offset`, or -1 (an error or a short file). */
-static int
-read_exact(int fd, unsigned char *data, size_t len, off_t offset)
-{
-    while (len > 0) {
-        ssize_t n = pread(fd, data, len, offset);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (n == 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-        offset += n;
-    }
-    return 0;
-}
-
-static int
-flock_retry(int fd, int operation)
-{
-    while (flock(fd, operation) != 0) {
-        if (errno != EINTR)
-            return -1;
-    }
-    return 0;
 }
 
 static int
