@@ -59,12 +59,12 @@ class Writer:
         # a file deleted since shows as FileNotFoundError on write).
         self.creator = Creator(database, schemas, settings, log, self._may_create)
         self.known: set[str] = set()
-        self.submitted = False
 
     # -- one step -------------------------------------------------------
-    def _choose(self) -> str | None | bool:
-        """The next metric to write; else True if something other than a write was
-        done (a creator outcome handled: choose again) or False (nothing to write now).
+    def _choose(self) -> tuple[str | bool, bool]:
+        """(choice, submitted): the next metric to write, else True if a creator outcome
+        was handled (choose again) or False (nothing to write now); and whether metrics
+        were handed to the creator on the way.
 
         A metric back from the creator comes first; others come from the strategy,
         skipping metrics other threads hold or the creator has. A metric whose file is
@@ -77,14 +77,15 @@ class Writer:
             if outcome is DEFERRED:
                 self.stats.increment("deferredCreates")
                 self.throttled_streak += 1
-                return True
+                return True, False
             if outcome is not None and outcome is not EXISTED:
                 self._create_failed(metric, outcome)
-                return True
+                return True, False
             if outcome is None:
                 self._created(metric)
             self._known(metric)
-            return metric
+            return metric, False
+        submitted = False
         skipped = 0
         known, busy, in_flight, data = self.known, creator.busy, self.in_flight, self.cache.data
         while skipped <= len(in_flight) + len(busy):
@@ -98,11 +99,11 @@ class Writer:
                 continue
             if metric not in known:
                 creator.submit(metric)
-                self.submitted = True
+                submitted = True
                 continue
             self.throttled_streak = 0
-            return metric
-        return False
+            return metric, submitted
+        return False, submitted
 
     def _take(self, limit: int) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
@@ -113,11 +114,11 @@ class Writer:
         taken: list[str] = []
         did = False
         with self.choose_lock:
-            self.submitted = False
             while len(taken) < limit:
                 if (taken or did) and limited and not limiter.take(blocking=False):
                     break
-                choice = self._choose()
+                choice, submitted = self._choose()
+                did = did or submitted
                 if choice is True:
                     did = True
                     continue
@@ -125,7 +126,7 @@ class Writer:
                     break
                 self.in_flight.add(choice)
                 taken.append(choice)
-            return taken, did or self.submitted
+            return taken, did
 
     def _known(self, metric: str) -> None:
         """Remember that ``metric``'s file exists (bounded: forgotten all at once)."""
@@ -198,7 +199,7 @@ class Writer:
         committed = 0
         for metric, raw, took in zip(metrics, taken, times, strict=True):
             if took is None:
-                count, took = self._write_one(metric, raw)
+                count, took = self._store_one(metric, raw)
                 if took is None:
                     continue
             else:
@@ -220,7 +221,7 @@ class Writer:
         if committed:
             stats.increment("committedPoints", committed)
 
-    def _write_one(self, metric: str, raw) -> tuple[int, float | None]:
+    def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
         when nothing was written."""
         points = dedupe_sorted(raw)
