@@ -100,8 +100,8 @@ class WhisperDatabase:
         self._fds = FdCache(effective_capacity(size), self.fadvise_random, idle)
         self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
-        self._paths: dict[str, str] = {}  # metric -> file, bounded by _PATH_CACHE_SIZE
-        self._fs_paths: dict[str, bytes] = {}  # metric -> os.fsencode(file), likewise
+        # metric -> (file, os.fsencode(file)), bounded by _PATH_CACHE_SIZE
+        self._paths: dict[str, tuple[str, bytes]] = {}
         # just-created files' descriptors the fd cache did not keep, until their first write
         self._created: dict[str, Handle] = {}
         self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))
@@ -118,15 +118,17 @@ class WhisperDatabase:
 
     def get_filesystem_path(self, metric: str) -> str:
         """The .wsp file of ``metric`` (tagged series under ``_tagged/``)."""
-        path = self._paths.get(metric)
-        if path is None:
+        return self._path_forms(metric)[0]
+
+    def _path_forms(self, metric: str) -> tuple[str, bytes]:
+        """The metric's file as str and as the bytes the C accelerator takes."""
+        forms = self._paths.get(metric)
+        if forms is None:
             path = tags.filesystem_path(self.data_dir, metric, self.tag_hash_filenames)
             if len(self._paths) >= _PATH_CACHE_SIZE:
                 self._paths.clear()
-                self._fs_paths.clear()
-            self._paths[metric] = path
-            self._fs_paths[metric] = os.fsencode(path)
-        return path
+            forms = self._paths[metric] = (path, os.fsencode(path))
+        return forms
 
     def exists(self, metric: str) -> bool:
         """True if the metric's file exists. With TAG_HASH_FILENAMES, a tagged series
@@ -237,13 +239,13 @@ class WhisperDatabase:
         with self._lock:
             try:
                 for index, (metric, points) in enumerate(items):
-                    path = self.get_filesystem_path(metric)
+                    path, fs_path = self._path_forms(metric)
                     if "\0" in path:
                         continue  # ``write`` raises the error such a path gets
                     handle, check = self._batch_handle(path)
                     where.append(index)
                     handles.append(handle)
-                    calls.append((self._fs_paths[metric], handle.fd if handle else -1,
+                    calls.append((fs_path, handle.fd if handle else -1,
                                   handle.dev if handle else 0, handle.ino if handle else 0,
                                   check, points))
                 options = () if self.python_sums is None else (self.python_sums,)
