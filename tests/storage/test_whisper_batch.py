@@ -21,7 +21,7 @@ from carbon.cache.store import dedupe_sorted
 from carbon.config.settings import Settings
 from carbon.storage import whisper_backend
 from carbon.storage.whisper_backend import WhisperDatabase
-from tests.storage.test_whisper_identity import BASE_NOW, METHODS, schemas, values
+from tests.storage.test_whisper_identity import BASE_NOW, METHODS, file_setups, values
 
 pytestmark = pytest.mark.skipif(
     whisper_backend.update_native is None and not os.environ.get("CARBON_REQUIRE_NATIVE"),
@@ -73,11 +73,9 @@ def ordered_batches(draw, archives):
 
 @st.composite
 def scenarios(draw):
-    archives = draw(schemas())
-    start = draw(st.sampled_from([BASE_NOW + 10_000, 400])) - draw(st.integers(0, 300))
-    return (archives, draw(st.sampled_from(METHODS)),
-            draw(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 1.0]) | st.floats(0, 1)),
-            start, draw(ordered_batches(archives)), draw(st.booleans()))
+    archives, method, xff, start = draw(file_setups(near_epoch=400))
+    return (archives, method, xff, start, draw(ordered_batches(archives)),
+            draw(st.booleans()))
 
 
 @settings(max_examples=int(os.environ.get("STORAGE_EXAMPLES", "600")), deadline=None,

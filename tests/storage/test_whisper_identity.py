@@ -61,13 +61,19 @@ def batches(draw, archives: list[tuple[int, int]]) -> list[tuple[int, list]]:
 
 
 @st.composite
-def scenarios(draw):
+def file_setups(draw, near_epoch: int = 300) -> tuple:
+    """(archives, aggregation method, xFilesFactor, start time) of one file. Near the
+    epoch, intervals of 0 occur: whisper never ends a run after one."""
     archives = draw(schemas())
-    # Near the epoch, intervals of 0 occur: whisper never ends a run after one.
-    start = draw(st.sampled_from([BASE_NOW + 10_000, 300])) - draw(st.integers(0, 300))
+    start = draw(st.sampled_from([BASE_NOW + 10_000, near_epoch])) - draw(st.integers(0, 300))
     return (archives, draw(st.sampled_from(METHODS)),
-            draw(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 1.0]) | st.floats(0, 1)),
-            start, draw(batches(archives)))
+            draw(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.7, 1.0]) | st.floats(0, 1)), start)
+
+
+@st.composite
+def scenarios(draw):
+    archives, method, xff, start = draw(file_setups())
+    return archives, method, xff, start, draw(batches(archives))
 
 
 def _materialise(now: int, points: list) -> list[tuple[float, float]]:
