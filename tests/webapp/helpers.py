@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import socket
 import socketserver
 import struct
+import subprocess
 import threading
 import time
 import urllib.request
@@ -18,6 +20,19 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import whisper
 
 STEP = 60
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM a server process a test started (killed if not gone in 10 s); its pipes
+    are closed."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    proc.stdout.close()
+    proc.stderr.close()
 
 
 def aligned_now(step: int = 3600) -> int:

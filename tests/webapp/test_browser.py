@@ -11,7 +11,6 @@ import io
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.webapp.helpers import STEP, http_get, make_whisper
+from tests.webapp.helpers import STEP, http_get, make_whisper, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 600, 400
@@ -54,14 +53,7 @@ def render_server(tmp_path: Any, base_time: int) -> Iterator[str]:
         assert 'listening on http://127.0.0.1:' in line, proc.stderr.read()
         yield line.strip().split()[-1].rstrip('/')
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_server(proc)
 
 
 class _Page(BaseHTTPRequestHandler):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from carbon.config.errors import ConfigError
-from tests.webapp.helpers import call, http_get, make_whisper
+from tests.webapp.helpers import call, http_get, make_whisper, stop_server
 from webapp.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,14 +92,7 @@ def test_graphite_render_process(tmp_path: Any, base_time: int) -> None:
             'Content-Type': 'application/x-www-form-urlencoded'})
         assert status == 200 and json.loads(answer)[0]['target'] == 'proc.m'
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_server(proc)
     assert proc.returncode == 0
 
 
