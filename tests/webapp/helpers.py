@@ -22,6 +22,19 @@ import whisper
 STEP = 60
 
 
+def create_whisper_with(path: str, archives: list, writes: list, now: int) -> None:
+    """A whisper file with each (age, value) of ``writes`` stored one at a time at
+    ``now - age`` (whisper.file_update's now, not the clock); ages it does not cover
+    are skipped."""
+    whisper.create(path, archives)
+    with open(path, 'r+b') as fh:
+        for age, value in writes:
+            try:
+                whisper.file_update(fh, value, now - age, now=now)
+            except whisper.TimestampNotCovered:
+                pass
+
+
 def stop_server(proc: subprocess.Popen) -> None:
     """SIGTERM a server process a test started (killed if not gone in 10 s); its pipes
     are closed."""

@@ -19,7 +19,7 @@ import whisper
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.webapp.json_oracle import Series, plain_sum, render_json_body
-from tests.webapp.helpers import STEP, aligned_now, call, make_whisper
+from tests.webapp.helpers import STEP, aligned_now, call, create_whisper_with, make_whisper
 from webapp.app import make_app
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.render.views import render_json
@@ -52,13 +52,7 @@ def test_read_many_matches_whisper_fetch(files: list, start: int, length: int, n
         paths = []
         for i, (archives, writes) in enumerate(files):
             path = os.path.join(tmp, 'm%d.wsp' % i)
-            whisper.create(path, archives)
-            with open(path, 'r+b') as fh:
-                for age, value in writes:
-                    try:
-                        whisper.file_update(fh, value, NOW - age, now=NOW)
-                    except whisper.TimestampNotCovered:
-                        pass
+            create_whisper_with(path, archives, writes, NOW)
             paths.append(path)
         now = NOW + now_shift
         from_time = NOW - 4000 + start

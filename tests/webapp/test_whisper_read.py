@@ -10,6 +10,7 @@ import tempfile
 import whisper
 from hypothesis import given, settings, strategies as st
 
+from tests.webapp.helpers import create_whisper_with
 from webapp.storage import whisper_read
 
 NOW = 1_700_000_000
@@ -26,14 +27,7 @@ def test_same_as_whisper_fetch(archives: list, writes: list, start: int, length:
     tmp = tempfile.mkdtemp()
     try:
         path = os.path.join(tmp, 'm.wsp')
-        whisper.create(path, archives)
-        with open(path, 'r+b') as fh:
-            for age, value in writes:
-                # whisper.file_update uses time.time(); write relative to a fixed now instead
-                try:
-                    whisper.file_update(fh, value, NOW - age, now=NOW)
-                except whisper.TimestampNotCovered:
-                    pass
+        create_whisper_with(path, archives, writes, NOW)
         now = NOW + now_shift
         from_time = NOW - 4000 + start
         until_time = from_time + length
