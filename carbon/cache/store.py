@@ -78,8 +78,8 @@ class MetricCache:
     """Metric name -> pending points, with a datapoint count for MAX_CACHE_SIZE.
 
     The reactor thread adds whole batches (``add_batch``); the writer thread
-    removes one metric at a time (``pop``). A single lock guards both, taken
-    once per batch, not once per point.
+    removes a batch of metrics at a time (``pop_raw_for_write``). A single lock
+    guards both, taken once per batch, not once per point.
     """
 
     def __init__(self) -> None:
@@ -164,7 +164,7 @@ class MetricCache:
         return taken
 
     def written(self, *metrics: str) -> None:
-        """The points taken by ``pop_for_write`` are on disk (or were put back)."""
+        """The points taken by ``pop_raw_for_write`` are on disk (or were put back)."""
         writing = self.writing
         with self.lock:
             for metric in metrics:
@@ -177,7 +177,7 @@ class MetricCache:
         """
         with self.lock:
             raw = self.data.get(metric)
-            raw = array("d", raw) if raw is not None else None
+            raw = as_pairs(raw) if raw is not None else None
             writing = self.writing.get(metric)
         if writing is None:
             return dedupe_sorted(raw) if raw is not None else []
