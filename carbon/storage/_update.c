@@ -24,6 +24,14 @@
  * (with the GIL) when `python_sums` is true, by default on Pythons whose sum() is not a
  * plain left-to-right addition (3.12 on; the module's PLAIN_SUM is 0 there).
  *
+ * The format comes from carbon/storage/whisper_format.py, the one home of the whisper
+ * layout: read_header() below mirrors whisper_format.parse_header (METADATA, ARCHIVE_INFO,
+ * POINT and AGGREGATION_TYPES are the constants here) and aggregate() mirrors
+ * whisper_format.aggregate. tests/storage/test_whisper_batch.py::test_batch_byte_identity
+ * binds them: the files this module writes must equal, byte for byte, those of whisper
+ * 1.1.10, which whisper_writer.apply_update (built on whisper_format) also equals
+ * (tests/storage/test_whisper_identity.py).
+ *
  * flock(LOCK_EX) around the update if `lock`; fsync before the unlock if `autoflush`.
  *
  * Returns one (status, seconds) per item: status 0 means written; any other value
