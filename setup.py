@@ -11,14 +11,14 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = [
-    Extension("carbon.receivers._lines", ["carbon/receivers/_lines.c"]),
+    Extension("carbon.formats._plaintext", ["carbon/formats/_plaintext.c"]),
     Extension("carbon.aggregator._accumulate", ["carbon/aggregator/_accumulate.c"]),
     Extension("carbon.storage._create", ["carbon/storage/_create.c"],
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.storage._update", ["carbon/storage/_update.c"],
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
-    Extension("carbon.receivers._pickled", ["carbon/receivers/_pickled.c"]),
+    Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
 ]
 
 

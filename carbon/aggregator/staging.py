@@ -20,7 +20,7 @@ The C accelerator ``carbon.aggregator._accumulate`` implements it when built;
 
 from __future__ import annotations
 
-from carbon.receivers.lineparse import canonical_lines
+from carbon.formats.plaintext import canonical_lines
 
 _NOT_STAGING = "staging entries must be tuples of lists"
 

@@ -19,7 +19,7 @@ from twisted.internet.protocol import ReconnectingClientFactory
 from carbon.pipeline import Batch
 from carbon.receivers.amqp_wire import AMQPClient
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.lineparse import parse_lines, printable
+from carbon.formats.plaintext import parse_lines, printable
 
 PREFETCH = 256
 CONSUMER_TAG = "graphite_consumer"

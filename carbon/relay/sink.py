@@ -27,7 +27,8 @@ from carbon.relay.connection import tls_options
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.index import RouteIndex
 from carbon.relay.spool import Spool
-from carbon.relay.wire import WireItems, encoder_for, wire_items
+from carbon.formats.pickled import WireItems, wire_items
+from carbon.relay.wire import encoder_for
 from carbon.routers import DatapointRouter, make_router
 from carbon.tags import normalize
 

@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from carbon.aggregator.staging import stage_chunk
-from carbon.receivers.lineparse import canonical_lines
+from carbon.formats.plaintext import canonical_lines
 
 native = pytest.importorskip("carbon.aggregator._accumulate")
 
