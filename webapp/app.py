@@ -18,7 +18,7 @@ from webapp.events import views as event_views
 from webapp.events.store import make_event_store
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.render import views as render_views
-from webapp.render.evaluator import InputError, format_input_error
+from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.grammar import TargetSyntaxError
 from webapp.settings import WEBAPP_VERSION, WebSettings
 from webapp.storage.carbonlink import CarbonLinkPool
@@ -63,15 +63,8 @@ ROUTES: list[tuple[str, View]] = [
     (r'/events/?', event_views.events_view),
 ]
 _COMPILED = [(re.compile('^' + pattern + '$'), view) for pattern, view in ROUTES]
-_USER_ERRORS = (InputError, TargetSyntaxError, TagSpecError, FindLimitError)
-
-
-def _user_error_classes() -> tuple[type, ...]:
-    try:
-        from webapp.functions.registry import InputParameterError
-    except ImportError:  # pragma: no cover
-        return _USER_ERRORS
-    return _USER_ERRORS + (InputParameterError,)
+_USER_ERRORS = (InputError, InputParameterError, TargetSyntaxError, TagSpecError,
+                FindLimitError)
 
 
 class GraphiteApp:
@@ -88,7 +81,7 @@ class GraphiteApp:
             carbonlink.gate = self.gate
         self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
             else ''
-        self.user_errors = _user_error_classes()
+        self.user_errors = _USER_ERRORS
 
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""
