@@ -14,6 +14,7 @@ import struct
 from typing import Any
 
 from carbon.batch import Batch
+from carbon.formats.plaintext import LineBatch
 from carbon.formats.unpickler import PICKLE_ERRORS, safe_loads
 
 try:  # optional C accelerator (setup.py builds it): reads the common message directly
@@ -22,7 +23,7 @@ except ImportError:  # pragma: no cover - built without a compiler
     native_points = None
 
 __all__ = ["LENGTH", "frame", "frame_length", "split_frames", "WireItems", "wire_items",
-           "encode_pickle_items", "encode_pickle", "decode_pickle_stream",
+           "items_from_lines", "encode_pickle_items", "encode_pickle", "decode_pickle_stream",
            "points_from_pickle", "native_points"]
 
 LENGTH = struct.Struct("!L")
@@ -66,6 +67,15 @@ def split_frames(buffer: bytes, max_length: int) -> tuple[list[bytes], bytes, in
 def wire_items(points: Batch) -> WireItems:
     """Points reshaped into pickle message items."""
     return [(m, (t, v)) for m, t, v in points]
+
+
+def items_from_lines(batch: LineBatch) -> WireItems:
+    """A LineBatch as pickle message items, made with C-level maps and zips."""
+    if batch.values is None or batch.stamps is None:
+        return wire_items(batch.points())
+    return list(zip(map(bytes.decode, batch.names),
+                    zip(map(float, batch.stamps), map(float, batch.values), strict=True),
+                    strict=True))
 
 
 def encode_pickle_items(items: WireItems, max_per_message: int = 500

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from twisted.internet import defer
 
 from carbon.relay.destinations import parse_destination
-from carbon.relay.sink import spool_directory
+from carbon.relay.client_set import spool_directory
 from carbon.relay.spool import Spool
 from carbon.formats.pickled import decode_pickle_stream, encode_pickle, frame
 from carbon.formats.plaintext import decode_line_stream, encode_line, format_value
