@@ -9,9 +9,10 @@ spool directory may be passed in too). ``start()`` connects to every destination
 replays what a previous run spooled; ``put_many(batch)`` routes and queues;
 ``put_lines(line_batch)`` (the lean path) routes received lines by name through a
 ``RouteIndex`` and queues their bytes as they came (line protocol) or points made
-in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in whole buffers, or at once when a
-queue reaches its high watermark. ``stop()`` flushes for SHUTDOWN_FLUSH_TIMEOUT
-seconds, then spools what is left and closes; the Deferred fires when done.
+in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in whole
+buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
+SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is left and closes; the Deferred fires
+when done.
 """
 
 from __future__ import annotations
