@@ -12,7 +12,8 @@ import logging
 import re
 from typing import Any, Callable, Iterable, Optional
 
-from webapp import functions_views, metrics
+from webapp.functions import views as function_views
+from webapp.metrics import views as metric_views
 from webapp.cpu_gate import CpuGate
 from webapp.events import views as event_views
 from webapp.events.store import make_event_store
@@ -43,10 +44,10 @@ def not_supported(request: Request, store: Any, settings: Any, *args: Any) -> Re
 ROUTES: list[tuple[str, View]] = [
     (r'/render/local/?', not_supported),
     (r'/render/?', render_views.render_view),
-    (r'/metrics/index\.json', metrics.index_view),
-    (r'/metrics/find/?', metrics.find_view),
-    (r'/metrics/expand/?', metrics.expand_view),
-    (r'/metrics/?', metrics.find_view),
+    (r'/metrics/index\.json', metric_views.index_view),
+    (r'/metrics/find/?', metric_views.find_view),
+    (r'/metrics/expand/?', metric_views.expand_view),
+    (r'/metrics/?', metric_views.find_view),
     (r'/tags/tagSeries', tag_views.tag_series),
     (r'/tags/tagMultiSeries', tag_views.tag_multi_series),
     (r'/tags/delSeries', tag_views.del_series),
@@ -55,8 +56,8 @@ ROUTES: list[tuple[str, View]] = [
     (r'/tags/autoComplete/values', tag_views.auto_complete_values),
     (r'/tags/(.+)', tag_views.tag_details),
     (r'/tags/?', tag_views.tag_list),
-    (r'/functions/(.+)', functions_views.function_details),
-    (r'/functions/?', functions_views.function_list),
+    (r'/functions/(.+)', function_views.function_details),
+    (r'/functions/?', function_views.function_list),
     (r'/version/?', version_view),
     (r'/events/get_data?', event_views.get_data_view),
     (r'/events/(\d+)/?', event_views.detail_view),
