@@ -244,8 +244,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.formats._plaintext", "C accelerator for carbon.formats.plaintext.", -1,
-    methods,
+    PyModuleDef_HEAD_INIT, "carbon.formats._plaintext",
+    "C accelerator for carbon.formats.plaintext.", -1, methods,
 };
 
 PyMODINIT_FUNC

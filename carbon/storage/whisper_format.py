@@ -5,7 +5,7 @@ then one ``!3L`` (offset, seconds per point, points) per archive, then the archi
 each a ring of ``!Ld`` (timestamp, value) points. Everything is big-endian.
 
 The one home of the format: carbon's writer (carbon.storage.whisper_*), the render app's
-reader (webapp.storage.whisper_read) and the C update (carbon/storage/_update.c, which
+reader (webapp.storage.whisper_read) and the C update (carbon/storage/_whisper_writer.c, which
 mirrors ``parse_header`` and ``aggregate``) all take it from here.
 """
 

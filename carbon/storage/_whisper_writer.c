@@ -1,4 +1,5 @@
-/* C accelerator for carbon.storage.whisper_backend.write_many: whisper updates of a
+/* C twin of carbon.storage.whisper_writer.apply_update, called by
+ * carbon.storage.whisper_backend.WhisperDatabase.write_batch: whisper updates of a
  * batch of files with the GIL released.
  *
  * update_files(items, now, lock, autoflush, fadvise_random, aggregate[, python_sums])
@@ -849,13 +850,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.storage._update",
+    PyModuleDef_HEAD_INIT, "carbon.storage._whisper_writer",
     "Batch whisper updates with the GIL released.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
-PyInit__update(void)
+PyInit__whisper_writer(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "PLAIN_SUM", PLAIN_SUM)) {
