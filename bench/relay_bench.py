@@ -29,7 +29,6 @@ import json
 import os
 import pickle
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -43,6 +42,7 @@ from common import (ROOT, RunDirs, crelay_binary, free_port, mirrored,  # noqa: 
                     reference_venv, rss_kb, stop, wait_port)
 
 from carbon.config.settings import Settings  # noqa: E402
+from carbon.formats.pickled import split_frames  # noqa: E402
 from carbon.routers import make_router, parse_destinations  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -176,13 +176,8 @@ def received_names(path: Path, protocol: str) -> Counter:
     if protocol == "line":
         return Counter(line.split(b" ", 1)[0].decode() for line in data.split(b"\n")
                        if line.strip())
-    names: Counter = Counter()
-    offset = 0
-    while offset + 4 <= len(data):
-        (length,) = struct.unpack_from("!L", data, offset)
-        names.update(metric for metric, _ in pickle.loads(data[offset + 4:offset + 4 + length]))
-        offset += 4 + length
-    return names
+    frames, _, _ = split_frames(data, 1 << 32)
+    return Counter(metric for frame in frames for metric, _ in pickle.loads(frame))
 
 
 def check_placement(impl: str, dests: list[str], record: Path, protocol: str,
