@@ -87,8 +87,14 @@ def setup_graphite(workdir: Path, storage: Path) -> Path:
         % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings')
-    run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'], env=env,
-        cwd=str(workdir))
+    migrate = [str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb']
+    try:
+        run(migrate, env=env, cwd=str(workdir))
+    except subprocess.CalledProcessError:
+        # seen once on a fresh venv ("table tags_series already exists"): start the
+        # database over and migrate again
+        (storage / 'graphite.db').unlink(missing_ok=True)
+        run(migrate, env=env, cwd=str(workdir))
     return venv
 
 
