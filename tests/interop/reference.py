@@ -20,7 +20,7 @@ import pytest
 from tests.support import ROOT, free_port, port_open, wait_for
 
 sys.path.insert(0, str(ROOT / "bench"))
-from common import graphite_web_venv, reference_venv  # noqa: E402
+from common import CACHE_DIR, graphite_web_venv, reference_venv  # noqa: E402
 
 
 def require(install: Callable[[], Any], what: str) -> Any:
@@ -85,6 +85,8 @@ def graphite_web_settings(folder: Path, **settings: Any) -> dict:
               "DATABASES": {"default": {"NAME": str(folder / "graphite.db"),
                                         "ENGINE": "django.db.backends.sqlite3"}}}
     values.update(settings)
+    # graphite-web reads WHISPER_DIR only if it exists when it starts (STANDARD_DIRS)
+    Path(values["WHISPER_DIR"]).mkdir(parents=True, exist_ok=True)
     (folder / "log").mkdir(exist_ok=True)
     module = "interop_gw_settings"
     (folder / (module + ".py")).write_text(
@@ -101,6 +103,18 @@ def reference_unpickle(folder: Path, payloads: list[bytes]) -> list[tuple[str, s
     got = run_reference(venv, UNPICKLE, [base64.b64encode(p).decode() for p in payloads],
                         env=env)
     return [tuple(item) for item in got]
+
+
+def statsd_install() -> Path:
+    """statsd 0.9.0 from npm, installed once into the benchmark cache folder; returns its
+    stats.js."""
+    folder = CACHE_DIR / "statsd-0.9.0"
+    script = folder / "node_modules" / "statsd" / "stats.js"
+    if not script.exists():
+        subprocess.run(["npm", "install", "--prefix", str(folder), "--no-save",
+                        "--omit=optional", "--no-audit", "--no-fund", "statsd@0.9.0"],
+                       check=True, capture_output=True, timeout=300)
+    return script
 
 
 class GraphiteWeb:
@@ -128,7 +142,8 @@ class GraphiteWeb:
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return (self.folder / "server.log").read_text()
 
     def stop(self) -> None:
