@@ -124,6 +124,10 @@ class GraphiteWeb:
         venv = web_venv()
         self.port = free_port()
         env = graphite_web_settings(folder, **settings)
+        # its own SQLite database (users, profiles): about a second
+        subprocess.run([str(venv / "bin" / "django-admin"), "migrate", "-v", "0",
+                        "--run-syncdb"], env=env, cwd=str(folder), check=True,
+                       capture_output=True, timeout=120)
         self.log = open(folder / "server.log", "w")
         self.proc = subprocess.Popen(
             [str(venv / "bin" / "django-admin"), "runserver", "--noreload", "--nothreading",
