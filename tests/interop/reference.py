@@ -46,9 +46,10 @@ def run_reference(venv: Path, script: str, payload: Any, env: dict | None = None
                   timeout: float = 60) -> Any:
     """Run ``script`` on the venv's Python with ``payload`` as JSON on stdin; its JSON
     stdout is returned."""
+    # run from the venv's folder: our own ``carbon`` package must not shadow carbon 1.1.10
     done = subprocess.run([str(venv / "bin" / "python"), "-c", script],
                           input=json.dumps(payload), capture_output=True, text=True,
-                          timeout=timeout, env=env or reference_env())
+                          timeout=timeout, env=env or reference_env(), cwd=str(venv))
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
