@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from tests.support import ROOT, free_port, port_open, wait_for
+from tests.webapp.helpers import stop_server
 
 sys.path.insert(0, str(ROOT / "bench"))
 from common import CACHE_DIR, graphite_web_venv, reference_venv  # noqa: E402
@@ -152,13 +152,7 @@ class GraphiteWeb:
         return (self.folder / "server.log").read_text()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_server(self.proc)
         self.log.close()
 
 
