@@ -18,6 +18,7 @@ NATIVE = [
     Extension("carbon.storage._update", ["carbon/storage/_update.c"],
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
+    Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.receivers._pickled", ["carbon/receivers/_pickled.c"]),
 ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import time
 from typing import Any
@@ -17,6 +19,15 @@ from carbon.writer.ratelimit import make_limiter
 INF = float("inf")
 KNOWN_FILES = 100_000
 BATCH_SIZE = 64  # metrics a write batch at most
+# Errors that mean the disk (not the file) is in trouble: the points are kept and the
+# writer waits DISK_RETRY_SECONDS before it tries again.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+DISK_RETRY_SECONDS = 1.0
+
+
+def disk_trouble(error: BaseException) -> bool:
+    """Whether ``error`` says the file system cannot take writes now (full, failing)."""
+    return isinstance(error, OSError) and error.errno in DISK_ERRNOS
 
 
 class Writer:
@@ -44,6 +55,10 @@ class Writer:
         self.create_limiter = make_limiter(limiter, per_minute / 60.0 if per_minute != INF
                                            else INF, capacity=per_minute)
         self.errors = IntervalLog(log.msg, "write errors")
+        self.disk_errors = IntervalLog(log.msg, "writes refused by the disk (points kept)",
+                                       samples=1)
+        self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
+        self.journal: Any = None  # carbon.cache.journal.Journal: told what is on disk
         self.stop_event = threading.Event()
         self.idle_event = threading.Event()
         self.throttled_streak = 0
@@ -144,10 +159,21 @@ class Writer:
             self.tag_feed.created(metric)
 
     def _create_failed(self, metric: str, error: Exception) -> None:
-        """As carbon: the points of a metric whose file cannot be created are dropped."""
-        self.cache.pop(metric)
+        """As carbon: the points of a metric whose file cannot be created are dropped,
+        unless the disk is full or failing: then they stay for a later try."""
         self.stats.increment("errors")
+        if disk_trouble(error):
+            self._disk_trouble("Error creating %s: %s" % (metric, error))
+            return
+        mark = self.journal.mark() if self.journal is not None else 0
+        self.cache.pop(metric)
+        if self.journal is not None:
+            self.journal.done([metric], mark)
         self.errors.record("Error creating %s: %s" % (metric, error))
+
+    def _disk_trouble(self, message: str) -> None:
+        self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
+        self.disk_errors.record(message)
 
     def write_one(self) -> bool:
         """Write the next metric. Returns False when there was nothing to do."""
@@ -157,6 +183,8 @@ class Writer:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""
         creator = self.creator
+        if self.retry_at and time.monotonic() < self.retry_at:
+            return False  # the disk refused writes a moment ago
         if not creator.ready:
             if not self.cache:
                 return False
@@ -177,16 +205,22 @@ class Writer:
                 time.sleep(0.05)
                 self.throttled_streak = 0
             return busy
+        journal = self.journal
+        mark = journal.mark() if journal is not None else 0
         try:
-            self._write(metrics, self.cache.pop_raw_for_write(metrics), waited)
+            kept = self._write(metrics, self.cache.pop_raw_for_write(metrics), waited)
         finally:
             self.cache.written(*metrics)
             self.in_flight.difference_update(metrics)
+        if journal is not None:
+            journal.done([metric for metric in metrics if metric not in kept] if kept
+                         else metrics, mark)
         return True
 
-    def _write(self, metrics: list[str], taken: list, waited: float) -> None:
+    def _write(self, metrics: list[str], taken: list, waited: float) -> set[str]:
         """Store each metric's points: the backend's batch call where it has one, then
-        ``write`` for what the batch left."""
+        ``write`` for what the batch left. Returns the metrics whose points went back
+        to the cache."""
         batch = getattr(self.database, "write_batch", None)
         times: list = [None] * len(metrics)
         if batch is not None:
@@ -197,10 +231,17 @@ class Writer:
         stats, log, feed = self.stats, self.log, self.tag_feed
         log_updates = self.settings.LOG_UPDATES
         committed = 0
+        kept: set[str] = set()
         for metric, raw, took in zip(metrics, taken, times, strict=True):
             if took is None:
+                if self.retry_at and time.monotonic() < self.retry_at and len(raw):
+                    self.cache.restore_raw(metric, raw)  # the disk refused the last one
+                    kept.add(metric)
+                    continue
                 count, took = self._store_one(metric, raw)
                 if took is None:
+                    if count < 0:
+                        kept.add(metric)
                     continue
             else:
                 count = len(raw) >> 1
@@ -220,10 +261,11 @@ class Writer:
                 waited = 0.0
         if committed:
             stats.increment("committedPoints", committed)
+        return kept
 
     def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
-        when nothing was written."""
+        when nothing was written, and then points -1 when they went back to the cache."""
         points = dedupe_sorted(raw)
         if not points:
             return 0, None
@@ -235,12 +277,36 @@ class Writer:
             # deleted since we knew it: keep the points, the creator makes it again
             self.known.discard(metric)
             self.cache.restore_raw(metric, raw)
-            return 0, None
+            return -1, None
         except Exception as exc:  # a broken file must not stop the writer
             self.stats.increment("errors")
+            if disk_trouble(exc):
+                self._disk_trouble("Error writing to %s: %s" % (metric, exc))
+                self.cache.restore_raw(metric, raw)
+                return -1, None
+            if self._torn_create(metric):
+                self.known.discard(metric)
+                self.cache.restore_raw(metric, raw)
+                return -1, None
             self.errors.record("Error writing to %s: %s" % (metric, exc))
             return 0, None
         return len(points), took
+
+    def _torn_create(self, metric: str) -> bool:
+        """An empty file is a create the process died in (between open and header):
+        it is removed, to be made again."""
+        path_of = getattr(self.database, "get_filesystem_path", None)
+        if path_of is None:
+            return False
+        path = path_of(metric)
+        try:
+            if os.path.getsize(path) != 0:
+                return False
+            os.unlink(path)
+        except OSError:
+            return False
+        self.log.msg("Removed %s: an empty file left by an interrupted create" % path)
+        return True
 
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
