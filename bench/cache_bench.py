@@ -9,6 +9,10 @@ Then resident bytes per cached point with writes paused. Start it ~60 s after
 anything deleted many files (see RUN_DIRS below).
 
     python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
+    python bench/cache_bench.py --journal-ab --strategies sorted --no-reference --no-memory
+
+``--journal-ab`` runs ours without and with the cache journal (CACHE_JOURNAL), in the order
+off, on, on, off, for each strategy, and prints the journal's cost.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noq
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 WRITER_THREADS = {"value": 0}
+JOURNAL = {"value": True}  # CACHE_JOURNAL for ours
 PROTOCOL = {"value": "line"}  # or "pickle"
 
 
@@ -59,7 +64,7 @@ def make_root(base: Path, strategy: str, updates: str) -> dict:
         "MAX_CACHE_SIZE = inf", "CACHE_WRITE_STRATEGY = %s" % strategy,
         "LOG_UPDATES = False", "LOG_CREATES = False", "LOG_CACHE_HITS = False",
         "LOG_CACHE_QUEUE_SORTS = False", "CARBON_METRIC_INTERVAL = 0", "ENABLE_TAGS = False",
-        "USER = ",
+        "USER = ", "CACHE_JOURNAL = %s" % JOURNAL["value"],
         *(["WRITER_THREADS = %d" % WRITER_THREADS["value"]] if WRITER_THREADS["value"] else []),
         ""]))
     return ports
@@ -181,7 +186,8 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int) -> dict:
     # would weigh more on the faster daemon.
     last_write = max((os.stat(whisper_path(base, n)).st_mtime for n in names), default=0)
     written = last_write - wall_started if not pending else elapsed
-    result = {"impl": impl, "strategy": strategy, "seconds": written, "send_s": sent,
+    result = {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
+              "seconds": written, "send_s": sent,
               "poll_s": elapsed, "points_s": points / written,
               "cpu_s": cpu_seconds(proc.pid) - cpu_before,
               "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "missing": len(pending)}
@@ -246,7 +252,11 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--writer-threads", type=int, default=0,
                         help="WRITER_THREADS for ours (0: our default)")
+    parser.add_argument("--no-journal", action="store_true", help="CACHE_JOURNAL = False")
+    parser.add_argument("--journal-ab", action="store_true",
+                        help="ours without and with the journal: off, on, on, off")
     args = parser.parse_args()
+    JOURNAL["value"] = not args.no_journal
     WRITER_THREADS["value"] = args.writer_threads
     SCHEMA["retentions"] = args.retentions
     PROTOCOL["value"] = args.protocol
@@ -265,14 +275,27 @@ def run_all(args: argparse.Namespace) -> None:
             rows.append(run_throughput("reference", strategy, args.points, args.metrics))
             print(rows[-1], flush=True)
     for strategy in args.strategies.split(","):
-        rows.append(run_throughput("ours", strategy, args.points, args.metrics))
-        print(rows[-1], flush=True)
-    print("\n| implementation | strategy | points/s | seconds | CPU s | peak RSS MB | missing |")
-    print("|---|---|---|---|---|---|---|")
+        for journal in ((False, True, True, False) if args.journal_ab
+                        else (JOURNAL["value"],)):
+            JOURNAL["value"] = journal
+            rows.append(run_throughput("ours", strategy, args.points, args.metrics))
+            print(rows[-1], flush=True)
+    print("\n| implementation | strategy | journal | points/s | seconds | CPU s | peak RSS MB "
+          "| missing |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %s | %s | %.1f | %.1f | %.0f | %d |" % (
-            r["impl"], r["strategy"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
-            r["peak_rss_mb"], r["missing"]))
+        print("| %s | %s | %s | %s | %.2f | %.2f | %.0f | %d |" % (
+            r["impl"], r["strategy"], "on" if r["journal"] and r["impl"] == "ours" else "off",
+            format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"], r["peak_rss_mb"],
+            r["missing"]))
+    if args.journal_ab:
+        for strategy in args.strategies.split(","):
+            mine = [r for r in rows if r["impl"] == "ours" and r["strategy"] == strategy]
+            off = sum(r["points_s"] for r in mine if not r["journal"]) / 2
+            on = sum(r["points_s"] for r in mine if r["journal"]) / 2
+            print("%s: journal off %s points/s, on %s points/s (mean of 2 each): cost %.1f%%"
+                  % (strategy, format(int(off), ","), format(int(on), ","),
+                     100 * (1 - on / off)))
     if not args.no_memory:
         memory = [run_memory("ours", args.points, args.metrics)]
         if not args.no_reference:

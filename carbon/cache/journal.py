@@ -165,6 +165,9 @@ class Journal:
         points replayed."""
         os.makedirs(self.directory, exist_ok=True)
         old = self.existing()
+        if old:
+            self.log.msg("Journal: replaying %d segments (%d bytes) from %s"
+                         % (len(old), sum(segment.bytes for segment in old), self.directory))
         started = time.monotonic()
         for segment in old:
             self.replayed += self._replay(segment)
@@ -173,9 +176,9 @@ class Journal:
             self.log.msg("Journal: replayed %d datapoints from %d segments in %.2f seconds "
                          "(%.0f datapoints/s)" % (self.replayed, len(old), took,
                                                    self.replayed / max(took, 1e-9)))
-        self.segments = old
+        self.segments = list(old)
         self._new_segment(old[-1].seq + 1 if old else 1)
-        if old:
+        if old:  # the replayed points retire like any others
             self._snapshot(old[-1].seq)
         return self.replayed
 
@@ -221,13 +224,22 @@ class Journal:
         if not batch:
             return True
         payload = encode(batch)
-        record = RECORD.pack(MAGIC, len(payload), len(batch), zlib.crc32(payload)) + payload
+        header = RECORD.pack(MAGIC, len(payload), len(batch), zlib.crc32(payload))
         if self.current.bytes >= self.segment_bytes and not self.backlog:
             self.rotate()
         if self.backlog:
-            self.backlog += record
+            self.backlog += header
+            self.backlog += payload
             return self.flush_backlog()
-        return self._write(record)
+        try:  # one system call, no copy of the payload
+            written = os.writev(self.fd, (header, payload))
+        except OSError:
+            written = 0
+        self.current.bytes += written
+        if written == len(header) + len(payload):
+            self.dirty = True
+            return True
+        return self._write((header + payload)[written:])
 
     def _write(self, data: bytes) -> bool:
         view = memoryview(data)

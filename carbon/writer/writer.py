@@ -68,6 +68,8 @@ class Writer:
         self.thread_count = max(1, int(settings.get("WRITER_THREADS", 1)))
         self.choose_lock = threading.Lock()
         self.in_flight: set[str] = set()
+        self.held: list[str] = []  # chosen (in flight) while no update token was free
+        self.spare = 0  # update tokens paid for and not used yet
         self.threads: list[threading.Thread] = []
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
@@ -85,6 +87,8 @@ class Writer:
         skipping metrics other threads hold or the creator has. A metric whose file is
         not known to exist goes to the creator, and the choice goes on.
         """
+        if self.held:
+            return self.held.pop(), False
         creator = self.creator
         handled = creator.take_ready()
         if handled is not None:
@@ -120,18 +124,22 @@ class Writer:
             return metric, submitted
         return False, submitted
 
-    def _take(self, limit: int) -> tuple[list[str], bool]:
+    def _take(self, limit: int, paid: bool) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
-        than a write was done. With MAX_UPDATES_PER_SECOND, each metric after the first
-        needs an update token that is free at once."""
+        than a write was done. With MAX_UPDATES_PER_SECOND every metric taken costs one
+        update token: the first one ``paid`` for (blocking) by the caller, each further
+        one a token free at once. A token buys a write only: handing metrics to the
+        creator or taking back a deferred create costs none, a metric chosen when no
+        token is free is held for the next call, and a paid token left unused is kept
+        (``spare``): otherwise creates waiting for tokens (shutdown) would eat the
+        update rate."""
         limiter = self.update_limiter
         limited = not getattr(limiter, "unlimited", False)
         taken: list[str] = []
         did = False
         with self.choose_lock:
+            tokens = 1 if paid else 0
             while len(taken) < limit:
-                if (taken or did) and limited and not limiter.take(blocking=False):
-                    break
                 choice, submitted = self._choose()
                 did = did or submitted
                 if choice is True:
@@ -139,9 +147,25 @@ class Writer:
                     continue
                 if choice is False:
                     break
+                if limited:
+                    if tokens:
+                        tokens -= 1
+                    elif not limiter.take(blocking=False):
+                        self.in_flight.add(choice)
+                        self.held.append(choice)
+                        break
                 self.in_flight.add(choice)
                 taken.append(choice)
+            self.spare += tokens
             return taken, did
+
+    def _spare_token(self) -> bool:
+        """Use a token an earlier call paid for and did not use."""
+        with self.choose_lock:
+            if self.spare:
+                self.spare -= 1
+                return True
+            return False
 
     def _known(self, metric: str) -> None:
         """Remember that ``metric``'s file exists (bounded: forgotten all at once)."""
@@ -194,12 +218,15 @@ class Writer:
         # Wait for the update token before taking a metric, so points waiting on the rate
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
         waited = 0.0
-        if not getattr(self.update_limiter, "unlimited", False):
+        limited = not getattr(self.update_limiter, "unlimited", False)
+        kept_token = limited and self._spare_token()
+        if limited and not kept_token:
             started = time.time()
             self.update_limiter.take()
             waited = time.time() - started
-        metrics, busy = self._take(limit)
-        if not metrics:
+        metrics, busy = self._take(limit, limited)
+        if not metrics and kept_token and not busy:
+            return False  # a kept token and still nothing to write: idle
             if self.throttled_streak >= max(len(self.cache), 1):
                 # every metric waits for a create token (they keep their points)
                 time.sleep(0.05)

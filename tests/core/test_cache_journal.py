@@ -140,6 +140,30 @@ def test_segments_retire_only_once_their_metrics_are_written(tmp_path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+def test_replayed_segments_retire_without_newer_ones(tmp_path) -> None:
+    """The snapshot taken after a replay covers the replayed segments only."""
+    cache = MetricCache()
+    journal = make_journal(tmp_path, cache)
+    journal.open()
+    journal.append([("old", 1.0, 1.0)])
+    journal.close()
+    replayed = MetricCache()
+    again = make_journal(tmp_path, replayed)
+    assert again.open() == 1
+    newer = [("new.%d" % i, 1.0, 1.0) for i in range(200)]  # fills the new segment
+    again.append(newer)
+    replayed.add_batch(newer)
+    again.append([("x", 1.0, 1.0)])  # rotates
+    replayed.add_batch([("x", 1.0, 1.0)])
+    mark = again.mark()
+    replayed.pop_raw_for_write(["old"])
+    again.done(["old"], mark)
+    again.close()
+    third = MetricCache()
+    assert make_journal(tmp_path, third).open() == 201
+    assert set(third.names()) == {"x"} | {name for name, _, _ in newer}
+
+
 def test_over_its_bound_the_journal_says_so(tmp_path) -> None:
     cache = MetricCache()
     journal = make_journal(tmp_path, cache, max_bytes=10_000)
