@@ -149,7 +149,7 @@ class CacheDaemon(Daemon):
         if getattr(self, "syncing", None) is not None:
             yield self.syncing
         if journal is not None and not self.settings.SHUTDOWN_DRAIN_CACHE:
-            journal.close()
+            journal.close(remove=self.cache.is_empty())
             self.log.msg("Journal flushed with %d datapoints of %d metrics in the cache: "
                          "the next start writes them (SHUTDOWN_DRAIN_CACHE = False)"
                          % (self.cache.size, len(self.cache)))
