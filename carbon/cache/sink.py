@@ -95,7 +95,7 @@ class CacheSink:
         if not self.journal_paused:
             self.journal_paused = True
             self.log.msg("Journal paused the receivers: %d bytes (CACHE_JOURNAL_MAX_BYTES "
-                         "%d)%s" % (self.journal.size, self.journal.max_bytes,
+                         "%.0f)%s" % (self.journal.size, self.journal.max_bytes,
                                     ", disk full" if self.journal.backlog else ""))
             self.flow.pause("journal")
 

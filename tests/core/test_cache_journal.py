@@ -3,6 +3,7 @@ retirement of segments once their points are in whisper, idempotent replay."""
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -41,6 +42,8 @@ class Lines:
 
     def msg(self, text: str) -> None:
         self.lines.append(text)
+
+    listener = msg
 
 
 def make_journal(directory: Path, cache: MetricCache, **options: float) -> Journal:
@@ -213,3 +216,65 @@ def test_replay_over_points_already_in_whisper_changes_no_byte(tmp_path) -> None
     write_all(replayed)
     assert {path: path.read_bytes() for path in files} == before
     again.close()
+
+
+def test_a_refused_journal_write_is_kept_and_retried(tmp_path) -> None:
+    """ENOSPC from the journal's own disk (/dev/full): the records wait in the backlog,
+    in order, and are written by the next tick once the disk takes them."""
+    cache = MetricCache()
+    journal = make_journal(tmp_path, cache)
+    journal.open()
+    assert journal.append([("a", 1.0, 1.0)])
+    segment_fd = journal.fd
+    journal.fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        assert not journal.append([("b", 2.0, 2.0)])
+        assert journal.write_error.errno == errno.ENOSPC and journal.backlog
+        assert not journal.append([("c", 3.0, 3.0)])  # behind the first, in order
+        assert not journal.below_resume_mark()
+        journal.tick()
+        assert journal.backlog
+    finally:
+        os.close(journal.fd)
+    journal.fd = segment_fd
+    journal.tick()
+    assert not journal.backlog and journal.write_error is None
+    journal.close()
+    replayed = MetricCache()
+    assert make_journal(tmp_path, replayed).open() == 3
+    assert [replayed.get(name) for name in "abc"] == [[(1.0, 1.0)], [(2.0, 2.0)], [(3.0, 3.0)]]
+
+
+def test_sink_pauses_receivers_while_the_journal_cannot_write(tmp_path) -> None:
+    from carbon.cache.sink import CacheSink
+    from carbon.receivers.flow import FlowControl
+
+    class Transport:
+        paused = False
+
+        def pauseProducing(self) -> None:
+            self.paused = True
+
+        def resumeProducing(self) -> None:
+            self.paused = False
+
+    cache = MetricCache()
+    journal = make_journal(tmp_path, cache)
+    journal.open()
+    flow = FlowControl()
+    transport = Transport()
+    flow.register(transport)
+    stats = Stats()
+    sink = CacheSink(cache, Settings(), stats, flow, Lines(), journal=journal)
+    segment_fd = journal.fd
+    journal.fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        sink.put_many([("m", 1.0, 1.0)])
+    finally:
+        os.close(journal.fd)
+        journal.fd = segment_fd
+    assert transport.paused and cache.get("m") == [(1.0, 1.0)]  # the batch in hand is kept
+    assert stats.snapshot_and_reset()[0]["errors"] == 1
+    sink.check_journal()
+    assert not transport.paused and not journal.backlog
+    journal.close()
