@@ -130,8 +130,10 @@ class Journal:
     """Segments under ``directory``; see the module docstring."""
 
     def __init__(self, directory: str, cache: Any, log: Any, segment_bytes: int,
-                 max_bytes: float, fsync_interval: float) -> None:
+                 max_bytes: float, fsync_interval: float,
+                 owner: tuple[int, int] | None = None) -> None:
         self.directory = directory
+        self.owner = owner  # (uid, gid) the daemon drops to (USER): it makes new segments
         self.cache = cache
         self.log = log
         self.segment_bytes = max(int(segment_bytes), 4096)
@@ -164,6 +166,8 @@ class Journal:
         """Replay existing segments into the cache, then open a new segment. Returns the
         points replayed."""
         os.makedirs(self.directory, exist_ok=True)
+        if self.owner is not None:
+            os.chown(self.directory, *self.owner)
         old = self.existing()
         if old:
             self.log.msg("Journal: replaying %d segments (%d bytes) from %s"

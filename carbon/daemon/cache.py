@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import sys
 from typing import Any
 
@@ -63,10 +65,14 @@ class CacheDaemon(Daemon):
         settings = self.settings
         if not settings.CACHE_JOURNAL:
             return None
+        owner = None
+        if settings.USER and os.getuid() == 0:  # the daemon drops to USER once started
+            owner = tuple(pwd.getpwnam(settings.USER)[2:4])
         return Journal(journal_dir(settings), self.cache, self.log,
                        segment_bytes=int(settings.CACHE_JOURNAL_SEGMENT_BYTES),
                        max_bytes=float(settings.CACHE_JOURNAL_MAX_BYTES),
-                       fsync_interval=float(settings.CACHE_JOURNAL_FSYNC_INTERVAL))
+                       fsync_interval=float(settings.CACHE_JOURNAL_FSYNC_INTERVAL),
+                       owner=owner)
 
     def make_processors(self) -> list:
         return self.extra_processors()
