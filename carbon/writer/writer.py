@@ -379,7 +379,8 @@ class Writer:
         try:
             while (self.cache or self.creator.ready) and time.monotonic() < deadline:
                 if not self.alive():
-                    self.write_some()
+                    if not self.write_some():
+                        time.sleep(0.02)  # the disk refused writes: it gets a moment
                 else:
                     time.sleep(0.02)
         finally:
