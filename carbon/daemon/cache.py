@@ -124,6 +124,8 @@ class CacheDaemon(Daemon):
         self.cache_sink.overflow_log.flush()
         self.cache_sink.bad_names.flush()
         self.writer.errors.flush()
+        self.writer.disk_errors.flush()
+        self.cache_sink.journal_log.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
 

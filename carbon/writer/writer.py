@@ -13,6 +13,8 @@ from carbon.cache.strategies import Strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
+                                           parse_header)
 from carbon.writer.creator import DEFERRED, EXISTED, Creator
 from carbon.writer.ratelimit import make_limiter
 
@@ -23,6 +25,7 @@ BATCH_SIZE = 64  # metrics a write batch at most
 # writer waits DISK_RETRY_SECONDS before it tries again.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 DISK_RETRY_SECONDS = 1.0
+MAX_TORN_HEADER = 65536  # a file shorter than a header this long is an interrupted create
 
 
 def disk_trouble(error: BaseException) -> bool:
@@ -312,7 +315,7 @@ class Writer:
                 self.cache.restore_raw(metric, raw)
                 return -1, None
             if self._torn_create(metric):
-                self.known.discard(metric)
+                self.known.discard(metric)  # looked for (and made) again by the creator
                 self.cache.restore_raw(metric, raw)
                 return -1, None
             self.errors.record("Error writing to %s: %s" % (metric, exc))
@@ -320,19 +323,32 @@ class Writer:
         return len(points), took
 
     def _torn_create(self, metric: str) -> bool:
-        """An empty file is a create the process died in (between open and header):
-        it is removed, to be made again."""
+        """Whether the file is a create the process died in, now mended: one without its
+        whole header is removed (to be made again); one whose body stops short of what
+        its header gives is extended with zeroes, as the create would have filled it."""
         path_of = getattr(self.database, "get_filesystem_path", None)
         if path_of is None:
             return False
         path = path_of(metric)
         try:
-            if os.path.getsize(path) != 0:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_TORN_HEADER)
+                size = os.fstat(handle.fileno()).st_size
+            need = header_size(raw)
+            if size < METADATA_SIZE or size < need <= MAX_TORN_HEADER:
+                os.unlink(path)
+                self.log.msg("Removed %s: %d bytes left by an interrupted create"
+                             % (path, size))
+                return True
+            header = parse_header(raw[:need], path)
+            end = max((archive.end for archive in header.archives), default=need)
+            if size >= end:
                 return False
-            os.unlink(path)
-        except OSError:
+            os.truncate(path, end)
+        except (OSError, CorruptWhisperFile):
             return False
-        self.log.msg("Removed %s: an empty file left by an interrupted create" % path)
+        self.log.msg("Extended %s from %d to %d bytes: its create was interrupted"
+                     % (path, size, end))
         return True
 
     # -- thread ---------------------------------------------------------
