@@ -278,3 +278,18 @@ def test_sink_pauses_receivers_while_the_journal_cannot_write(tmp_path) -> None:
     sink.check_journal()
     assert not transport.paused and not journal.backlog
     journal.close()
+
+
+def test_sync_closes_rotated_segments_and_clears_dirty(tmp_path) -> None:
+    cache = MetricCache()
+    journal = make_journal(tmp_path, cache, fsync_interval=1.0)
+    journal.open()
+    journal.append([("m.%d" % i, 1.0, 2.0) for i in range(200)])
+    journal.append([("n", 1.0, 2.0)])  # rotates: the old descriptor waits for the sync
+    (rotated,) = journal.unsynced
+    assert journal.dirty
+    journal.sync()
+    assert not journal.unsynced and not journal.dirty
+    with pytest.raises(OSError):
+        os.fstat(rotated)  # closed by the sync
+    journal.close()
