@@ -18,6 +18,7 @@ NATIVE = [
     Extension("carbon.storage._whisper_writer", ["carbon/storage/_whisper_writer.c"],
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
+    Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
 ]
 

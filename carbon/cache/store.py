@@ -219,5 +219,16 @@ class MetricCache:
         with self.lock:
             return list(self.data)
 
+    def pending_names(self) -> set[str]:
+        """Every metric with points not yet on disk: cached or being written (the
+        journal's retirement snapshot)."""
+        with self.lock:
+            return set(self.data).union(self.writing)
+
+    def is_empty(self) -> bool:
+        """No point cached and none being written."""
+        with self.lock:
+            return not self.data and not self.writing
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
