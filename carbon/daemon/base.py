@@ -15,6 +15,7 @@ from carbon.logs import CarbonLog
 from carbon.pipeline import Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
 from carbon.receivers.context import ReceiverContext
+from carbon.receivers.drain import drain_connections
 from carbon.receivers.flow import FlowControl
 from carbon.receivers.listeners import start_receivers
 
@@ -103,6 +104,10 @@ class Daemon:
             if loop.running:
                 loop.stop()
         waits = [defer.maybeDeferred(port.stopListening) for port in self.ports]
+        # What senders already wrote is read before their connections close.
+        waits.append(drain_connections(
+            self.receivers.connections, self.reactor,
+            limit=float(self.settings.get("RECEIVER_SHUTDOWN_DRAIN_SECONDS", 5.0))))
         return defer.DeferredList(waits)
 
     @defer.inlineCallbacks

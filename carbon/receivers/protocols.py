@@ -46,6 +46,7 @@ class MetricReceiver(Protocol, TimeoutMixin):
     def __init__(self, context: ReceiverContext) -> None:
         self.context = context
         self.peer = "peer"
+        self.draining: Any = None  # a ConnectionDrain once shutdown has begun
 
     def connectionMade(self) -> None:  # noqa: N802
         settings = self.context.settings
@@ -73,6 +74,15 @@ class MetricReceiver(Protocol, TimeoutMixin):
     def flush_tail(self) -> None:
         """Called when the connection ends; receivers with buffered input override it."""
 
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        self.received(data)
+        if self.draining is not None:
+            self.draining.touch()
+
+    def received(self, data: bytes) -> None:
+        """Handle one read; each receiver kind implements it."""
+        raise NotImplementedError
+
     def deliver(self, batch: Batch) -> None:
         if batch:
             self.context.stats.increment("metricsReceived", len(batch))
@@ -89,7 +99,7 @@ class LineReceiver(MetricReceiver):
         self.buffer = b""
         self.skipping = False
 
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+    def received(self, data: bytes) -> None:
         self.resetTimeout()
         if self.skipping:
             cut = data.find(b"\n")
@@ -188,7 +198,7 @@ class PickleReceiver(MetricReceiver):
         self.max_length = int(context.settings.PICKLE_RECEIVER_MAX_LENGTH)
         self.insecure = bool(context.settings.USE_INSECURE_UNPICKLER)
 
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+    def received(self, data: bytes) -> None:
         self.resetTimeout()
         frames, self.buffer, oversized = split_frames(self.buffer + data, self.max_length)
         batch: Batch = []
