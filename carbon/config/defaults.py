@@ -126,6 +126,11 @@ DEFAULTS = dict(
     # closes (or is quiet for half a second); connections still open after this many
     # seconds are cut.
     RECEIVER_SHUTDOWN_DRAIN_SECONDS=5.0,
+    # Descriptors receivers leave free for carbonlink, new whisper files, logs and
+    # self-metrics (an eighth of a small open-file limit at most). Past the limit this
+    # leaves, or MAX_RECEIVER_CONNECTIONS, new receiver connections are closed at once
+    # and counted; one listener.log line per BAD_LINE_LOG_INTERVAL gives the counts.
+    RECEIVER_FD_RESERVE=64,
     RELAY_HASH_CACHE_SIZE=100000,
     AGGREGATION_RULE_CACHE_SIZE=100000,
     BAD_LINE_LOG_INTERVAL=60,

@@ -77,6 +77,7 @@ class Daemon:
     def start(self) -> None:
         """Start the sink's services, then the receivers, then periodic tasks."""
         self.start_sink()
+        self.receivers.limit.plan(self.descriptor_claims())
         self.ports = start_receivers(self.reactor, self.receivers)
         if self.settings.ENABLE_AMQP:
             from carbon.receivers.amqp import start_amqp_listener
@@ -92,6 +93,11 @@ class Daemon:
 
     def start_sink(self) -> None:
         """Start whatever the sink needs (writer thread, destination clients)."""
+
+    def descriptor_claims(self) -> int:
+        """Descriptors the sink may still open besides receiver connections (the
+        receivers leave them free; see ``carbon.receivers.limits``)."""
+        return 0
 
     def flush_logs(self) -> None:
         self.receivers.flush_logs()

@@ -255,14 +255,15 @@ class UDPReceiver(DatagramProtocol):
 
 
 class ReceiverFactory(Factory):
-    """Builds one protocol per connection, refusing past MAX_RECEIVER_CONNECTIONS."""
+    """Builds one protocol per connection; past the connection limit (MAX_RECEIVER_CONNECTIONS
+    or the open-file limit less a reserve) the connection is closed at once."""
 
     def __init__(self, protocol_class: type, context: ReceiverContext) -> None:
         self.protocol_class = protocol_class
         self.context = context
 
     def buildProtocol(self, addr: Any) -> Any:  # noqa: N802
-        if len(self.context.connections) >= self.context.settings.MAX_RECEIVER_CONNECTIONS:
+        if not self.context.admit():
             return None
         protocol = self.protocol_class(self.context)
         protocol.factory = self
