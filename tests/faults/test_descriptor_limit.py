@@ -51,9 +51,15 @@ def test_connection_flood_at_the_descriptor_limit(tmp_path):
         closed = [s for s in flood if refused(s)]
         kept = len(flood) - len(closed)
         assert 0 < kept < LIMIT and len(closed) == FLOOD - kept
-        # The daemon still answers carbonlink and still writes its own metrics.
-        reply = carbonlink(cache.query_port, {"type": "cache-query", "metric": "x.y"})
-        assert reply == {"datapoints": []}
+        # The connections it kept are served; carbonlink answers; its own metrics are
+        # written.
+        stamp = int(time.time())
+        kept_socks = [s for s in flood if s not in closed]
+        kept_socks[-1].sendall(b"kept.conn 5 %d\n" % stamp)
+        wait_for(lambda: carbonlink(cache.query_port, {"type": "cache-query",
+                                                       "metric": "kept.conn"})["datapoints"]
+                 or read_whisper(cache.whisper_path("kept.conn"), stamp - 120, stamp + 60),
+                 timeout=15, what="a point sent over a kept connection")
         host = socket.gethostname().replace(".", "_")
         connections = cache.whisper_path("carbon.agents.%s-a.activeConnections" % host)
         wait_for(lambda: kept in latest(connections), timeout=15,
