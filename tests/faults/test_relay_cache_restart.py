@@ -59,6 +59,9 @@ def test_cache_restarted_mid_stream_loses_nothing(tmp_path, program):
         assert wrong == 0
         relay_log = relay.output()
         assert "resending" in relay_log  # the window went out again after the restart
+        # ... and the daemon's self-metrics count it (destinations.<dest>.resent)
+        wait_for(lambda: list((cache.storage / "whisper" / "carbon").rglob("resent.wsp")),
+                 timeout=30, what="the resent self-metric")
     finally:
         for instance in started:
             instance.kill()
