@@ -1,7 +1,8 @@
-"""Fault benchmark: 600 connections against a carbon-cache whose open-file limit is 256.
+"""Fault benchmark: 600 connections against a carbon daemon whose open-file limit is 256.
 
     python bench/fault_fd_flood.py --cache ours
     python bench/fault_fd_flood.py --cache reference     # carbon 1.1.10
+    python bench/fault_fd_flood.py --cache ours --program carbon-relay
 
 Counts the connections the daemon kept and refused, whether carbonlink still answers
 during the flood and once the connections are closed, whether a new connection is
@@ -52,11 +53,15 @@ def carbonlink_answers(port: int) -> bool:
 def run(args: argparse.Namespace, base: Path) -> dict:
     ports = {k: free_port() for k in ("LINE_RECEIVER_PORT", "PICKLE_RECEIVER_PORT",
                                       "CACHE_QUERY_PORT")}
-    cache = Daemon(base / "cache", "carbon-cache", args.cache, dict(
-        ports, LINE_RECEIVER_INTERFACE="127.0.0.1", PICKLE_RECEIVER_INTERFACE="127.0.0.1",
-        CACHE_QUERY_INTERFACE="127.0.0.1", CARBON_METRIC_INTERVAL=1,
-        MAX_UPDATES_PER_SECOND="inf", LOG_UPDATES=False, LOG_CACHE_HITS=False,
-        LOG_LISTENER_CONN_SUCCESS=False, BAD_LINE_LOG_INTERVAL=60))
+    settings = dict(ports, LINE_RECEIVER_INTERFACE="127.0.0.1",
+                    PICKLE_RECEIVER_INTERFACE="127.0.0.1", CACHE_QUERY_INTERFACE="127.0.0.1",
+                    CARBON_METRIC_INTERVAL=1, MAX_UPDATES_PER_SECOND="inf", LOG_UPDATES=False,
+                    LOG_CACHE_HITS=False, LOG_LISTENER_CONN_SUCCESS=False,
+                    BAD_LINE_LOG_INTERVAL=60)
+    if args.program == "carbon-relay":  # its one destination is down: points spool
+        settings.update(RELAY_METHOD="consistent-hashing",
+                        DESTINATIONS="127.0.0.1:%d:a" % free_port())
+    cache = Daemon(base / "daemon", args.program, args.cache, settings)
     flood: list[socket.socket] = []
     try:
         cache.start(preexec_fn=lambda: limit_descriptors(args.limit))
@@ -86,9 +91,11 @@ def run(args: argparse.Namespace, base: Path) -> dict:
         except OSError:
             served = False
         lines = log.read_text().splitlines()[before:]
-        noted = [line for line in lines if any(word in line for word in (
-            "EMFILE", "refused", "accept", "descriptor", "Too many open files"))]
-        return {"cache": args.cache, "limit": args.limit, "connections": args.connections,
+        noted = [line for line in lines if "[clients]" not in line and any(
+            word in line for word in ("EMFILE", "refused", "accept", "descriptor",
+                                      "Too many open files"))]
+        return {"program": args.program, "impl": args.cache, "limit": args.limit,
+                "connections": args.connections,
                 "kept": args.connections - refused, "refused": refused,
                 "carbonlink_during": during, "carbonlink_after": after,
                 "served_after": served, "cpu_s_while_flooded": round(flooded_cpu, 2),
@@ -103,6 +110,8 @@ def run(args: argparse.Namespace, base: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", choices=("ours", "reference"), default="ours")
+    parser.add_argument("--program", choices=("carbon-cache", "carbon-relay"),
+                        default="carbon-cache")
     parser.add_argument("--limit", type=int, default=256)
     parser.add_argument("--connections", type=int, default=600)
     parser.add_argument("--hold", type=float, default=5.0, help="seconds of flood")
