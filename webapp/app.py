@@ -18,6 +18,7 @@ from webapp.cpu_gate import CpuGate
 from webapp.events import views as event_views
 from webapp.events.store import make_event_store
 from webapp.http import HttpError, Request, Response, text_response
+from webapp.limits import Budget, WriteGuard, is_write
 from webapp.render import views as render_views
 from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.grammar import TargetSyntaxError
@@ -83,6 +84,7 @@ class GraphiteApp:
         self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
             else ''
         self.user_errors = _USER_ERRORS
+        self.write_guard = WriteGuard(settings)
 
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""
@@ -109,10 +111,13 @@ class GraphiteApp:
         """The response to one request; never raises."""
         request: Optional[Request] = None
         try:
-            request = Request(environ, self.prefix)
+            request = Request(environ, self.prefix, int(self.settings.MAX_REQUEST_BYTES))
             view, args = self.resolve(request.path)
             if view is None:
                 return text_response('Not Found: %s' % request.path, 404)
+            if self.write_guard.enabled and is_write(request):
+                self.write_guard.check(request)
+            request.environ['webapp.budget'] = Budget(self.settings)
             request.environ['webapp.forward'] = self._forward_headers(request)
             response = view(request, self.store, self.settings, *args)
         except HttpError as err:
@@ -156,6 +161,7 @@ def make_app(settings: WebSettings, store: Optional[Store] = None) -> GraphiteAp
     if store is None:
         carbonlink = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS \
             else None
-        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink)
+        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink,
+                               max_entries=settings.FIND_MAX_ENTRIES)
         store = Store(settings, finder, make_tagdb(settings), events=make_event_store(settings))
     return GraphiteApp(settings, store)

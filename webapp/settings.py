@@ -9,6 +9,7 @@ global: :func:`load_settings` returns a :class:`WebSettings` that is passed to
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import logging
 import os
 from typing import Any
@@ -60,6 +61,14 @@ DEFAULTS: dict[str, Any] = dict(
     # rendering
     ENFORCE_INPUT_VALIDATION=False,
     CPU_SLOTS=1,                     # requests running Python work at once (0 = no limit)
+    # bounded work per request (webapp/limits.py, docs/webapp.md)
+    MAX_REQUEST_BYTES=2621440,       # body size (Django's DATA_UPLOAD_MAX_MEMORY_SIZE); 413
+    RENDER_MAX_DATAPOINTS=5000000,   # datapoints one render request may read; 400
+    FIND_MAX_ENTRIES=1000000,        # directory entries one find may read; 400
+    MAX_REQUEST_SECONDS=60,          # evaluation time of one render request; 400
+    CLIENT_REQUEST_TIMEOUT=30,       # seconds to send a whole request; 408
+    WRITE_ALLOWED_ADDRESSES=[],      # addresses/networks that may write tags and events
+    WRITE_TOKEN="",                  # or: writing needs "Authorization: Bearer <token>"
     LOG_LEVEL="INFO",
 )
 
@@ -70,7 +79,9 @@ _NUMBER_KEYS = {"CARBONLINK_TIMEOUT", "CARBONLINK_RETRY_DELAY", "REMOTE_RETRY_DE
                 "DEFAULT_XFILES_FACTOR", "DEFAULT_CACHE_DURATION", "REPLICATION_FACTOR",
                 "MAX_FETCH_RETRIES", "POOL_MAX_WORKERS", "TAGDB_CACHE_DURATION",
                 "TAGDB_AUTOCOMPLETE_LIMIT", "METRICS_FIND_WARNING_THRESHOLD",
-                "METRICS_FIND_FAILURE_THRESHOLD", "CARBONLINK_PICKLE_PROTOCOL", "CPU_SLOTS"}
+                "METRICS_FIND_FAILURE_THRESHOLD", "CARBONLINK_PICKLE_PROTOCOL", "CPU_SLOTS",
+                "MAX_REQUEST_BYTES", "RENDER_MAX_DATAPOINTS", "FIND_MAX_ENTRIES",
+                "MAX_REQUEST_SECONDS", "CLIENT_REQUEST_TIMEOUT"}
 # graphite-web keys that are accepted and ignored (Django, memcache, rendering hosts ...).
 _IGNORED = {"SECRET_KEY", "DATABASES", "MEMCACHE_HOSTS", "CACHES", "LOG_DIR", "DEBUG",
             "ALLOWED_HOSTS", "USE_WORKER_POOL", "REMOTE_STORE_MERGE_RESULTS", "STORAGE_FINDERS",
@@ -152,6 +163,11 @@ def _check(settings: WebSettings, path: str | None) -> None:
             parse_host(host)
         except ValueError as err:
             raise ConfigError(str(err), path, key="CARBONLINK_HOSTS") from None
+    for network in settings.WRITE_ALLOWED_ADDRESSES:
+        try:
+            ipaddress.ip_network(str(network).strip(), strict=False)
+        except ValueError as err:
+            raise ConfigError(str(err), path, key="WRITE_ALLOWED_ADDRESSES") from None
     if settings.CARBONLINK_HASHING_TYPE not in ("carbon_ch", "fnv1a_ch", "mmh3_ch"):
         raise ConfigError("unknown hashing type %r" % settings.CARBONLINK_HASHING_TYPE,
                           path, key="CARBONLINK_HASHING_TYPE")

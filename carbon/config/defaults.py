@@ -116,6 +116,21 @@ DEFAULTS = dict(
     LINE_RECEIVER_MAX_LENGTH=16384,
     SHUTDOWN_FLUSH_TIMEOUT=30,
     SPOOL_MAX_BYTES=1024 ** 3,
+    # At-least-once relaying: per destination, the last bytes written are kept and sent
+    # again (or spooled) when its connection ends other than by our own clean close.
+    # Bounded by size and by age; either at 0 turns it off. 4 MiB covers a loopback
+    # peer's receive buffer plus our send buffer in the common case.
+    DESTINATION_RESEND_WINDOW_BYTES=4 * 1024 * 1024,
+    DESTINATION_RESEND_WINDOW_SECONDS=10.0,
+    # At shutdown each receiver connection is half-closed and read until its sender
+    # closes (or is quiet for half a second); connections still open after this many
+    # seconds are cut.
+    RECEIVER_SHUTDOWN_DRAIN_SECONDS=5.0,
+    # Descriptors receivers leave free for carbonlink, new whisper files, logs and
+    # self-metrics (an eighth of a small open-file limit at most). Past the limit this
+    # leaves, or MAX_RECEIVER_CONNECTIONS, new receiver connections are closed at once
+    # and counted; one listener.log line per BAD_LINE_LOG_INTERVAL gives the counts.
+    RECEIVER_FD_RESERVE=64,
     RELAY_HASH_CACHE_SIZE=100000,
     AGGREGATION_RULE_CACHE_SIZE=100000,
     BAD_LINE_LOG_INTERVAL=60,

@@ -19,6 +19,7 @@ from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
+from carbon.receivers.limits import listen_tcp
 from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
@@ -103,8 +104,9 @@ class CacheDaemon(Daemon):
         handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log)
         port = int(settings.CACHE_QUERY_PORT or 0)
         if port:
-            self.carbonlink_port = self.reactor.listenTCP(
-                port, CarbonLinkFactory(handler), backlog=int(settings.CACHE_QUERY_BACKLOG),
+            self.carbonlink_port = listen_tcp(
+                self.reactor, port, CarbonLinkFactory(handler),
+                backlog=int(settings.CACHE_QUERY_BACKLOG),
                 interface=settings.CACHE_QUERY_INTERFACE)
         if settings.ENABLE_TAGS:
             self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
@@ -117,6 +119,10 @@ class CacheDaemon(Daemon):
         self.writer.start()
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)
+
+    def descriptor_claims(self) -> int:
+        """The whisper descriptor cache's room (it opens files as it writes)."""
+        return int(getattr(self.database, "descriptor_capacity", 0))
 
     def flush_logs(self) -> None:
         """One summary line per interval for every bounded log of the cache daemon."""

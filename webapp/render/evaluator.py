@@ -142,6 +142,9 @@ def evaluate_tokens(ctx: dict[str, Any], node: Node,
 
 def _evaluate_call(ctx: dict[str, Any], node: Call,
                    replacements: Optional[dict[str, Any]]) -> Any:
+    budget = ctx.get('budget')
+    if budget is not None:
+        budget.check_time()
     if node.name == 'seriesByTag':
         return fetch_series(ctx, node.raw)
     try:
