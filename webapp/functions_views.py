@@ -30,7 +30,7 @@ def _infos(kind: str) -> dict[str, dict[str, Any]]:
     with _lock:
         if kind in _cache:
             return _cache[kind]
-    from carbon.plugins import RENDER_FUNCTIONS
+    from webapp.plugins import RENDER_FUNCTIONS
     from webapp.functions.registry import PIE_FUNCTIONS, function_info
     registry = PIE_FUNCTIONS if kind == 'pie' else RENDER_FUNCTIONS
     infos = {}

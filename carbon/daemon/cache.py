@@ -15,7 +15,7 @@ from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
-from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
+from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
 
@@ -43,6 +43,8 @@ class CacheDaemon(Daemon):
                               % (strategy_name, ", ".join(WRITE_STRATEGIES.names())),
                               settings.get("config_file"), key="CACHE_WRITE_STRATEGY")
         self.log.msg("Using %s write strategy for cache" % strategy_name)
+        RATE_LIMITERS.resolve(settings.get("RATE_LIMITER", "token_bucket"), "RATE_LIMITER",
+                              settings.get("config_file"))
         self.cache = MetricCache()
         self.database = open_database(settings)
         self.schemas = SchemaFiles(settings.get("CONF_DIR", "."))

@@ -14,7 +14,7 @@ import re
 from datetime import datetime
 from typing import Any, Optional, Union
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.attime import epoch
 from webapp.render.fused import fused_aggregate
 from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
