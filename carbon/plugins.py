@@ -37,6 +37,10 @@ class Registry:
     def add(self, name: str, obj: Any) -> None:
         self._plugins[name] = obj
 
+    def discard(self, name: str) -> None:
+        """Forget ``name`` (a plugin unloaded, e.g. by a test)."""
+        self._plugins.pop(name, None)
+
     def _load(self) -> None:
         if self._loaded:
             return
