@@ -50,7 +50,7 @@ setup(
     version="1.1.10",
     description="A fast, drop-in reimplementation of Graphite's Carbon daemons and render API",
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
-    python_requires=">=3.9",
+    python_requires=">=3.11",
     ext_modules=NATIVE,
     cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
