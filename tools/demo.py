@@ -57,11 +57,9 @@ def port_free(port: int) -> bool:
 
 
 def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def wait(predicate, seconds: float, what: str) -> None:

@@ -6,14 +6,16 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from tests.support import CONF, ROOT, wait_for
+from tests.support import CONF, ROOT, port_open, wait_for
+
+sys.path.insert(0, str(ROOT / "tools"))
+from demo import port_free  # noqa: E402  (the demo's own check: both agree on "free")
 
 # TCP ports the shipped carbon.conf listens on (relay, rules relay, caches a and b,
 # aggregator, aggregator-cache), all on 127.0.0.1.
@@ -32,15 +34,8 @@ BIN = Path(sys.executable).parent
 def require_free_ports(names: list[str] | None = None) -> None:
     """Fail naming every shipped port that is taken: these tests run conf/ as shipped,
     so they cannot move to free ports."""
-    taken = []
-    for name in names or list(SHIPPED_PORTS):
-        port = SHIPPED_PORTS[name]
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                taken.append("%s (%s)" % (port, name))
+    taken = ["%s (%s)" % (SHIPPED_PORTS[name], name) for name in names or list(SHIPPED_PORTS)
+             if not port_free(SHIPPED_PORTS[name])]
     assert not taken, ("this test runs conf/ as shipped and needs these ports of 127.0.0.1 "
                        "free: %s" % ", ".join(taken))
 
@@ -58,14 +53,6 @@ def stack_env(root: Path) -> dict:
     env.pop("GRAPHITE_STORAGE_DIR", None)
     env.pop("GRAPHITE_CONF_DIR", None)
     return env
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class Foreground:

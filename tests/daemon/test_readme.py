@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.amqp.broker import Broker, find_server
-from tests.daemon.shipped import BIN, require_free_ports, shipped_root
+from tests.daemon.shipped import BIN, port_free, require_free_ports, shipped_root
 from tests.support import ROOT, read_whisper, wait_for
 
 MARK = re.compile(r"<!-- readme-test: ([a-z-]+) -->\s*```sh\n(.*?)```", re.S)
@@ -157,7 +157,7 @@ def test_readme_daemon_blocks_do_what_the_text_says(tmp_path):
     if server is None and os.environ.get("CI"):
         pytest.fail("rabbitmq-server is not installed (tools/system-deps.sh installs it)")
     require_free_ports()
-    taken = [p for p in README_PORTS.values() if not _free(p)]
+    taken = [p for p in README_PORTS.values() if not port_free(p)]
     assert not taken, "the README examples need these ports of 127.0.0.1 free: %s" % taken
     root = shipped_root(tmp_path / "root")
     broker = None
@@ -189,25 +189,13 @@ def test_readme_daemon_blocks_do_what_the_text_says(tmp_path):
             broker.close()
 
 
-def _free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def test_readme_first_command_runs_the_demo_and_stops_on_ctrl_c(tmp_path):
     block = dict(readme_blocks())["demo"]
     assert block.startswith("./tools/demo.sh ")
     require_free_ports(["relay line", "relay pickle", "cache a line", "cache a pickle",
                         "cache a carbonlink", "cache b line", "cache b pickle",
                         "cache b carbonlink"])
-    assert _free(8080), "the demo needs port 8080 of 127.0.0.1 free"
+    assert port_free(8080), "the demo needs port 8080 of 127.0.0.1 free"
     run = tmp_path / "demo-run"
     env = dict(os.environ, CARBON_DEMO_DIR=str(run), VENV=str(BIN.parent))
     proc = subprocess.Popen([str(ROOT / "tools" / "demo.sh"), "--seconds", "2"], env=env,
