@@ -63,8 +63,9 @@ setup(
     ],
     extras_require={
         "render": ["matplotlib>=3.7", "numpy"],
+        "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow"],
+                 "numpy", "pillow", "twisted[conch]"],
     },
     entry_points={
         "console_scripts": [

@@ -6,6 +6,8 @@ set -euo pipefail
 need=()
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         policy=/usr/sbin/policy-rc.d

@@ -22,9 +22,6 @@ EXTRA_KNOWN_KEYS = ("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT",
 # carbon 1.1.10 keys accepted but not implemented here -> what they would enable. A value
 # other than the default gets a start-up warning naming file, line and key.
 NOT_IMPLEMENTED = {
-    "ENABLE_MANHOLE": "the manhole shell", "MANHOLE_INTERFACE": "the manhole shell",
-    "MANHOLE_PORT": "the manhole shell", "MANHOLE_USER": "the manhole shell",
-    "MANHOLE_PUBLIC_KEY": "the manhole shell", "MANHOLE_HOST_KEY_DIR": "the manhole shell",
     "CERES_MAX_SLICE_GAP": "ceres storage", "CERES_NODE_CACHING_BEHAVIOR": "ceres storage",
     "CERES_SLICE_CACHING_BEHAVIOR": "ceres storage", "CERES_LOCK_WRITES": "ceres storage",
     "PROTOBUF_RECEIVER_INTERFACE": "the protobuf receiver",

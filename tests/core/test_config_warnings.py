@@ -13,7 +13,7 @@ def write(tmp_path, text: str) -> str:
 
 
 def test_unimplemented_keys_are_named_with_file_and_line(tmp_path):
-    conf = write(tmp_path, "[cache]\nENABLE_MANHOLE = True\nCERES_LOCK_WRITES = False\n"
+    conf = write(tmp_path, "[cache]\nCERES_LOCK_WRITES = True\nCERES_MAX_SLICE_GAP = 80\n"
                  "PROTOBUF_RECEIVER_PORT = 2005\nRAVEN_DSN = https://x@sentry/1\n"
                  "[relay]\nUSE_RATIO_RESET = True\nDESTINATIONS_POOL_REPLICAS = True\n"
                  "[aggregator]\nCACHE_METRIC_NAMES_MAX = 1000\nRELAY_METHOD = rules\n")
@@ -21,7 +21,7 @@ def test_unimplemented_keys_are_named_with_file_and_line(tmp_path):
     warned = cache.config_warnings
     # a key left at its default changes nothing, so it is not reported
     assert len(warned) == 3, warned
-    for line, key in ((2, "ENABLE_MANHOLE"), (4, "PROTOBUF_RECEIVER_PORT"), (5, "RAVEN_DSN")):
+    for line, key in ((2, "CERES_LOCK_WRITES"), (4, "PROTOBUF_RECEIVER_PORT"), (5, "RAVEN_DSN")):
         assert any(w.startswith("%s line %d: %s is not implemented" % (conf, line, key))
                    for w in warned), warned
     relay = load_settings("carbon-relay", "a", conf, str(tmp_path), environ={})
@@ -34,10 +34,10 @@ def test_unimplemented_keys_are_named_with_file_and_line(tmp_path):
 
 
 def test_daemon_logs_the_warning_at_start_up(tmp_path):
-    instance = CarbonInstance(tmp_path, ENABLE_MANHOLE=True)
+    instance = CarbonInstance(tmp_path, RAVEN_DSN="https://key@sentry.example/1")
     instance.start_foreground()
     try:
         assert "WARNING:" in instance.output()
-        assert "ENABLE_MANHOLE is not implemented" in instance.output()
+        assert "RAVEN_DSN is not implemented" in instance.output()
     finally:
         instance.terminate()
