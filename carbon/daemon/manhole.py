@@ -50,7 +50,24 @@ def manhole_factory(settings: Any, namespace: dict[str, Any]) -> Any:
     except ImportError as err:
         raise _setting_error(settings, "ENABLE_MANHOLE", "needs twisted[conch] (%s)" % err) \
             from None
+    class Session(manhole_ssh.TerminalSession):
+        """Twisted's terminal session, minus its NotImplementedError tracebacks."""
+
+        proto: Any = None
+
+        def openShell(self, proto: Any) -> None:  # noqa: N802 (ISession)
+            self.proto = proto
+            super().openShell(proto)
+
+        def eofReceived(self) -> None:  # noqa: N802 (ISession): input ended, end the shell
+            if self.proto is not None:
+                self.proto.loseConnection()
+
+        def windowChanged(self, size: Any) -> None:  # noqa: N802 (ISession)
+            pass
+
     realm = manhole_ssh.TerminalRealm()
+    realm.sessionFactory = Session
     realm.chainedProtocolFactory.protocolFactory = lambda _avatar: manhole.Manhole(namespace)
     factory = manhole_ssh.ConchFactory(portal.Portal(realm, [_checker(settings)]))
     key_dir = str(settings.MANHOLE_HOST_KEY_DIR or "")
