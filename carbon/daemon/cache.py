@@ -25,7 +25,8 @@ SWITCH_INTERVAL = 0.001
 def open_database(settings: Any) -> Any:
     name = settings.DATABASE
     if name not in STORAGE_BACKENDS:
-        raise ConfigError("No database plugin implemented for '%s'" % name,
+        raise ConfigError("No database plugin implemented for '%s' (known: %s)"
+                          % (name, ", ".join(STORAGE_BACKENDS.names())),
                           settings.get("config_file"), key="DATABASE")
     return STORAGE_BACKENDS.get(name)(settings)
 

@@ -100,3 +100,10 @@ def test_unknown_rate_limiter_stops_start_up_naming_key_and_known_names(tmp_path
     assert result.returncode == 1
     assert "RATE_LIMITER" in result.stderr and "leaky" in result.stderr
     assert "token_bucket" in result.stderr and "unlimited" in result.stderr
+
+
+def test_unknown_database_stops_start_up_naming_key_and_known_names(tmp_path):
+    instance = CarbonInstance(tmp_path, DATABASE="ceres")
+    result = instance.cli("start")
+    assert result.returncode == 1
+    assert "DATABASE" in result.stderr and "'ceres' (known: whisper)" in result.stderr
