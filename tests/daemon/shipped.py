@@ -24,7 +24,7 @@ SHIPPED_PORTS = {
     "relay:rules line": 2113, "relay:rules pickle": 2114,
     "cache a line": 2003, "cache a pickle": 2004, "cache a carbonlink": 7002,
     "cache b line": 2103, "cache b pickle": 2104, "cache b carbonlink": 7102,
-    "aggregator line": 2023, "aggregator pickle": 2024,
+    "aggregator line": 2023, "aggregator pickle": 2025,
     "aggregator-cache line": 2033, "aggregator-cache pickle": 2034,
     "aggregator-cache carbonlink": 7032,
 }
