@@ -51,7 +51,7 @@ setup(
     version="1.1.10",
     description="A fast, drop-in reimplementation of Graphite's Carbon daemons and render API",
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
-    python_requires=">=3.9",
+    python_requires=">=3.11",
     ext_modules=NATIVE,
     cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
@@ -64,8 +64,9 @@ setup(
     ],
     extras_require={
         "render": ["matplotlib>=3.7", "numpy"],
+        "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow"],
+                 "numpy", "pillow", "twisted[conch]"],
     },
     entry_points={
         "console_scripts": [

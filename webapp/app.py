@@ -17,12 +17,13 @@ from webapp.metrics import views as metric_views
 from webapp.cpu_gate import CpuGate
 from webapp.events import views as event_views
 from webapp.events.store import make_event_store
+from webapp.functions.plugins import load_function_plugins
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.limits import Budget, WriteGuard, is_write
 from webapp.render import views as render_views
 from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.grammar import TargetSyntaxError
-from webapp.settings import WEBAPP_VERSION, WebSettings
+from webapp.settings import WEBAPP_VERSION, WebSettings, ignored_warning
 from webapp.storage.carbonlink import CarbonLinkPool
 from webapp.storage.store import FindLimitError, Store
 from webapp.storage.whisper_finder import WhisperFinder
@@ -157,7 +158,17 @@ class GraphiteApp:
 
 
 def make_app(settings: WebSettings, store: Optional[Store] = None) -> GraphiteApp:
-    """The WSGI application for ``settings`` (a Store is built unless one is given)."""
+    """The WSGI application for ``settings`` (a Store is built unless one is given).
+
+    Logs one warning naming graphite-web settings given but not used, and registers the
+    FUNCTION_PLUGINS render functions.
+    """
+    warning = ignored_warning(settings)
+    if warning:
+        log.warning(warning)
+    if settings.get("FUNCTION_PLUGINS"):
+        added = load_function_plugins(settings.FUNCTION_PLUGINS)
+        log.info("FUNCTION_PLUGINS: added %s", ", ".join(added) or "nothing")
     if store is None:
         carbonlink = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS \
             else None

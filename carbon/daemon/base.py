@@ -9,6 +9,7 @@ from twisted.internet import defer, task
 
 from carbon.config.patternlist import PatternList
 from carbon.config.settings import Settings
+from carbon.daemon.manhole import listen_manhole
 from carbon.instrumentation.reporter import Reporter
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
@@ -79,6 +80,9 @@ class Daemon:
         self.start_sink()
         self.receivers.limit.plan(self.descriptor_claims())
         self.ports = start_receivers(self.reactor, self.receivers)
+        if self.settings.ENABLE_MANHOLE:
+            self.ports.append(listen_manhole(self.reactor, self.settings,
+                                             {"daemon": self, "settings": self.settings}))
         if self.settings.ENABLE_AMQP:
             from carbon.receivers.amqp import start_amqp_listener
 

@@ -19,8 +19,8 @@ from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
+from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.receivers.limits import listen_tcp
-from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
 
@@ -30,7 +30,8 @@ SWITCH_INTERVAL = 0.001
 def open_database(settings: Any) -> Any:
     name = settings.DATABASE
     if name not in STORAGE_BACKENDS:
-        raise ConfigError("No database plugin implemented for '%s'" % name,
+        raise ConfigError("No database plugin implemented for '%s' (known: %s)"
+                          % (name, ", ".join(STORAGE_BACKENDS.names())),
                           settings.get("config_file"), key="DATABASE")
     return STORAGE_BACKENDS.get(name)(settings)
 
@@ -48,6 +49,8 @@ class CacheDaemon(Daemon):
                               % (strategy_name, ", ".join(WRITE_STRATEGIES.names())),
                               settings.get("config_file"), key="CACHE_WRITE_STRATEGY")
         self.log.msg("Using %s write strategy for cache" % strategy_name)
+        RATE_LIMITERS.resolve(settings.get("RATE_LIMITER", "token_bucket"), "RATE_LIMITER",
+                              settings.get("config_file"))
         self.cache = MetricCache()
         self.database = open_database(settings)
         self.schemas = SchemaFiles(settings.get("CONF_DIR", "."))

@@ -14,7 +14,7 @@ import re
 from datetime import datetime
 from typing import Any, Optional, Union
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.errors import INPUT_ERRORS, InputError
 from webapp.render.fetch import fetch_series, prefetch
 from webapp.render.fused import fused_aggregate
