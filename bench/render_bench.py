@@ -5,9 +5,10 @@
                                  [--skip-graphite] [--skip-gunicorn] [--skip-twisted]
 
 The script builds everything it needs outside the repository (under --workdir): a
-whisper tree of N series x 1 day at 60 s, a Python 3.9 venv with graphite-web 1.1.10
-(Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn (pip --target, run on
-this interpreter) for this app. Servers measured, each ONE process with T threads so
+whisper tree of N series x 1 day at 60 s and gunicorn (pip --target, run on this
+interpreter) for this app; graphite-web 1.1.10 runs from bench/common.py's shared
+Python 3.9 venv (Django 2.2, pyparsing 2.4.7, cairocffi, plus gunicorn).
+Servers measured, each ONE process with T threads so
 they get the same CPU:
 
 * graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
@@ -37,13 +38,10 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import graphite_web_venv  # noqa: E402
 from render_load import fetch, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-GRAPHITE_REQS = ['graphite-web==1.1.10', 'Django>=2.2,<2.3', 'django-tagging==0.4.3',
-                 'pyparsing==2.4.7', 'cairocffi', 'whisper==1.1.10', 'pytz', 'six', 'urllib3<2',
-                 'gunicorn']
-
 
 def log(msg: str) -> None:
     print('[render-bench] %s' % msg, file=sys.stderr, flush=True)
@@ -58,16 +56,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
-
-
-def find_python39() -> str:
-    base = Path('/root/.pyenv/versions')
-    for cand in sorted(base.glob('3.9*/bin/python')) if base.exists() else []:
-        return str(cand)
-    found = shutil.which('python3.9')
-    if not found:
-        raise SystemExit('Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)')
-    return found
 
 
 def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
@@ -93,27 +81,20 @@ def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
     return storage, now
 
 
-def setup_graphite(workdir: Path, storage: Path) -> Path:
-    venv = workdir / 'gw-venv'
-    marker = venv / '.installed'
-    if not marker.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        run([find_python39(), '-m', 'venv', str(venv)])
-        env = dict(os.environ, GRAPHITE_NO_PREFIX='1')
-        run([str(venv / 'bin/pip'), 'install', '-q'] + GRAPHITE_REQS, env=env)
-        marker.write_text('ok')
-    site = subprocess.run([str(venv / 'bin/python'), '-c',
-                           'import graphite, os; print(os.path.dirname(graphite.__file__))'],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (Path(site) / 'local_settings.py').write_text(
+def setup_graphite(workdir: Path, storage: Path) -> tuple[Path, dict]:
+    """graphite-web 1.1.10's venv (bench/common.py, shared, with gunicorn) and the
+    environment that gives it this run's settings module (in workdir, not in the venv)."""
+    venv = graphite_web_venv(extra=('gunicorn',))
+    (workdir / 'bench_gw_settings.py').write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
         'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\n'
         % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
     (workdir / 'gw-log').mkdir(exist_ok=True)
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings')
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
+               GRAPHITE_SETTINGS_MODULE='bench_gw_settings')
     run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'], env=env,
         cwd=str(workdir))
-    return venv
+    return venv, env
 
 
 def setup_ours_gunicorn(workdir: Path) -> Path:
@@ -195,11 +176,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                     GRAPHITE_SETTINGS=str(ours_conf))
     servers: list[tuple[str, list[str], dict]] = []
     if not args.skip_graphite:
-        gw = setup_graphite(workdir, storage)
+        gw, gw_env = setup_graphite(workdir, storage)
         servers.append(('graphite-web 1.1.10 (gunicorn)', [
             str(gw / 'bin/gunicorn'), '--workers', '1', '--threads', str(args.threads),
             '--worker-class', 'gthread', '--log-level', 'warning', 'graphite.wsgi:application'],
-            dict(base_env, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH='',
+            dict(base_env, DJANGO_SETTINGS_MODULE='graphite.settings',
+                 PYTHONPATH=gw_env['PYTHONPATH'],
+                 GRAPHITE_SETTINGS_MODULE=gw_env['GRAPHITE_SETTINGS_MODULE'],
                  BENCH_CWD=str(workdir))))
     if not args.skip_gunicorn:
         lib = setup_ours_gunicorn(workdir)

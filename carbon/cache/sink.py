@@ -9,22 +9,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Batch
 from carbon.receivers.flow import FlowControl
-
-
-def _normalise_tagged(batch: Batch, stats: Stats, bad_log: IntervalLog) -> Batch:
-    from carbon.tags import normalize as normalize_name
-
-    out: Batch = []
-    for metric, stamp, value in batch:
-        if ";" in metric:
-            try:
-                metric = normalize_name(metric)
-            except ValueError as exc:
-                stats.increment("invalidLines")
-                bad_log.record("invalid tagged metric %r: %s" % (metric, exc))
-                continue
-        out.append((metric, stamp, value))
-    return out
+from carbon.tags import normalize_batch
 
 
 class CacheSink:
@@ -52,11 +37,15 @@ class CacheSink:
         self.bad_names = IntervalLog(log.listener, "invalid metric names")
         self.full = False
 
+    def invalid_name(self, metric: str, error: ValueError) -> None:
+        """A name carbon's tag parser rejects: counted and skipped (carbon 1.1.10 stores it
+        under the raw name and then fails to tag it)."""
+        self.stats.increment("invalidLines")
+        self.bad_names.record("invalid tagged metric %r: %s" % (metric, error))
+
     def put_many(self, batch: Batch) -> None:
-        for metric, _, _ in batch:
-            if ";" in metric:
-                batch = _normalise_tagged(batch, self.stats, self.bad_names)
-                break
+        # every name as carbon's cache stores it (TaggedSeries.parse(name).path)
+        batch = normalize_batch(batch, self.invalid_name)
         if self.flow_control:
             self.cache.add_batch(batch)
         else:

@@ -19,6 +19,21 @@ KNOWN_FILES = 100_000
 BATCH_SIZE = 64  # metrics a write batch at most
 
 
+class _Unavailable:
+    """Metrics the writer cannot take now: with the creator or in flight (live sets)."""
+
+    __slots__ = ("busy", "in_flight")
+
+    def __init__(self, busy: set[str], in_flight: set[str]) -> None:
+        self.busy, self.in_flight = busy, in_flight
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self.busy or metric in self.in_flight
+
+    def __bool__(self) -> bool:
+        return bool(self.busy or self.in_flight)
+
+
 class Writer:
     """Writes metrics chosen by the write strategy, in batches of up to BATCH_SIZE that
     the storage backend may write in one call (WhisperDatabase.write_batch).
@@ -59,6 +74,7 @@ class Writer:
         # a file deleted since shows as FileNotFoundError on write).
         self.creator = Creator(database, schemas, settings, log, self._may_create)
         self.known: set[str] = set()
+        strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
 
     # -- one step -------------------------------------------------------
     def _choose(self) -> tuple[str | bool, bool]:

@@ -38,14 +38,16 @@ def create_whisper_with(path: str, archives: list, writes: list, now: int) -> No
 def stop_server(proc: subprocess.Popen) -> None:
     """SIGTERM a server process a test started (killed if not gone in 10 s); its pipes
     are closed."""
-    proc.send_signal(signal.SIGTERM)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
-    proc.stdout.close()
-    proc.stderr.close()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def aligned_now(step: int = 3600) -> int:
