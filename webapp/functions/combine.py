@@ -183,14 +183,17 @@ def percentileOfSeries(requestContext: dict, seriesList: list, n: float,
 @render_function('countSeries', COMBINE, [P('seriesLists', 'seriesList', multiple=True)],
                  aggregator=True)
 def countSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """A constant series holding the number of series given."""
-    try:
-        series_list, start, end, step = normalize(seriesLists)
-    except NormalizeEmptyResultError:
+    """A constant series holding the number of series given.
+
+    With no argument it is a line at 0; with arguments matching nothing the answer is
+    empty (normalize's NormalizeEmptyResultError, as graphite-web 1.1.10 answers ``[]``).
+    """
+    if not seriesLists:
         from webapp.functions.special import constantLine
         series = constantLine(requestContext, 0)[0]
         series.pathExpression = 'countSeries()'
         return [series]
+    series_list, start, end, step = normalize(seriesLists)
     name = 'countSeries(%s)' % format_path_expressions(series_list)
     values = [len(row) for row in rows(series_list)]
     return [TimeSeries(name, start, end, step, values,
