@@ -18,6 +18,7 @@ from webapp.events import views as event_views
 from webapp.events.store import make_event_store
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.render import views as render_views
+from webapp.render.local import render_local_view
 from webapp.render.evaluator import InputError, format_input_error
 from webapp.render.grammar import TargetSyntaxError
 from webapp.settings import WEBAPP_VERSION, WebSettings
@@ -36,12 +37,8 @@ def version_view(request: Request, store: Any, settings: Any) -> Response:
     return Response(WEBAPP_VERSION + '\n', 'text/html; charset=utf-8')
 
 
-def not_supported(request: Request, store: Any, settings: Any, *args: Any) -> Response:
-    return text_response('Not supported by this server', 404)
-
-
 ROUTES: list[tuple[str, View]] = [
-    (r'/render/local/?', not_supported),
+    (r'/render/local/?', render_local_view),
     (r'/render/?', render_views.render_view),
     (r'/metrics/index\.json', metrics.index_view),
     (r'/metrics/find/?', metrics.find_view),
