@@ -70,11 +70,13 @@ def render_local_view(request: Request, store: Any, settings: Any) -> Response:
     """Draw a delegated graph as a PNG (graphite-web answers 500 with no body detail when
     anything goes wrong; we name the reason in plain text)."""
     from webapp.graphs import render_graph
+    from webapp.graphs.templates import apply_template, templates_path
     try:
         kind, options = parse_delegated(request.body)
         data = [s for s in options.pop('data', []) if isinstance(s, TimeSeries)]
         params = {k: v for k, v in options.items() if isinstance(k, str)}
         params['graphType'] = kind
+        params = apply_template(params, templates_path(settings))
         image, _content_type = render_graph(data, params, 'png')
     except Exception as err:
         log.warning('delegated rendering failed: %s', err)

@@ -126,7 +126,7 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
         if writer is not None:
             response = writer(opts, data)
     if response is None:
-        response = _render_image(graph, opts, data)
+        response = _render_image(graph, opts, data, settings)
     if opts.get('noCache'):
         add_never_cache_headers(response)
     else:
@@ -167,10 +167,13 @@ def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[Any]:
     return data
 
 
-def _render_image(graph: dict[str, Any], opts: dict[str, Any], data: list) -> Response:
+def _render_image(graph: dict[str, Any], opts: dict[str, Any], data: list,
+                  settings: Any) -> Response:
     from webapp.graphs import render_graph
+    from webapp.graphs.templates import apply_template, templates_path
     fmt = graph.get('outputFormat', 'png')
-    image, content_type = render_graph(data, graph, fmt)
+    image, content_type = render_graph(data, apply_template(graph, templates_path(settings)),
+                                       fmt)
     if fmt == 'svg' and 'jsonp' in opts:
         text = image.decode('utf-8') if isinstance(image, bytes) else image
         return Response('%s(%s)' % (opts['jsonp'], json.dumps(text)), 'text/javascript')

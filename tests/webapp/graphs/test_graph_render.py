@@ -199,7 +199,7 @@ def test_axis_and_alias_options_change_output():
         return [a, b]
     base = render_graph(two(), {}, 'png')[0]
     variants = [{'leftColor': 'red'}, {'rightColor': 'red'}, {'leftWidth': 4},
-                {'rightDashed': True}, {'thickness': 4}, {'min': -5}, {'max': 50},
+                {'rightDashed': True}, {'thickness': 4}, {'yMinLeft': -5}, {'yMaxRight': 50},
                 {'lineMode': 'connected', 'connectedLimit': 3}, {'legendMaxItems': 1}]
     outputs = [render_graph(two(), v, 'png')[0] for v in variants]
     assert base not in outputs and len(set(outputs)) == len(outputs)
