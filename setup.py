@@ -62,9 +62,9 @@ setup(
         "txamqp>=0.8.2",
     ],
     extras_require={
-        "render": ["matplotlib>=3.7", "numpy"],
+        "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow"],
+                 "numpy", "pillow", "orjson>=3.9"],
     },
     entry_points={
         "console_scripts": [

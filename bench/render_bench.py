@@ -5,8 +5,9 @@
                                  [--few-digits] [--with-twisted]
 
 One command builds everything outside the repository (under --workdir, default
-~/.cache/render-bench): a whisper tree of 301 series x 1 day at 10 s with full-precision
-random values (``--few-digits`` writes small integers instead), graphite-web 1.1.10 from
+~/.cache/render-bench): a whisper tree of 301 series written every 10 s for a day with
+full-precision random values (``--few-digits`` writes small integers instead), kept as
+10s:6h,1m:2d so a day reads 1,440 one-minute averages a series; graphite-web 1.1.10 from
 bench/common.py's Python 3.9 venv, and gunicorn for this app. Both run under
 ``gunicorn --workers 2 --worker-class gthread --threads T`` (gunicorn's docs advise 2-4
 threads per core; T=4 by default), so each gets the machine's two cores. ``--with-twisted``
@@ -43,6 +44,7 @@ from render_load import fetch, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = 10
+ARCHIVES = [(STEP, 6 * 3600 // STEP), (60, 2 * 1440)]
 HOSTS = 50
 CPU_KINDS = ('user', 'system', 'idle', 'iowait')
 MEM_KINDS = ('free', 'used')
@@ -87,8 +89,9 @@ def metric_names() -> list[str]:
 
 
 def build_tree(workdir: Path, few_digits: bool) -> tuple[Path, int]:
-    """301 series x 1 day at 10 s (2 days kept, so the window stays covered for a day);
-    rebuilt when missing, older than 12 hours or of the other value kind."""
+    """301 series written every 10 s for a day, kept as carbon's usual schema does
+    (10s:6h,1m:2d, average, xFilesFactor 0): a from=-1d request reads the 1-minute archive
+    (1,440 points a series, full-precision averages); rebuilt when older than 12 hours."""
     import whisper
     storage = workdir / ('storage-int' if few_digits else 'storage')
     root = storage / 'whisper'
@@ -98,13 +101,13 @@ def build_tree(workdir: Path, few_digits: bool) -> tuple[Path, int]:
     if stamp.exists() and now - int(stamp.read_text()) < 12 * 3600:
         return storage, int(stamp.read_text())
     shutil.rmtree(root, ignore_errors=True)
-    log('writing %d whisper files (1 day at %d s)' % (len(names), STEP))
+    log('writing %d whisper files (1 day every %d s)' % (len(names), STEP))
     rng = random.Random(15)
     now = now // STEP * STEP
     for name in names:
         path = root.joinpath(*name.split('.')).with_suffix('.wsp')
         path.parent.mkdir(parents=True, exist_ok=True)
-        whisper.create(str(path), [(STEP, 2 * 86400 // STEP)])
+        whisper.create(str(path), ARCHIVES, xFilesFactor=0.0)
         points = [(now - i * STEP, float(rng.randrange(100)) if few_digits
                    else rng.random() * 100.0) for i in range(86400 // STEP)]
         whisper.update_many(str(path), points)

@@ -53,12 +53,52 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
         series.tags[tag] = windowSize
         ratio = xFilesFactor if xFilesFactor is not None else series.xFilesFactor
         raw = list(series)
-        values = []
-        for i in range(points + 1, len(raw) + 1):
-            window = [v for v in raw[i - points:i] if v is not None]
-            values.append(agg(window) if window and xff(len(window), points, ratio) else None)
+        values = None
+        if func in _ARRAY_WINDOWS:
+            values = _array_window(raw, points, ratio, _ARRAY_WINDOWS[func])
+        if values is None:
+            values = []
+            for i in range(points + 1, len(raw) + 1):
+                window = [v for v in raw[i - points:i] if v is not None]
+                values.append(agg(window) if window and xff(len(window), points, ratio)
+                              else None)
         results.append(series.copy(name=name, start=series.start + preview, values=values))
     return results
+
+
+_ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
+_FLOATS_OR_NONE = frozenset([float, type(None)])
+
+
+def _array_window(raw: list, points: int, ratio: Optional[float],
+                  average: bool) -> Optional[list]:
+    """Window sums (or averages) of ``points`` values ending before each point after the
+    first ``points``, with numpy: the known values of a window are added one after the
+    other from 0, as ``sum()`` adds them in graphite-web (Python < 3.12), so the results
+    are the same floats. None (use the Python loop) without numpy, for values other than
+    floats and None, for NaN values and for windows too wide to be worth it."""
+    from webapp.storage import packed
+    np = packed.np
+    outputs = len(raw) - points
+    if np is None or points < 1 or points > 4096 or outputs < 1 or \
+            not frozenset(map(type, raw)) <= _FLOATS_OR_NONE:
+        return None
+    row = np.array([np.nan if v is None else v for v in raw], dtype=np.float64)
+    known = ~np.isnan(row)
+    if int(known.sum()) != len(raw) - raw.count(None):
+        return None                      # a real NaN value: Python's NaN rules apply
+    zeroed = np.where(known, row, 0.0)
+    total = np.zeros(outputs)
+    count = np.zeros(outputs, dtype=np.int64)
+    for j in range(1, points + 1):
+        total += zeroed[j:j + outputs]
+        count += known[j:j + outputs]
+    ok = (count > 0) & (count / points >= (ratio or 0.0))
+    with np.errstate(all='ignore'):
+        result = total / np.maximum(count, 1) if average else total
+    cells = result.astype(object)
+    cells[~ok] = None
+    return cells.tolist()
 
 
 def _moving(name: str, func: str, doc: str) -> None:
