@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webapp.functions.calculate import _array_window
+from webapp.functions.combine import array_aggregate
 from webapp.functions.common import xff
 from webapp.render import jsonfmt
 from webapp.render.series import TimeSeries
@@ -94,3 +95,24 @@ def test_orjson_cells_write_what_json_writes() -> None:
     assert row.size > jsonfmt.FEW_DISTINCT * 4     # the orjson path, not the distinct one
     body = b''.join(jsonfmt.render(series)).decode()
     assert body == dumps_like_graphite(series)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(values, min_size=2, max_size=5), st.sampled_from([0.0, 0.5, 1.0]),
+       st.booleans())
+def test_array_aggregate_equals_python_rows(lists: list, ratio: float, average: bool) -> None:
+    from itertools import zip_longest
+    series = [TimeSeries('s%d' % i, 0, 60 * len(v), 60, v) for i, v in enumerate(lists)]
+    got = array_aggregate(series, average, ratio)
+    want = []
+    for row in zip_longest(*lists):
+        known = [v for v in row if v is not None]
+        if known and xff(len(known), len(row), ratio):
+            total = 0.0 if not plain_sum_python() else sum(known)
+            if not plain_sum_python():
+                for v in known:
+                    total += v
+            want.append(total / len(known) if average else total)
+        else:
+            want.append(None)
+    assert [repr(v) for v in got] == [repr(v) for v in want]

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from webapp.functions.common import (
     NormalizeEmptyResultError, format_path_expressions, get_agg_func, normalize, percentile,
-    rows, safe_pow, xff_values,
+    rows, safe_avg, safe_pow, safe_sum, xff_values,
 )
 from webapp.functions.registry import InputParameterError, render_function
 from webapp.functions.registry import Param as P
@@ -43,8 +43,47 @@ def aggregate(requestContext: dict, seriesList: Any, func: str,
     if xFilesFactor is None:
         xFilesFactor = requestContext.get('xFilesFactor')
     name, tags = aggregate_name_tags(series_list, func)
-    values = [agg(row) if xff_values(row, xFilesFactor) else None for row in rows(series_list)]
+    values = None
+    if agg in (safe_sum, safe_avg):
+        values = array_aggregate(series_list, agg is safe_avg, xFilesFactor)
+    if values is None:
+        values = [agg(row) if xff_values(row, xFilesFactor) else None
+                  for row in rows(series_list)]
     return [TimeSeries(name, start, end, step, values, xFilesFactor=xFilesFactor, tags=tags)]
+
+
+_FLOATS_OR_NONE = frozenset([float, type(None)])
+
+
+def array_aggregate(series_list: list, average: bool,
+                    x_files_factor: Optional[float]) -> Optional[list]:
+    """Point-by-point sums (or averages) of the known values with numpy, adding the series
+    one after the other from 0 as ``sum()`` does in graphite-web, so the floats are the
+    same; None (use the Python rows) without numpy or for values other than floats/None."""
+    from webapp.storage import packed
+    np = packed.np
+    if np is None or len(series_list) < 2:
+        return None
+    lists = [list(series) for series in series_list]
+    if any(not frozenset(map(type, values)) <= _FLOATS_OR_NONE for values in lists):
+        return None
+    width = max(map(len, lists))
+    total = np.zeros(width)
+    count = np.zeros(width, dtype=np.int64)
+    with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
+        for values in lists:
+            row = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+            known = ~np.isnan(row)
+            if int(known.sum()) != len(values) - values.count(None):
+                return None               # a real NaN: Python's rules apply
+            total[:len(row)] += np.where(known, row, 0.0)
+            count[:len(row)] += known
+        ok = (count > 0) & (count / len(series_list) >= (x_files_factor or 0.0))
+        if average:
+            total = total / np.maximum(count, 1)
+    cells = total.astype(object)
+    cells[~ok] = None
+    return cells.tolist()
 
 
 def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, dict]:
