@@ -6,13 +6,14 @@ import math
 from datetime import datetime, UTC
 from typing import Any, Optional
 
-from matplotlib.dates import AutoDateLocator, DateFormatter
+from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
 from matplotlib.figure import Figure
 from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter
 
 from webapp.functions.common import format_units
 from webapp.graphs.axis import linear_scale, parse_divisors, tick_values
 from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.storage import packed
 
 DEFAULT_LINE_WIDTH = 1.2
 
@@ -36,15 +37,58 @@ def _consolidate(series_list: list, plot_width: int, min_x_step: float) -> None:
         count = len(series)
         if drawable > 0 and count > drawable:
             series.consolidate(math.ceil(count / float(drawable)))
+            _merge_points(series)
+
+
+def _date_num(stamp: float) -> float:
+    """matplotlib's date number (days since its epoch) of a Unix time."""
+    return date2num(datetime.fromtimestamp(stamp, UTC))
 
 
 def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
+    """(date numbers, values) of a series; numbers, not datetimes, for speed."""
     step = series.step * series.valuesPerPoint
     values = list(series)
     if options.bool('drawNullAsZero'):
         values = [0 if v is None else v for v in values]
-    times = [datetime.fromtimestamp(series.start + i * step, tz) for i in range(len(values))]
-    return times, values
+    first, per_step = _date_num(series.start), step / 86400.0
+    return [first + i * per_step for i in range(len(values))], values
+
+
+_FLOATS_OR_NONE = frozenset([float, type(None)])
+
+
+def _merge_points(series: Any) -> None:
+    """Apply a series' valuesPerPoint now, with numpy when its values are floats/None and
+    its consolidation is average/sum/min/max (what the drawing shows is the same)."""
+    vpp = series.valuesPerPoint
+    raw = list.__iter__(series)
+    values = list(raw)
+    func = series.consolidationFunc
+    np = packed.np
+    if vpp <= 1 or np is None or func not in ('average', 'avg', 'sum', 'min', 'max') or \
+            not frozenset(map(type, values)) <= _FLOATS_OR_NONE:
+        return
+    count = len(values)
+    groups = -(-count // vpp)
+    grid = np.full(groups * vpp, np.nan)
+    grid[:count] = [np.nan if v is None else v for v in values]
+    grid = grid.reshape(groups, vpp)
+    known = (~np.isnan(grid)).sum(axis=1)
+    with np.errstate(all='ignore'):
+        if func in ('average', 'avg'):
+            merged = np.nansum(grid, axis=1) / np.maximum(known, 1)
+        elif func == 'sum':
+            merged = np.nansum(grid, axis=1)
+        else:
+            merged = (np.nanmin if func == 'min' else np.nanmax)(
+                np.where(known[:, None] > 0, grid, 0.0), axis=1)
+    ok = (known > 0) & (known / float(vpp) >= (series.xFilesFactor or 0.0))
+    cells = merged.astype(object)
+    cells[~ok] = None
+    series[:] = cells.tolist()
+    series.step = series.step * vpp
+    series.valuesPerPoint = 1
 
 
 def _nan(values: list) -> list:
@@ -171,6 +215,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     height = options.int('height')
     colors = color_list(options)
     ax = fig.add_subplot(1, 1, 1)
+    ax.xaxis_date(tz)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     if not series_list:
         ax.set_axis_off()
@@ -206,7 +251,7 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
                     fg: tuple, font_size: float) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
-    ax.set_xlim(datetime.fromtimestamp(start, tz), datetime.fromtimestamp(end, tz))
+    ax.set_xlim(_date_num(start), _date_num(end))
     locator = AutoDateLocator(tz=tz, minticks=3, maxticks=8)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(DateFormatter(options.str('xFormat') or _x_format(end - start),
