@@ -7,7 +7,9 @@ from datetime import datetime, UTC
 from typing import Any, Optional
 
 from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter
 
 from webapp.functions.common import format_units
@@ -170,6 +172,7 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
     alpha_area = options.float('areaAlpha')
     drawstyle = 'steps-post' if line_mode == 'staircase' else 'default'
     handles = []
+    plain: list = []
     previous_stack: Optional[list] = None
     for offset, series in enumerate(series_list):
         index = index_offset + offset
@@ -199,9 +202,29 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
                             step='post' if drawstyle == 'steps-post' else None)
         if stacked:
             previous_stack = ys
-        (line,) = ax.plot(times, ys, drawstyle=drawstyle, **style)
-        handles.append((line, series))
+        if fill or drawstyle != 'default':
+            (line,) = ax.plot(times, ys, drawstyle=drawstyle, **style)
+            handles.append((line, series))
+        else:   # plain lines are drawn together as one collection (one artist, not N)
+            plain.append((times, ys, style))
+            handles.append((Line2D([], [], **style), series))
+    if plain:
+        _add_lines(ax, plain)
     return handles
+
+
+def _add_lines(ax: Any, lines: list) -> None:
+    """Plain lines as one LineCollection (NaN breaks a line, as in a plotted one)."""
+    np = packed.np
+    segments = [np.column_stack((np.asarray(times, dtype=float), np.asarray(ys, dtype=float)))
+                for times, ys, _style in lines]
+    collection = LineCollection(
+        segments, colors=[style['color'] for _t, _y, style in lines],
+        linewidths=[style['linewidth'] for _t, _y, style in lines],
+        linestyles=[style.get('linestyle', 'solid') for _t, _y, style in lines],
+        capstyle='projecting', joinstyle='round')
+    ax.add_collection(collection, autolim=True)
+    ax.autoscale_view()
 
 
 def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> None:
