@@ -30,6 +30,9 @@ _QUOTE = json.encoder.encode_basestring_ascii
 FEW_DISTINCT = 1024
 _FLOAT_LISTS = (frozenset([float]), frozenset([type(None)]), frozenset([float, type(None)]))
 MAX_FAST_VPP = 64
+# rows are formatted in blocks of about this many values, so the temporary arrays stay
+# small next to the body itself (1,000 series x 1,440 points: 23 blocks)
+BLOCK_CELLS = 1 << 16
 # orjson prints the same shortest round-trip digits as float.__repr__; outside this range
 # of magnitudes their exponent styles differ (1e-05 / 1e-5), so those go through repr
 FAST_LOW, FAST_HIGH = 1e-3, 1e15
@@ -256,12 +259,17 @@ def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
                 (']' + suffix).encode()]
     groups: list[list[Any]] = []
     last_key: Optional[tuple] = None
+    cells = 0
     for series in data:
         key = _group_key(series)
-        if key is not None and key == last_key:
+        size = list.__len__(series) if key is None or key[0] == 'list' else \
+            len(series.packed)
+        if key is not None and key == last_key and cells + size <= BLOCK_CELLS:
             groups[-1].append(series)
+            cells += size
         else:
             groups.append([series])
+            cells = size
         last_key = key
     chunks: list[bytes] = []
     for i, group in enumerate(groups):
