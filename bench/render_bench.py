@@ -2,7 +2,7 @@
 
     python bench/render_bench.py [--duration 4] [--clients 1,16] [--threads 4]
                                  [--only json,sum,movavg,png,mix] [--workdir DIR]
-                                 [--few-digits] [--with-twisted]
+                                 [--few-digits] [--with-twisted] [--memory]
 
 One command builds everything outside the repository (under --workdir, default
 ~/.cache/render-bench): a whisper tree of 301 series written every 10 s for a day with
@@ -20,6 +20,10 @@ answer is compared: json values must parse to the same floats (names, tags, time
 too); png answers must be PNGs of the asked size. Each scenario runs at each client count
 in the order A B B A (graphite-web, ours, ours, graphite-web); requests/s are the mean of
 the two runs. The machine may be shared: absolute figures are noisy, ratios less so.
+
+``--memory`` runs only the memory check: 1,000 series x 1 day at 60 s, one json and one
+png request each to a fresh graphite-web (gunicorn, one worker, one thread) and a fresh
+``graphite-render``; the peak resident memory (VmHWM) of the answering process.
 """
 
 from __future__ import annotations
@@ -115,15 +119,81 @@ def build_tree(workdir: Path, few_digits: bool) -> tuple[Path, int]:
     return storage, now
 
 
-def setup_graphite(workdir: Path, storage: Path) -> tuple[Path, dict]:
+def build_memory_tree(workdir: Path) -> tuple[Path, int]:
+    """1,000 series x 1 day at 60 s (full-precision values) for the memory check."""
+    import whisper
+    storage = workdir / 'storage-1000'
+    stamp = storage / 'built-at'
+    now = int(time.time())
+    if stamp.exists() and now - int(stamp.read_text()) < 12 * 3600:
+        return storage, int(stamp.read_text())
+    shutil.rmtree(storage / 'whisper', ignore_errors=True)
+    log('writing 1,000 whisper files (1 day at 60 s)')
+    rng = random.Random(1000)
+    now = now // 60 * 60
+    for i in range(1000):
+        path = storage / 'whisper' / 'many' / ('host%04d' % i) / 'value.wsp'
+        path.parent.mkdir(parents=True, exist_ok=True)
+        whisper.create(str(path), [(60, 2 * 1440)], xFilesFactor=0.0)
+        whisper.update_many(str(path), [(now - j * 60, rng.random() * 100.0)
+                                        for j in range(1440)])
+    stamp.write_text(str(now))
+    return storage, now
+
+
+def peak_rss_mb(server: Server) -> float:
+    """Peak resident memory (VmHWM) of the process answering requests: the gunicorn
+    worker when there is one, else the server process."""
+    pid = server.proc.pid
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
+            children = [int(p) for p in fh.read().split()]
+    except OSError:
+        children = []
+    with open('/proc/%d/status' % (children[0] if children else pid)) as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith('VmHWM:')) / 1024
+
+
+def memory_check(workdir: Path, run_dir: Path) -> list:
+    """Peak RSS of one process of each server after a json and a png request for the
+    1,000 series (a fresh process per format)."""
+    storage, now = build_memory_tree(workdir)
+    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_1000')
+    conf = workdir / 'ours_settings_1000.py'
+    conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
+                    'TAGDB = ""\n' % str(storage))
+    one = ['--workers', '1', '--threads', '1', '--worker-class', 'gthread', '--log-level',
+           'warning', '--timeout', '300']
+    rows = []
+    for fmt in ('json', 'png'):
+        query = '/render?' + urlencode({'target': 'many.*.value', 'from': now - 86400,
+                                        'until': now, 'now': now, 'format': fmt})
+        for name, cmd, env, cwd in (
+                ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
+                 ['graphite.wsgi:application'], gw_env, str(workdir)),
+                ('ours (graphite-render)', [sys.executable, '-m', 'webapp.server', '--config',
+                                            str(conf), '--threads', '4', '--port'],
+                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT))):
+            server = Server(name, cmd, env, cwd, run_dir)
+            try:
+                status, body = fetch(server.port, query)
+                rows.append((fmt, name, status, len(body), peak_rss_mb(server)))
+            finally:
+                server.stop()
+            log('memory, %s, %s: %s' % (fmt, name, rows[-1]))
+    return rows
+
+
+def setup_graphite(workdir: Path, storage: Path,
+                   module: str = 'bench_gw_settings') -> tuple[Path, dict]:
     venv = graphite_web_venv(extra=('gunicorn',))
-    (workdir / 'bench_gw_settings.py').write_text(
+    (workdir / (module + '.py')).write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
         'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n'
         % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
-               GRAPHITE_SETTINGS_MODULE='bench_gw_settings')
+               GRAPHITE_SETTINGS_MODULE=module)
     subprocess.run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'],
                    env=env, cwd=str(workdir), check=True)
     return venv, env
@@ -262,6 +332,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help='small integer values instead of full-precision floats')
     parser.add_argument('--with-twisted', action='store_true',
                         help="also measure this app's own server (one process)")
+    parser.add_argument('--memory', action='store_true',
+                        help='only the memory check: peak RSS of one process answering '
+                        '1,000 series x 1 day (json, png)')
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -271,8 +344,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     ours_conf = workdir / 'ours_settings.py'
     ours_conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
                          'TAGDB = ""\n' % str(storage))
-    gw, gw_env = setup_graphite(workdir, storage)
     lib = setup_ours_gunicorn(workdir)
+    if args.memory:
+        rows = memory_check(workdir, run_dir)
+        lines = ['| format | server | status | body bytes | peak RSS MB |',
+                 '| --- | --- | --- | ---: | ---: |']
+        lines += ['| %s | %s | %d | %d | %.0f |' % row for row in rows]
+        print('\n'.join(lines))
+        (run_dir / 'memory.md').write_text('\n'.join(lines) + '\n')
+        return 0
+    gw, gw_env = setup_graphite(workdir, storage)
     gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
                 '--worker-class', 'gthread', '--log-level', 'warning', '--timeout', '120']
     servers = [Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
