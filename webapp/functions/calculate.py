@@ -83,7 +83,7 @@ def _array_window(raw: list, points: int, ratio: Optional[float],
     if np is None or points < 1 or points > 4096 or outputs < 1 or \
             not frozenset(map(type, raw)) <= _FLOATS_OR_NONE:
         return None
-    row = np.array([np.nan if v is None else v for v in raw], dtype=np.float64)
+    row = np.array(raw, dtype=np.float64)          # None -> NaN
     known = ~np.isnan(row)
     if int(known.sum()) != len(raw) - raw.count(None):
         return None                      # a real NaN value: Python's NaN rules apply

@@ -72,7 +72,7 @@ def array_aggregate(series_list: list, average: bool,
     count = np.zeros(width, dtype=np.int64)
     with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
         for values in lists:
-            row = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+            row = np.array(values, dtype=np.float64)   # None -> NaN
             known = ~np.isnan(row)
             if int(known.sum()) != len(values) - values.count(None):
                 return None               # a real NaN: Python's rules apply

@@ -74,7 +74,7 @@ def _merge_points(series: Any) -> None:
     count = len(values)
     groups = -(-count // vpp)
     grid = np.full(groups * vpp, np.nan)
-    grid[:count] = [np.nan if v is None else v for v in values]
+    grid[:count] = np.array(values, dtype=np.float64)        # None -> NaN
     grid = grid.reshape(groups, vpp)
     known = (~np.isnan(grid)).sum(axis=1)
     with np.errstate(all='ignore'):
@@ -207,7 +207,7 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
             handles.append((line, series))
         else:   # plain lines are drawn together as one collection (one artist, not N)
             plain.append((times, ys, style))
-            handles.append((Line2D([], [], **style), series))
+            handles.append((style, series))   # a legend proxy is made only if shown
     if plain:
         _add_lines(ax, plain)
     return handles
@@ -382,7 +382,7 @@ def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_s
         if options.bool('hideNullFromLegend') and all(v is None for v in series):
             continue
         seen.add(name)
-        artists.append(artist)
+        artists.append(Line2D([], [], **artist) if isinstance(artist, dict) else artist)
         labels.append(name)
     columns = max(1, min(len(labels), int(frame.width // 160)))
     rows = math.ceil(len(labels) / columns) if labels else 0
