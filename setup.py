@@ -19,6 +19,7 @@ NATIVE = [
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
     Extension("carbon.receivers._pickled", ["carbon/receivers/_pickled.c"]),
+    Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
 ]
 
 

@@ -12,6 +12,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,7 +80,13 @@ def dumps_like_graphite(series_list: list) -> str:
     return json.dumps(data).replace('NaN,', 'null,').replace('Infinity,', '1e9999,')
 
 
-def test_orjson_cells_write_what_json_writes() -> None:
+@pytest.mark.parametrize('accelerated', [True, False], ids=['C join_rows', 'numpy cells'])
+def test_orjson_cells_write_what_json_writes(accelerated: bool,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if accelerated:
+        assert jsonfmt._rows is not None, 'webapp.render._rows is not built'
+    else:
+        monkeypatch.setattr(jsonfmt, '_rows', None)
     rng = np.random.RandomState(5)
     magnitudes = 10.0 ** rng.randint(-12, 22, size=6000)
     row = (rng.random_sample(6000) - 0.3) * magnitudes
@@ -116,3 +123,18 @@ def test_array_aggregate_equals_python_rows(lists: list, ratio: float, average: 
         else:
             want.append(None)
     assert [repr(v) for v in got] == [repr(v) for v in want]
+
+
+def test_join_rows_checks_its_input() -> None:
+    from webapp.render import _rows
+    heads, suffixes = [b'A[[', b', B[['], [b', 1], [', b', 2]]}']
+    assert _rows.join_rows(b'1.5,null,3e-05,4.0', 2, heads, suffixes, [2], [b'3e-05x'],
+                           b']') == b'A[[1.5, 1], [null, 2]]}, B[[3e-05x, 1], [4.0, 2]]}]'
+    with pytest.raises(ValueError, match='fewer cells'):
+        _rows.join_rows(b'1.5,2.5,3.5', 2, heads, suffixes, [], [], b'')
+    with pytest.raises(ValueError, match='more cells'):
+        _rows.join_rows(b'1,2,3,4,5', 2, heads, suffixes, [], [], b'')
+    with pytest.raises(ValueError, match='suffixes must have 2 items'):
+        _rows.join_rows(b'1,2,3,4', 2, heads, suffixes[:1], [], [], b'')
+    with pytest.raises(TypeError):
+        _rows.join_rows(b'1,2,3,4', 2, ['A', 'B'], suffixes, [], [], b'')

@@ -90,11 +90,11 @@ def _array_window(raw: list, points: int, ratio: Optional[float],
     zeroed = np.where(known, row, 0.0)
     total = np.zeros(outputs)
     count = np.zeros(outputs, dtype=np.int64)
-    for j in range(1, points + 1):
-        total += zeroed[j:j + outputs]
-        count += known[j:j + outputs]
-    ok = (count > 0) & (count / points >= (ratio or 0.0))
-    with np.errstate(all='ignore'):
+    with np.errstate(all='ignore'):       # overflow to inf, inf - inf: as in Python
+        for j in range(1, points + 1):
+            total += zeroed[j:j + outputs]
+            count += known[j:j + outputs]
+        ok = (count > 0) & (count / points >= (ratio or 0.0))
         result = total / np.maximum(count, 1) if average else total
     cells = result.astype(object)
     cells[~ok] = None

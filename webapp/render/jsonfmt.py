@@ -24,6 +24,10 @@ try:  # pragma: no cover - exercised by whichever environment runs the tests
     import orjson
 except ImportError:  # pragma: no cover
     orjson = None
+try:  # pragma: no cover - the optional C accelerator (setup.py NATIVE)
+    from webapp.render import _rows
+except ImportError:  # pragma: no cover
+    _rows = None
 
 _ENCODE = json.JSONEncoder(allow_nan=True).encode
 _QUOTE = json.encoder.encode_basestring_ascii
@@ -120,25 +124,40 @@ def _hashed_codes(distinct: Any, bits: Any) -> Optional[Any]:
     return None
 
 
+def _many(matrix: Any) -> bool:
+    """Whether the cells are printed by orjson (many values) rather than one by one."""
+    return orjson is not None and matrix.size > FEW_DISTINCT * 4
+
+
+def _orjson_cells(matrix: Any) -> tuple[Any, bytes, Any, list]:
+    """(flat values, orjson's comma-separated cell texts, indexes of the cells orjson
+    writes differently from float.__repr__ (magnitudes outside FAST_LOW..FAST_HIGH in
+    exponent form; infinities, which it writes null), their repr texts as bytes)."""
+    np = packed.np
+    flat = np.ascontiguousarray(matrix, dtype=np.float64).ravel()
+    text = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    with np.errstate(invalid='ignore'):
+        size = np.abs(flat)
+        odd = np.flatnonzero(np.isinf(flat) | ((size != 0) & ((size < FAST_LOW) |
+                                                             (size >= FAST_HIGH))))
+    fixes = [t.encode() for t in _texts(flat[odd])] if len(odd) else []
+    return flat, text, odd, fixes
+
+
 def _cell_texts(matrix: Any) -> Any:
     """The JSON text of every cell (bytes array shaped like ``matrix``), as float.__repr__
     writes it: distinct values formatted once when few, else all cells by orjson."""
     np = packed.np
-    if orjson is None or matrix.size <= FEW_DISTINCT * 4:
+    if not _many(matrix):
         distinct, codes = _codes(matrix)
         texts = _texts(distinct)
         width = next((w for w in (8, 16, 32) if w >= max(map(len, texts))),
                      max(map(len, texts)))
         # numpy's take() has fast loops for 8/16/32-byte items only
         return np.take(np.array(texts, dtype='S%d' % width), codes)
-    flat = np.ascontiguousarray(matrix, dtype=np.float64).ravel()
-    cells = np.array(orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b','))
-    with np.errstate(invalid='ignore'):
-        size = np.abs(flat)
-        odd = np.flatnonzero(np.isinf(flat) | ((size != 0) & ((size < FAST_LOW) |
-                                                             (size >= FAST_HIGH))))
+    flat, text, odd, fixes = _orjson_cells(matrix)
+    cells = np.array(text.split(b','))
     if len(odd):
-        fixes = _texts(flat[odd])   # repr's exponent style, +-1e9999 (orjson: null)
         width = max(cells.dtype.itemsize, max(map(len, fixes)))
         if width > cells.dtype.itemsize:
             cells = cells.astype('S%d' % width)
@@ -157,10 +176,14 @@ def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = ''
     rows, points = matrix.shape
     if points == 0:
         return (before + ', '.join(h + '[]}' for h in headers) + after).encode()
-    cells = _cell_texts(matrix)
     suffixes = [b', %d], [' % t for t in stamps[:points - 1]]
     suffixes.append(b', %d]]}' % stamps[points - 1])
     heads = [((', ' if i else before) + h).encode() + b'[[' for i, h in enumerate(headers)]
+    if _rows is not None and _many(matrix):
+        _flat, text, odd, fixes = _orjson_cells(matrix)
+        return _rows.join_rows(text, points, heads, suffixes, odd.tolist(), fixes,
+                               after.encode())
+    cells = _cell_texts(matrix)
     tails = [b''] * (rows - 1) + [after.encode()]
     swidth = max(map(len, suffixes))
     cell = np.dtype([('v', cells.dtype), ('s', 'S%d' % swidth)])
