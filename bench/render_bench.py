@@ -43,10 +43,9 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import graphite_web_venv  # noqa: E402
+from common import ROOT, free_port, graphite_web_venv, mirrored  # noqa: E402
 from render_load import fetch, load  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 STEP = 10
 ARCHIVES = [(STEP, 6 * 3600 // STEP), (60, 2 * 1440)]
 HOSTS = 50
@@ -78,12 +77,6 @@ MIX = [
 
 def log(msg: str) -> None:
     print('[render-bench] %s' % msg, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def metric_names() -> list[str]:
@@ -194,8 +187,14 @@ def setup_graphite(workdir: Path, storage: Path,
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
                GRAPHITE_SETTINGS_MODULE=module)
-    subprocess.run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'],
-                   env=env, cwd=str(workdir), check=True)
+    migrate = [str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb']
+    try:
+        subprocess.run(migrate, env=env, cwd=str(workdir), check=True)
+    except subprocess.CalledProcessError:
+        # seen once on a fresh venv ("table tags_series already exists"): start the
+        # database over and migrate again
+        (storage / 'graphite.db').unlink(missing_ok=True)
+        subprocess.run(migrate, env=env, cwd=str(workdir), check=True)
     return venv, env
 
 
@@ -390,7 +389,7 @@ def measure(servers: list[Server], rows: list, clients: list[int],
     reference, ours = servers[0], servers[1:]
     for key, label, paths in rows:
         for count in clients:
-            for server in [reference] + ours + ours[::-1] + [reference]:
+            for server in mirrored([reference] + ours):      # A B B A
                 for p in paths[:2]:          # warm-up
                     fetch(server.port, p)
                 result = load(server.port, paths, duration, count)

@@ -124,6 +124,24 @@ DEFAULTS = dict(
     RATE_LIMITER="token_bucket",
     WRITER_THREADS=1,
     RELAY_WORKERS=1,
+    # The cache journal (write-ahead log, carbon/cache/journal.py): every batch the cache
+    # accepts is appended to a segment file first, so a killed daemon loses nothing; the
+    # next start replays it before listening.
+    CACHE_JOURNAL=True,
+    # Where the segments go; empty: STORAGE_DIR/cache-journal/<program>-<instance>.
+    CACHE_JOURNAL_DIR="",
+    # Seconds between fdatasync calls: what a power loss (not a process kill) can take.
+    # 0 never syncs.
+    CACHE_JOURNAL_FSYNC_INTERVAL=1.0,
+    # Journal bytes (segments not yet fully in whisper) at which the receivers are paused,
+    # as MAX_CACHE_SIZE does; they resume below 90%.
+    CACHE_JOURNAL_MAX_BYTES=4 * 1024 ** 3,
+    # A segment is closed (and can be retired) at this size.
+    CACHE_JOURNAL_SEGMENT_BYTES=64 * 1024 ** 2,
+    # SIGTERM writes the whole cache to whisper at MAX_UPDATES_PER_SECOND_ON_SHUTDOWN
+    # before exiting (as carbon). With CACHE_JOURNAL on, False exits as soon as the
+    # journal is flushed: nothing is lost, the next start replays it.
+    SHUTDOWN_DRAIN_CACHE=True,
 )
 
 # Keys whose values are paths; derived from STORAGE_DIR when not set.

@@ -112,9 +112,11 @@ def statsd_install() -> Path:
     folder = CACHE_DIR / "statsd-0.9.0"
     script = folder / "node_modules" / "statsd" / "stats.js"
     if not script.exists():
-        subprocess.run(["npm", "install", "--prefix", str(folder), "--no-save",
-                        "--omit=optional", "--no-audit", "--no-fund", "statsd@0.9.0"],
-                       check=True, capture_output=True, timeout=300)
+        done = subprocess.run(["npm", "install", "--prefix", str(folder), "--no-save",
+                               "--omit=optional", "--no-audit", "--no-fund", "statsd@0.9.0"],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0 or not script.exists():
+            raise RuntimeError("npm install statsd@0.9.0 failed: %s" % done.stderr[-2000:])
     return script
 
 
