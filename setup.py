@@ -20,6 +20,7 @@ NATIVE = [
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
     Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
+    Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
 ]
 
 
@@ -63,10 +64,10 @@ setup(
         "txamqp>=0.8.2",
     ],
     extras_require={
-        "render": ["matplotlib>=3.7", "numpy"],
+        "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
         "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow", "twisted[conch]"],
+                 "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
     },
     entry_points={
         "console_scripts": [
