@@ -116,7 +116,7 @@ def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, 
 def _simple(func: str):
     def combined(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
         return aggregate(requestContext, seriesLists, func)
-    if func in ('sum', 'average'):
+    if func in ('sum', 'average', 'max', 'min'):
         # the evaluator may compute these over packed whisper rows (webapp.render.fused)
         combined.fused_aggregate = func  # type: ignore[attr-defined]
     return combined

@@ -210,6 +210,10 @@ def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
     return groupByNodes(requestContext, seriesList, callback, nodeNum)
 
 
+# the evaluator may compute these over packed whisper rows (webapp.render.fused)
+groupByNode.fused_group = 'groupByNode'  # type: ignore[attr-defined]
+
+
 @render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
                                            P('nodes', 'nodeOrTag', multiple=True)])
 def groupByNodes(requestContext: dict, seriesList: list, callback: str,
@@ -221,6 +225,9 @@ def groupByNodes(requestContext: dict, seriesList: list, callback: str,
         result.name = key
         results.append(result)
     return results
+
+
+groupByNodes.fused_group = 'groupByNodes'  # type: ignore[attr-defined]
 
 
 @render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
