@@ -182,6 +182,8 @@ TARGETS = [
     'aliasByNode(dec.*.load,1)', 'alias(dec.h0*.load,"x")',
     'aliasSub(dec.h*.load,"h(\\d)","g\\1")', 'limit(dec.*.load,3)',
     'sumSeries(aliasByNode(dec.h0*.load,1))',
+    'asPercent(dec.*.load,sumSeries(dec.h*.load))', 'asPercent(dec.h*.load)',
+    'asPercent(dec.z*.load,sumSeries(dec.zneg.load))', 'asPercent(dec.h0*.load,2)',
 ]
 
 
