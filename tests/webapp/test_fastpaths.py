@@ -230,34 +230,12 @@ def test_fused_sum_is_builtin_sum(decimal_tree: tuple[str, int],
                                       math.copysign(1, expected))
 
 
-def test_fused_path_is_used_and_matches_generic(decimal_tree: tuple[str, int],
-                                                monkeypatch: Any, make_web_settings: Any) -> None:
-    from webapp.render import fused
-    root, base = decimal_tree
-    calls = []
-    original = fused.fused_aggregate
-
-    def spy(ctx: Any, node: Any, fn: Any) -> Any:
-        result = original(ctx, node, fn)
-        calls.append(result is not None)
-        return result
-    monkeypatch.setattr('webapp.render.evaluator.fused_aggregate', spy)
-    app = make_app(make_web_settings(WHISPER_DIR=root))
-    try:
-        params = {'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
-                  'target': 'averageSeries(dec.h*.load)'}
-        fast = call(app, '/render', params)[2]
-        monkeypatch.setattr(packed, 'ENABLED', False)
-        slow = call(app, '/render', params)[2]
-    finally:
-        app.close()
-    assert calls == [True, False] and fast == slow
-
-
-@pytest.mark.parametrize('target', ['maxSeries(dec.h*.load)', 'groupByNode(dec.*.load,0,"sum")',
+@pytest.mark.parametrize('target', ['averageSeries(dec.h*.load)', 'maxSeries(dec.h*.load)',
+                                    'groupByNode(dec.*.load,0,"sum")',
                                     'groupByNodes(dec.h*.load,"max",0,2)'])
-def test_fused_max_and_groups_are_used(decimal_tree: tuple[str, int], monkeypatch: Any,
-                                       make_web_settings: Any, target: str) -> None:
+def test_fused_path_is_used_and_matches_generic(decimal_tree: tuple[str, int],
+                                                monkeypatch: Any, make_web_settings: Any,
+                                                target: str) -> None:
     from webapp.render import fused
     root, base = decimal_tree
     calls = []
