@@ -72,6 +72,7 @@ setup(
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
             "graphite-render = webapp.server:main",
+            "carbon-playground = carbon.playground.cli:main",
         ],
     },
 )

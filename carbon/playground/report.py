@@ -25,6 +25,7 @@ COLUMNS = [
     ("bytes_written", "bytes written", "%s"),
     ("sent", "sent", "%d"),
     ("points_lost", "points lost", "%d"),
+    ("cache_overflow", "dropped (cache full)", "%d"),
     ("time_to_disk", "all on disk after s", "%.1f"),
 ]
 

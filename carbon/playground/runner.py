@@ -398,7 +398,9 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "creates": sum(creates.values()),
         "deferred_creates": sum(deferred.values()),
         "dropped_creates": sum(dropped.values()),
+        "cache_overflow": sum(_sum_series(self_metrics, "cache.overflow").values()),
         "errors": result.errors,
+        "log_tracebacks": {daemon.label: _tracebacks(daemon.log_path) for daemon in stack.daemons},
         "stop_seconds": timings.get("stop_took", {}),
         "profiles": [str(path.name) for _d, _p, path in spies if path.exists()],
         "cprofile": [str(d.profile_out) for d in stack.daemons
@@ -420,6 +422,13 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         },
     }
     return row
+
+
+def _tracebacks(path: Path) -> int:
+    try:
+        return path.read_text(errors="replace").count("Traceback (most recent call last)")
+    except OSError:
+        return 0
 
 
 def _mean(values: list[float]) -> float:

@@ -107,6 +107,12 @@ def key_line(text: str, table: str, key: str) -> int | None:
     """The line of ``key`` inside ``[table]`` (dotted tables, inline tables), else of the
     table header, else None."""
     lines = text.splitlines()
+    if not table:  # a top-level table or key
+        for number, line in enumerate(lines, 1):
+            if re.match(r"^\s*\[+\s*%s\s*[\].]" % re.escape(key), line) or \
+                    re.match(r"^\s*%s\s*=" % re.escape(key), line):
+                return number
+        return None
     current = ""
     header_line = None
     parts = table.split(".")

@@ -141,7 +141,7 @@ aggregationMethod = average
 def load_points_needed(scenario: Scenario, rounds: int) -> int:
     """Archive size that holds every round sent and a generous lag behind now."""
     step = scenario.load.step
-    lag = scenario.load.duration + scenario.settings.settle_timeout + 3600
+    lag = scenario.load.duration + scenario.settings.settle_timeout + 600
     return max(rounds + 10, int(lag // step) + rounds + 10)
 
 
