@@ -14,6 +14,7 @@ from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
+from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.writer.tagfeed import TagFeed
@@ -99,6 +100,10 @@ class CacheDaemon(Daemon):
         self.writer.errors.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the tunables and the schema files (carbon.daemon.reload)."""
+        reload_cache_daemon(self)
 
     def reload_schemas(self) -> None:
         problem = self.schemas.reload_if_changed()
