@@ -402,6 +402,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "errors": result.errors,
         "log_tracebacks": {daemon.label: _tracebacks(daemon.log_path) for daemon in stack.daemons},
         "stop_seconds": timings.get("stop_took", {}),
+        "pids": {d.label: d.proc.pid for d in stack.daemons if d.proc is not None},
         "profiles": [str(path.name) for _d, _p, path in spies if path.exists()],
         "cprofile": [str(d.profile_out) for d in stack.daemons
                      if d.profile_out is not None and d.profile_out.exists()],

@@ -1,0 +1,39 @@
+"""``mode = "hup"``: one running stack, each sweep point applied by SIGHUP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from carbon.playground.cli import main
+
+SCENARIO = """[scenario]
+name = "hup"
+mode = "hup"
+settle_timeout = 15
+
+[load]
+metrics = 100
+rate = 300
+duration = 2
+step = 1
+
+[sweep]
+MAX_UPDATES_PER_SECOND = ["inf", 30]
+disk = ["ssd"]
+"""
+
+
+def test_hup_sweep_steps_one_running_cache(tmp_path: Path, capsys: object) -> None:
+    path = tmp_path / "hup.toml"
+    path.write_text(SCENARIO)
+    assert main([str(path), "--out", str(tmp_path / "report")]) == 0
+    rows = json.loads((tmp_path / "report" / "results.json").read_text())["rows"]
+    assert [row["point"]["MAX_UPDATES_PER_SECOND"] for row in rows] == ["inf", "30"]
+    for row in rows:
+        assert row["points_on_disk"] + row["points_lost"] == row["sent"] > 400
+        assert row["points_lost"] == 0
+    # the same process served both points: its second point ran at the new limit
+    assert rows[0]["pids"] == rows[1]["pids"]
+    assert rows[1]["update_ops_per_s"] <= 36 < rows[0]["update_ops_per_s"]
+    assert rows[1]["points_per_update"] > rows[0]["points_per_update"]
