@@ -35,5 +35,7 @@ def test_hup_sweep_steps_one_running_cache(tmp_path: Path, capsys: object) -> No
         assert row["points_lost"] == 0
     # the same process served both points: its second point ran at the new limit
     assert rows[0]["pids"] == rows[1]["pids"]
-    assert rows[1]["update_ops_per_s"] <= 36 < rows[0]["update_ops_per_s"]
+    # (30 a second plus the token bucket's burst of 30 at the start of the window)
+    assert rows[1]["update_ops_per_s"] <= 50
+    assert rows[0]["update_ops_per_s"] > 100
     assert rows[1]["points_per_update"] > rows[0]["points_per_update"]
