@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = None
     if "reference" in scenario.settings.subjects:
         reference = _reference_venv()
+    shutil.rmtree(out / "plots", ignore_errors=True)  # plots of an earlier run
+    shutil.rmtree(out / "profiles", ignore_errors=True)
     workdir = Path(tempfile.mkdtemp(prefix="carbon-playground-"))
     rows: list[dict] = []
     meta = {"command": " ".join(["carbon-playground"] + (argv or sys.argv[1:])),
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         write_report(out, scenario, rows, dict(meta, status="running: %d of %d points" % (
             len(rows), meta["points_planned"])))
 
-    previous = signal.getsignal(signal.SIGINT)
+    # Ctrl-C (also when started in the background, where SIGINT is inherited ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     status = "complete"
     try:
         run_sweep(scenario, workdir, reference, on_row, stop)
@@ -84,8 +87,12 @@ def _copy_profiles(workdir: Path, out: Path) -> None:
             continue
         name = "%s-%s.txt" % (path.parent.parent.name, path.parent.name)
         with open(target / name, "w") as handle:
-            stats = pstats.Stats(str(path), stream=handle)
-            stats.sort_stats("cumulative").print_stats(40)
+            try:
+                stats = pstats.Stats(str(path), stream=handle)
+            except (ValueError, EOFError, TypeError):  # twistd's profiler writes text
+                handle.write(path.read_text(errors="replace"))
+                continue
+            stats.sort_stats("tottime").print_stats(40)
 
 
 def _reference_venv() -> Path:

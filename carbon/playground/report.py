@@ -144,7 +144,8 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
     document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
                 "meta": meta, "disk_note": _emulation_note(rows),
-                "recommendation": recommendation, "rows": rows, "plots": images}
+                "recommendation": recommendation, "rows": rows, "plots": images,
+                "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
     (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
     title = "Playground report: %s%s" % (document["scenario"],
                                          " (--quick)" if scenario.quick else "")
@@ -191,6 +192,7 @@ img {{ max-width: 100%; }}
 {sweep}
 <h2>Each sweep point over time</h2>
 {points}
+{profiles}
 <p>Raw numbers: <a href="results.json">results.json</a>, <a href="results.md">results.md</a>.
 </p>
 </body></html>
@@ -198,7 +200,17 @@ img {{ max-width: 100%; }}
            status=esc(document["meta"].get("status", "complete")),
            written=esc(document["meta"]["written"]), machine=esc(document["meta"]["machine"]),
            disk=esc(document["disk_note"]), head=head, body=body,
-           recommendation=esc(document["recommendation"]), sweep=sweep, points=points)
+           recommendation=esc(document["recommendation"]), sweep=sweep, points=points,
+           profiles=_profile_links(document.get("profiles", [])))
+
+
+def _profile_links(names: list[str]) -> str:
+    if not names:
+        return ""
+    items = "".join('<li><a href="profiles/%s">%s</a></li>' % (html.escape(name),
+                                                               html.escape(name))
+                    for name in names)
+    return "<h2>Profiles (where each daemon spent its CPU)</h2><ul>%s</ul>" % items
 
 
 def _relative(series: list, t0: float) -> tuple[list[float], list[float]]:
@@ -216,7 +228,8 @@ def draw_plots(folder: Path, rows: list[dict]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"points": [], "sweep": []}
     for row in rows:
         name = "point-%02d.png" % row["index"]
-        _point_plot(pyplot, row, folder / name)
+        if not (folder / name).exists():  # drawn once: the report is rewritten per row
+            _point_plot(pyplot, row, folder / name)
         out["points"].append("plots/" + name)
     if rows:
         for name, draw in (("sweep-committed.png", _multiples_committed),

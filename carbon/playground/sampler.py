@@ -73,7 +73,8 @@ class ProcSampler:
 
     def stop(self) -> None:
         self.stop_event.set()
-        self.thread.join(10)
+        if self.thread.is_alive():
+            self.thread.join(10)
 
     def latest(self, label: str) -> dict[str, float]:
         series = self.samples.get(label) or [(0.0, {})]

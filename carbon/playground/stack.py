@@ -221,9 +221,9 @@ def command(daemon: Daemon, subject: str, reference: Path | None,
         assert reference is not None
         python = str(reference / "bin" / "python")
         script = str(reference / "bin" / (program + ".py"))
-        head = [python, "-m", "cProfile", "-o", str(profile_to), script] if profile_to \
-            else [python, script]
-        return head + args
+        if profile_to is not None:  # twistd dumps the profile when its reactor stops
+            args = ["--profile", str(profile_to), "--profiler", "cprofile"] + args
+        return [python, script] + args
     head = [sys.executable]
     if profile_to is not None:
         head += ["-m", "cProfile", "-o", str(profile_to)]

@@ -6,6 +6,7 @@ import pickle
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -33,8 +34,8 @@ class Collector:
             buffer = bytearray()
             self.received.append(buffer)
             thread = threading.Thread(target=self._read, args=(conn, buffer), daemon=True)
-            self.threads.append(thread)
             thread.start()
+            self.threads.append(thread)
 
     @staticmethod
     def _read(conn: socket.socket, buffer: bytearray) -> None:
@@ -42,7 +43,11 @@ class Collector:
             while chunk := conn.recv(1 << 16):
                 buffer.extend(chunk)
 
-    def close(self) -> None:
+    def close(self, connections: int = 1) -> None:
+        """Wait for ``connections`` connections to be accepted and read to their end."""
+        deadline = time.monotonic() + 10
+        while len(self.threads) < connections and time.monotonic() < deadline:
+            time.sleep(0.01)
         for thread in list(self.threads):
             thread.join(10)
         self.sock.close()
@@ -73,7 +78,7 @@ def test_point_count_exact_and_each_metric_timestamp_sent_once(protocol: str) ->
                           duration=0, connections=3, step=10, start=1_700_000_000,
                           pattern="load.metric{i};dc=d{g}", groups=7)
     result = run_load(profile)
-    sink.close()
+    sink.close(3)
     parse = plaintext_points if protocol == "plaintext" else pickle_points
     points = [point for data in sink.received for point in parse(bytes(data))]
     assert result.sent == 2000 == len(points) == sum(result.per_second)
