@@ -127,8 +127,8 @@ def _emulation_note(rows: list[dict]) -> str:
         return "Disk: the real disk of this machine (no emulation)."
     return ("Disk: EMULATED for %s (the emulated-disk storage backend: whisper files on the "
             "real disk, each update and create then blocked for the I/O time of the modelled "
-            "device); rows with disk = none use the real disk. The reference subject always "
-            "writes to the real disk." % ", ".join(emulated))
+            "device, for carbon 1.1.10 through the same model added to its database plugins); "
+            "rows with disk = none use the real disk." % ", ".join(emulated))
 
 
 def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict) -> Path:

@@ -173,8 +173,8 @@ def build(scenario: Scenario, point: dict[str, Any], workdir: Path, rounds: int,
         settings = dict(base, LINE_RECEIVER_PORT=str(ports["line"]),
                         PICKLE_RECEIVER_PORT=str(ports["pickle"]),
                         CACHE_QUERY_PORT=str(ports["query"]))
-        if point.get("disk", "none") != "none" and subject == "ours":
-            settings["DATABASE"] = "emulated-disk"
+        if point.get("disk", "none") != "none":
+            settings["DATABASE"] = "emulated-disk"  # carbon 1.1.10 too, through refshim
         caches.append(Daemon("cache", INSTANCES[index], workdir / ("cache-" + INSTANCES[index]),
                              ports, settings))
     upstream = ["127.0.0.1:%d:%s" % (c.ports["pickle"], c.instance) for c in caches]
@@ -237,8 +237,9 @@ def start(stack: Stack, reference: Path | None, profile_dir: Path | None,
     if stack.subject == "ours":
         env["PYTHONPATH"] = os.pathsep.join(
             [str(PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    else:
-        env.pop("PYTHONPATH", None)
+    else:  # carbon 1.1.10: our disk model through its own plugin registry
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent / "refshim")
+        env["PLAYGROUND_DISK_MODEL"] = str(PACKAGE_ROOT / "carbon" / "storage" / "disk_model.py")
     for daemon in reversed(stack.daemons):
         env["GRAPHITE_ROOT"] = str(daemon.root)
         profile_to = None

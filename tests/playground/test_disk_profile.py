@@ -12,7 +12,8 @@ import whisper
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
 from carbon.plugins import STORAGE_BACKENDS
-from carbon.storage.emulated_disk import Device, DiskProfile, load_profile
+from carbon.storage.disk_model import Device, DiskProfile
+from carbon.storage.emulated_disk import load_profile
 
 
 def make_db(tmp_path: Path, profile: str) -> object:
