@@ -24,9 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true",
                         help="keep the daemons' folders (configs, logs, whisper files)")
     parser.add_argument("--check", action="store_true", help="check the scenario and exit")
+    parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
+                        help="override a scenario value (TOML syntax), e.g. load.duration=60"
+                        " or 'sweep.disk=[\"hdd\"]'")
     args = parser.parse_args(argv)
     try:
-        scenario = load_scenario(args.scenario, quick=args.quick)
+        scenario = load_scenario(args.scenario, quick=args.quick, overrides=args.set)
     except ScenarioError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

@@ -152,7 +152,14 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
     status = meta.get("status", "complete")
     md = ["# " + title, "", scenario.settings.description, "",
           "Status: %s. %s" % (status, meta.get("written")), "", document["disk_note"], "",
-          markdown_table(rows), "", "## Recommendation", "", recommendation, ""]
+          markdown_table(rows), ""]
+    probed = [row for row in rows if row.get("render_requests")]
+    if probed:
+        md += ["Render app while loading: " + "; ".join(
+            "%s: %d requests, median %.0f ms, max %.0f ms, %d errors" % (
+                row["label"], row["render_requests"], row["render_p50_ms"],
+                row["render_max_ms"], row["render_errors"]) for row in probed), ""]
+    md += ["## Recommendation", "", recommendation, ""]
     (outdir / "results.md").write_text("\n".join(md))
     (outdir / "index.html").write_text(_html(title, scenario, document, rows, images))
     return outdir / "index.html"

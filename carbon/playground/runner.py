@@ -16,7 +16,8 @@ from typing import Any, Callable
 from carbon.playground import sampler as sampling
 from carbon.playground.loadgen import LoadProfile, LoadResult, run_load
 from carbon.playground.scenario import Scenario
-from carbon.playground.stack import Daemon, Stack, build, start, write_disk_profile
+from carbon.playground.stack import (Daemon, Stack, build, start, start_render,
+                                     write_disk_profile)
 
 STARTUP_GUESS = 4.0  # seconds a point needs besides load and settling, for the ETA
 
@@ -31,6 +32,13 @@ def expected_rounds(load: LoadProfile) -> int:
             peak = load.rate * max(load.burst_factor, 1.0)
         total = peak * load.duration
     return math.ceil(total / max(load.metrics, 1)) + 2
+
+
+def render_target(load: LoadProfile) -> str:
+    """A wildcard over the load's first group of metrics: ``{i}`` and ``{g}`` -> ``*``,
+    tags dropped."""
+    name = load.pattern.split(";", 1)[0]
+    return name.replace("{i}", "*").replace("{g}", "0")
 
 
 def point_label(point: dict[str, Any]) -> str:
@@ -200,6 +208,7 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
     spies: list[tuple[Daemon, subprocess.Popen, Path]] = []
     timings: dict[str, Any] = {}
     result = LoadResult()
+    probe: sampling.RenderProbe | None = None
     try:
         progress.show("starting", 0, None, None, force=True)
         start(stack, reference, _profile_dir(scenario, workdir))
@@ -209,11 +218,20 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
         run = PointRun(scenario, stack, progress, stop)
         start_stamp = int(time.time()) // scenario.load.step * scenario.load.step
         warmed = run.warm(start_stamp) if scenario.settings.warmup else 0.0
+        if scenario.topology.render:
+            probe = sampling.RenderProbe(start_render(stack, pointdir),
+                                         render_target(scenario.load),
+                                         scenario.settings.interval)
+            probe.start()
         result, load_start, load_end = run.load(start_stamp)
+        if probe is not None:
+            timings["render"] = probe.stop()
         on_disk, to_disk = run.settle(result, load_end)
-        timings = {"load_start": load_start, "load_end": load_end, "stop": time.time(),
-                   "time_to_disk": to_disk, "warmup_seconds": warmed}
+        timings.update({"load_start": load_start, "load_end": load_end, "stop": time.time(),
+                        "time_to_disk": to_disk, "warmup_seconds": warmed})
     finally:
+        if probe is not None:
+            probe.stop()
         progress.show("stopping", result.sent, None, None, force=True)
         stop_took = stack.stop(max(60.0, scenario.settings.settle_timeout))
         proc_sampler.stop()
@@ -408,6 +426,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
                      if d.profile_out is not None and d.profile_out.exists()],
         "active_seconds": active,
         "warmup_seconds": timings.get("warmup_seconds", 0.0),
+        **timings.get("render", {}),
         "series": {
             "t0": load_start,
             "load_end": load_end,

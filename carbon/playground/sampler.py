@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+from urllib.request import urlopen
 
 import numpy
 
@@ -79,6 +81,41 @@ class ProcSampler:
     def latest(self, label: str) -> dict[str, float]:
         series = self.samples.get(label) or [(0.0, {})]
         return series[-1][1]
+
+
+class RenderProbe:
+    """Asks the render app for a wildcard of the load's metrics every ``interval``
+    seconds while the load runs; keeps each answer's latency."""
+
+    def __init__(self, url: str, target: str, interval: float) -> None:
+        self.url = "%s/render?target=%s&format=json&from=-10min" % (url, quote(target))
+        self.interval = interval
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            began = time.monotonic()
+            try:
+                with urlopen(self.url, timeout=10) as answer:
+                    answer.read()
+                self.latencies.append(time.monotonic() - began)
+            except OSError:
+                self.errors += 1
+
+    def stop(self) -> dict[str, float]:
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join(15)
+        ordered = sorted(self.latencies)
+        return {"render_requests": len(ordered), "render_errors": self.errors,
+                "render_p50_ms": ordered[len(ordered) // 2] * 1000 if ordered else 0.0,
+                "render_max_ms": ordered[-1] * 1000 if ordered else 0.0}
 
 
 def carbonlink_query(port: int, metric: str, timeout: float = 0.5) -> list:

@@ -200,8 +200,26 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def load_scenario(path: str | Path, quick: bool = False) -> Scenario:
-    """Read and check a scenario; ``quick`` merges its ``[quick]`` tables over the rest."""
+def _override(data: dict, path: str, setting: str) -> None:
+    """``table.key=value`` (a TOML value) over the file's data."""
+    dotted, _, value = setting.partition("=")
+    keys = dotted.strip().split(".")
+    if not value or len(keys) < 2:
+        raise ScenarioError("%s: --set %r: use TABLE.KEY=VALUE" % (path, setting))
+    try:
+        parsed = tomllib.loads("v = %s" % value.strip())["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()  # a bare word is a string
+    target = data
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    target[keys[-1]] = parsed
+
+
+def load_scenario(path: str | Path, quick: bool = False,
+                  overrides: list[str] | None = None) -> Scenario:
+    """Read and check a scenario; ``quick`` merges its ``[quick]`` tables over the rest,
+    then each ``table.key=value`` of ``overrides`` is applied."""
     path = str(path)
     try:
         text = Path(path).read_text()
@@ -226,6 +244,8 @@ def load_scenario(path: str | Path, quick: bool = False) -> Scenario:
         for table, values in quick_tables.items():
             data[table] = _merge(data.get(table, {}), values) if isinstance(values, dict) \
                 else values
+    for setting in overrides or []:
+        _override(data, path, setting)
     settings = check.dataclass_from("scenario", Settings, data.get("scenario", {}))
     bounds = check.dataclass_from("scenario.bounds", Bounds,
                                   data.get("scenario", {}).get("bounds", {}))

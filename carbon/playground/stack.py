@@ -254,6 +254,29 @@ def start(stack: Stack, reference: Path | None, profile_dir: Path | None,
         wait_port(daemon, timeout)
 
 
+def start_render(stack: Stack, workdir: Path) -> str:
+    """The render app (``python -m webapp.server``) over the first cache's files and
+    every cache's carbonlink; returns its base URL."""
+    caches = stack.caches
+    settings = workdir / "render_settings.py"
+    settings.write_text("WHISPER_DIR = %r\nCARBONLINK_HOSTS = %r\n" % (
+        str(caches[0].data_dir),
+        ["127.0.0.1:%d:%s" % (cache.ports["query"], cache.instance) for cache in caches]))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    log = open(workdir / "render.log", "ab")
+    stack.render = subprocess.Popen([sys.executable, "-m", "webapp.server", "--config",
+                                     str(settings), "--port", "0"], env=env,
+                                    stdout=subprocess.PIPE, stderr=log, cwd=str(workdir),
+                                    start_new_session=True)
+    log.close()
+    line = stack.render.stdout.readline().decode()
+    if "listening on " not in line:
+        raise RuntimeError("the render app did not start:\n%s" % tail(workdir / "render.log"))
+    return line.strip().rsplit(" ", 1)[-1].rstrip("/")
+
+
 def wait_port(daemon: Daemon, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     port = daemon.ports["line"]
