@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import socket
@@ -14,37 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from carbon.playground.ports import free_port
 from carbon.playground.scenario import Scenario
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAMS = {"cache": "carbon-cache", "relay": "carbon-relay", "aggregator": "carbon-aggregator"}
 INSTANCES = "abcdefghijklmnopqrstuvwxyz"
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A free loopback port below the ephemeral range (outgoing connections never take it
-    before the daemon binds it); never the same twice in one run."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
-            low = int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    chooser = random.SystemRandom()
-    for _attempt in range(500):
-        port = chooser.randrange(min(20000, low - 1000), low)
-        if port in _HANDED_OUT:
-            continue
-        try:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        _HANDED_OUT.add(port)
-        return port
-    raise RuntimeError("no free loopback port")
-
-
 @dataclass
 class Daemon:
     """One daemon of the stack: its root, ports and process."""
