@@ -34,6 +34,11 @@ def expected_rounds(load: LoadProfile) -> int:
     return math.ceil(total / max(load.metrics, 1)) + 2
 
 
+def _roots(load: LoadProfile) -> tuple[str, ...] | None:
+    patterns = [load.pattern] + ([load.new_pattern] if load.new_per_minute else [])
+    return sampling.load_roots(patterns)
+
+
 def render_target(load: LoadProfile) -> str:
     """A wildcard over the load's first group of metrics: ``{i}`` and ``{g}`` -> ``*``,
     tags dropped."""
@@ -147,7 +152,7 @@ class PointRun:
         dirs = [cache.data_dir for cache in self.stack.caches]
         deadline = began + self.scenario.settings.settle_timeout
         while time.time() < deadline and not self.stop.is_set():
-            _points, files = sampling.count_points(dirs, 0, 0)
+            _points, files = sampling.count_points(dirs, 0, 0, _roots(load))
             if files >= load.metrics:
                 break
             self.progress.show("warm-up: %d of %d files" % (files, load.metrics), 0, None, None)
@@ -161,7 +166,8 @@ class PointRun:
         dirs = [cache.data_dir for cache in self.stack.caches]
         while True:
             on_disk, _files = sampling.count_points(dirs, result.first_timestamp,
-                                                    result.last_timestamp)
+                                                    result.last_timestamp,
+                                                    _roots(self.scenario.load))
             if on_disk >= result.sent:
                 return on_disk, time.time() - load_end
             if time.time() >= deadline or self.stop.is_set():
@@ -349,7 +355,8 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
     """The measurements of one point."""
     interval = scenario.settings.interval
     dirs = [cache.data_dir for cache in stack.caches]
-    on_disk, files = sampling.count_points(dirs, result.first_timestamp, result.last_timestamp)
+    on_disk, files = sampling.count_points(dirs, result.first_timestamp, result.last_timestamp,
+                                           _roots(scenario.load))
     load_start = timings.get("load_start", time.time())
     load_end = timings.get("load_end", load_start)
     stopped = timings.get("stop", load_end)

@@ -152,15 +152,28 @@ def read_archive0(path: str) -> tuple[numpy.ndarray, int] | None:
                             dtype=_POINT), seconds
 
 
+def load_roots(patterns: list[str]) -> tuple[str, ...] | None:
+    """The top-level folders the load's names live in, None when a pattern's first node
+    varies (then every folder but carbon/ counts)."""
+    roots = []
+    for pattern in patterns:
+        first = pattern.split(";", 1)[0].split(".", 1)[0]
+        if "{" in first:
+            return None
+        roots.append(first)
+    return tuple(roots)
+
+
 def count_points(data_dirs: list[Path], first: int, last: int,
-                 skip_top: tuple[str, ...] = ("carbon",)) -> tuple[int, int]:
-    """(points with a timestamp in [first, last], files) over every whisper file below
-    ``data_dirs`` except the top-level folders in ``skip_top``."""
+                 roots: tuple[str, ...] | None = None) -> tuple[int, int]:
+    """(points with a timestamp in [first, last], files) over the whisper files below
+    ``data_dirs``, in the top-level folders ``roots`` (None: all but carbon/)."""
     points = files = 0
     for data_dir in data_dirs:
         for folder, dirs, names in os.walk(data_dir):
             if Path(folder) == data_dir:
-                dirs[:] = [name for name in dirs if name not in skip_top]
+                dirs[:] = [name for name in dirs if name != "carbon"
+                           and (roots is None or name in roots)]
             for name in names:
                 if not name.endswith(".wsp"):
                     continue
