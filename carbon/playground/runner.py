@@ -67,23 +67,27 @@ class Progress:
     def point(self, index: int, label: str) -> None:
         self.done = index
         self.label = label
+        self.point_began = time.monotonic()
 
     def remaining(self) -> float:
-        elapsed = time.monotonic() - self.began
-        per = elapsed / self.done if self.done else self.per_point
-        return max(0.0, per * (self.total - self.done) - (elapsed - per * self.done))
+        """Seconds left: the points done so far took ``per`` each on average."""
+        now = time.monotonic()
+        began = getattr(self, "point_began", self.began)
+        per = (began - self.began) / self.done if self.done else self.per_point
+        return max(0.0, per * (self.total - self.done) - (now - began))
 
     def show(self, phase: str, sent: int, committed: float | None, cache: float | None,
-             force: bool = False) -> None:
+             force: bool = False, received: float | None = None) -> None:
         now = time.monotonic()
         if not force and not self.tty and now - self.last_line < 5:
             return
         self.last_line = now
         fill = int(20 * self.done / max(self.total, 1))
-        text = ("[%s%s] %d/%d %s | %s | elapsed %s, ~%s left | sent %d, committed %s/s, "
-                "cache %s" % ("#" * fill, "." * (20 - fill), self.done + 1, self.total,
-                               self.label, phase, _clock(now - self.began),
-                               _clock(self.remaining()), sent, _num(committed), _num(cache)))
+        text = ("[%s%s] %d/%d %s | %s | elapsed %s, ~%s left | sent %d, received %s/s, "
+                "committed %s/s, cache %s" % (
+                    "#" * fill, "." * (20 - fill), self.done + 1, self.total, self.label,
+                    phase, _clock(now - self.began), _clock(self.remaining()), sent,
+                    _num(received), _num(committed), _num(cache)))
         if self.tty:
             self.stream.write("\r\x1b[K" + text)
         else:
@@ -118,10 +122,12 @@ class PointRun:
 
     def live(self, phase: str, sent: int) -> None:
         interval = self.scenario.settings.interval
-        committed = sampling.live_value(self.stack, self.host, "committedPoints")
+        per_second = []
+        for metric in ("metricsReceived", "committedPoints"):
+            value = sampling.live_value(self.stack, self.host, metric)
+            per_second.append(None if value is None else value / interval)
         cache = sampling.live_value(self.stack, self.host, "cache.size")
-        self.progress.show(phase, sent, None if committed is None else committed / interval,
-                           cache)
+        self.progress.show(phase, sent, per_second[1], cache, received=per_second[0])
 
     def load(self, start_stamp: int) -> tuple[LoadResult, float, float]:
         entry = self.stack.entry
@@ -447,6 +453,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
             "rss": rss_series,
             "relay_queue": relay_queue,
         },
+        "self_metrics": self_metrics,  # every daemon's self-metric series, as written
     }
     return row
 
