@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         status = "interrupted by Ctrl-C after %d of %d points" % (len(rows),
                                                                   meta["points_planned"])
+    except (RuntimeError, OSError) as exc:  # a daemon that would not start, a full disk
+        status = "stopped after %d of %d points: %s" % (len(rows), meta["points_planned"],
+                                                         exc)
+        print("error: %s" % exc, file=sys.stderr)
     finally:
         signal.signal(signal.SIGINT, previous)
         _copy_profiles(workdir, out)
@@ -72,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     index = write_report(out, scenario, rows, dict(meta, status=status))
     print("report: %s" % index)
-    return 130 if status != "complete" else 0
+    if status == "complete":
+        return 0
+    return 130 if status.startswith("interrupted") else 1
 
 
 def _copy_profiles(workdir: Path, out: Path) -> None:
