@@ -131,6 +131,8 @@ def build(scenario: Scenario, point: dict[str, Any], workdir: Path, rounds: int,
         "CARBON_METRIC_INTERVAL": "%g" % interval, "ENABLE_LOGROTATION": "False",
         "LINE_RECEIVER_INTERFACE": "127.0.0.1", "PICKLE_RECEIVER_INTERFACE": "127.0.0.1",
         "CACHE_QUERY_INTERFACE": "127.0.0.1", "ENABLE_TAGS": "False",
+        # stopping is not measured: drain at full speed (a scenario may set it)
+        "MAX_UPDATES_PER_SECOND_ON_SHUTDOWN": "inf",
     }
     base.update(scenario.carbon)
     for key, value in point.items():
