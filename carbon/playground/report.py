@@ -283,6 +283,11 @@ def _point_plot(pyplot: Any, row: dict, path: Path) -> None:
     pyplot.close(fig)
 
 
+def _short(row: dict) -> str:
+    """The point's values only (``sorted / inf / hdd / ours``): titles of small plots."""
+    return " / ".join(str(value) for value in row["point"].values())
+
+
 def _grid(pyplot: Any, count: int) -> tuple[Any, list]:
     cols = min(count, 3)
     lines = math.ceil(count / cols)
@@ -300,7 +305,7 @@ def _multiples_committed(pyplot: Any, rows: list[dict], path: Path) -> None:
         t0 = row["series"]["t0"]
         ax.plot(*_relative(row["series"]["received"], t0), label="received/s")
         ax.plot(*_relative(row["series"]["committed"], t0), label="committed/s")
-        ax.set_title(row["label"], fontsize="x-small")
+        ax.set_title(_short(row), fontsize="x-small")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize="x-small")
     fig.suptitle("received vs committed points/s", fontsize="medium")
@@ -313,7 +318,7 @@ def _multiples_cache(pyplot: Any, rows: list[dict], path: Path) -> None:
     fig, axes = _grid(pyplot, len(rows))
     for ax, row in zip(axes, rows, strict=False):
         ax.plot(*_relative(row["series"]["cache_size"], row["series"]["t0"]), color="tab:red")
-        ax.set_title(row["label"], fontsize="x-small")
+        ax.set_title(_short(row), fontsize="x-small")
         ax.grid(alpha=0.3)
     fig.suptitle("cache size (points)", fontsize="medium")
     fig.tight_layout()
