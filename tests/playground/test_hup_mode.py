@@ -1,4 +1,5 @@
-"""``mode = "hup"``: one running stack, each sweep point applied by SIGHUP."""
+"""``mode = "hup"``: one running stack, each sweep point applied by SIGHUP; with
+``profile = true`` (no py-spy here: cProfile) the daemon's profile is in the report."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ SCENARIO = """[scenario]
 name = "hup"
 mode = "hup"
 settle_timeout = 15
+profile = true
 
 [load]
 metrics = 100
@@ -39,3 +41,7 @@ def test_hup_sweep_steps_one_running_cache(tmp_path: Path, capsys: object) -> No
     assert rows[1]["update_ops_per_s"] <= 50
     assert rows[0]["update_ops_per_s"] > 100
     assert rows[1]["points_per_update"] > rows[0]["points_per_update"]
+    profiles = list((tmp_path / "report" / "profiles").glob("*cache-a*"))
+    assert len(profiles) == 1 and "function calls" in profiles[0].read_text()
+    assert 'href="profiles/%s"' % profiles[0].name in \
+        (tmp_path / "report" / "index.html").read_text()
