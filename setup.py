@@ -60,9 +60,11 @@ setup(
         "mmh3>=4",
         "tzdata",
         "txamqp>=0.8.2",
+        "tomli>=1.1; python_version < '3.11'",  # playground scenarios (tomllib before 3.11)
     ],
     extras_require={
         "render": ["matplotlib>=3.7", "numpy"],
+        "playground": ["matplotlib>=3.7", "numpy"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
                  "numpy", "pillow"],
     },

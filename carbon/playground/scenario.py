@@ -25,6 +25,7 @@ from carbon.config.defaults import DEFAULTS
 from carbon.config.errors import ConfigError
 from carbon.config.settings import parse_value
 from carbon.playground.loadgen import LoadProfile, profile_from
+from carbon.plugins import WRITE_STRATEGIES
 
 try:
     import tomllib
@@ -39,7 +40,7 @@ MODES = ("restart", "hup")
 SUBJECTS = ("ours", "reference")
 HUP_KEYS = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
             "MAX_CACHE_SIZE")
-STRATEGIES = ("sorted", "max", "naive", "timesorted", "bucketmax")
+REFERENCE_STRATEGIES = ("timesorted", "sorted", "max", "naive")  # carbon 1.1.10 accepts
 TABLES = ("scenario", "topology", "load", "carbon", "sweep", "quick")
 
 
@@ -138,6 +139,7 @@ class _Checker:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
+        self.reference = False  # subjects include carbon 1.1.10
 
     def fail(self, table: str, key: str, message: str) -> ScenarioError:
         line = key_line(self.text, table, key)
@@ -184,9 +186,13 @@ class _Checker:
             parsed = parse_value(key, text)
         except ConfigError as exc:
             raise self.fail(table, key, exc.reason) from None
-        if key == "CACHE_WRITE_STRATEGY" and parsed not in STRATEGIES:
-            raise self.fail(table, key, "unknown strategy %r (known: %s)"
-                            % (parsed, ", ".join(STRATEGIES)))
+        if key == "CACHE_WRITE_STRATEGY":
+            if parsed not in WRITE_STRATEGIES:
+                raise self.fail(table, key, "unknown strategy %r (known: %s)"
+                                % (parsed, ", ".join(WRITE_STRATEGIES.names())))
+            if self.reference and parsed not in REFERENCE_STRATEGIES:
+                raise self.fail(table, key, "carbon 1.1.10 (subject reference) does not know "
+                                "%r (it knows %s)" % (parsed, ", ".join(REFERENCE_STRATEGIES)))
         return text
 
 
@@ -260,6 +266,7 @@ def load_scenario(path: str | Path, quick: bool = False,
         if subject not in SUBJECTS:
             raise check.fail("scenario", "subjects", "%r is not one of %s"
                              % (subject, ", ".join(SUBJECTS)))
+    check.reference = "reference" in settings.subjects
     if settings.interval <= 0:
         raise check.fail("scenario", "interval", "must be more than 0")
     if topology.caches < 1:

@@ -86,3 +86,11 @@ def test_hup_mode_only_steps_reloadable_keys(tmp_path: Path) -> None:
         'disk = ["none", "hdd"]', 'disk = ["hdd"]\nMAX_QUEUE_SIZE = [1, 2]')
     with pytest.raises(ScenarioError, match=r"line 16, key sweep.MAX_QUEUE_SIZE: mode"):
         load_scenario(write(tmp_path, text))
+
+
+def test_reference_subject_rejects_strategies_carbon_1_1_10_lacks(tmp_path: Path) -> None:
+    text = GOOD.replace('name = "t"', 'name = "t"\nsubjects = ["ours", "reference"]')
+    assert len(load_scenario(write(tmp_path, text)).points()) == 8
+    with pytest.raises(ScenarioError, match=r"line 14, key sweep.CACHE_WRITE_STRATEGY: "
+                       r"carbon 1.1.10 \(subject reference\) does not know 'bucketmax'"):
+        load_scenario(write(tmp_path, text.replace('"max"]', '"bucketmax"]')))
