@@ -11,14 +11,14 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = [
-    Extension("carbon.receivers._lines", ["carbon/receivers/_lines.c"]),
-    Extension("carbon.aggregator._accumulate", ["carbon/aggregator/_accumulate.c"]),
-    Extension("carbon.storage._create", ["carbon/storage/_create.c"],
+    Extension("carbon.formats._plaintext", ["carbon/formats/_plaintext.c"]),
+    Extension("carbon.aggregator._staging", ["carbon/aggregator/_staging.c"]),
+    Extension("carbon.storage._whisper_create", ["carbon/storage/_whisper_create.c"],
               depends=["carbon/storage/_fileio.h"]),
-    Extension("carbon.storage._update", ["carbon/storage/_update.c"],
+    Extension("carbon.storage._whisper_writer", ["carbon/storage/_whisper_writer.c"],
               depends=["carbon/storage/_fileio.h"]),
-    Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
-    Extension("carbon.receivers._pickled", ["carbon/receivers/_pickled.c"]),
+    Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
+    Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
 ]
 
 

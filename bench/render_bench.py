@@ -3,12 +3,13 @@
     python bench/render_bench.py [--series 200] [--duration 4] [--concurrency 4]
                                  [--threads 4] [--workdir ~/.cache/render-bench]
                                  [--skip-graphite] [--skip-gunicorn] [--skip-twisted]
+                                 [--rounds 2]
 
-The script builds everything it needs outside the repository (under --workdir): a
-whisper tree of N series x 1 day at 60 s, a Python 3.9 venv with graphite-web 1.1.10
-(Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn (pip --target, run on
-this interpreter) for this app. Servers measured, each ONE process with T threads so
-they get the same CPU:
+The script builds everything it needs outside the repository: under --workdir a
+whisper tree of N series x 1 day at 60 s and gunicorn (pip --target, run on this
+interpreter) for this app; graphite-web 1.1.10 comes from bench/common.graphite_web_venv
+(a Python 3.9 venv with Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn, made on first
+use). Servers measured, each ONE process with T threads so they get the same CPU:
 
 * graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
 * this app under the same gunicorn configuration (``webapp.wsgi:application``)
@@ -19,7 +20,8 @@ maxDataPoints=300. Before measuring, every server's response BODY BYTES are comp
 with graphite-web's. Load is a closed loop of C keep-alive raw-socket clients
 (``bench/render_load.py``: headers parsed, bodies discarded unparsed) for D seconds;
 reported: requests/s, p50/p99 latency and the server's CPU time per request (less
-sensitive than requests/s to other load on a shared machine).
+sensitive than requests/s to other load on a shared machine). The servers run forwards,
+then backwards (``--rounds 2``: A B C C B A); each figure is the mean over the rounds.
 """
 
 from __future__ import annotations
@@ -37,12 +39,8 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, free_port, graphite_web_venv, mirrored  # noqa: E402
 from render_load import fetch, load  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-GRAPHITE_REQS = ['graphite-web==1.1.10', 'Django>=2.2,<2.3', 'django-tagging==0.4.3',
-                 'pyparsing==2.4.7', 'cairocffi', 'whisper==1.1.10', 'pytz', 'six', 'urllib3<2',
-                 'gunicorn']
 
 
 def log(msg: str) -> None:
@@ -52,22 +50,6 @@ def log(msg: str) -> None:
 def run(cmd: list[str], **kw: Any) -> None:
     log('$ ' + ' '.join(cmd))
     subprocess.run(cmd, check=True, **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def find_python39() -> str:
-    base = Path('/root/.pyenv/versions')
-    for cand in sorted(base.glob('3.9*/bin/python')) if base.exists() else []:
-        return str(cand)
-    found = shutil.which('python3.9')
-    if not found:
-        raise SystemExit('Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)')
-    return found
 
 
 def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
@@ -94,14 +76,8 @@ def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
 
 
 def setup_graphite(workdir: Path, storage: Path) -> Path:
-    venv = workdir / 'gw-venv'
-    marker = venv / '.installed'
-    if not marker.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        run([find_python39(), '-m', 'venv', str(venv)])
-        env = dict(os.environ, GRAPHITE_NO_PREFIX='1')
-        run([str(venv / 'bin/pip'), 'install', '-q'] + GRAPHITE_REQS, env=env)
-        marker.write_text('ok')
+    """graphite-web's venv, its local_settings pointed at ``storage``, its database made."""
+    venv = graphite_web_venv()
     site = subprocess.run([str(venv / 'bin/python'), '-c',
                            'import graphite, os; print(os.path.dirname(graphite.__file__))'],
                           capture_output=True, text=True, check=True).stdout.strip()
@@ -111,8 +87,14 @@ def setup_graphite(workdir: Path, storage: Path) -> Path:
         % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings')
-    run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'], env=env,
-        cwd=str(workdir))
+    migrate = [str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb']
+    try:
+        run(migrate, env=env, cwd=str(workdir))
+    except subprocess.CalledProcessError:
+        # seen once on a fresh venv ("table tags_series already exists"): start the
+        # database over and migrate again
+        (storage / 'graphite.db').unlink(missing_ok=True)
+        run(migrate, env=env, cwd=str(workdir))
     return venv
 
 
@@ -184,6 +166,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         '(json, sum, mdp); default all')
     parser.add_argument('--baseline-root', help='also measure this app from another checkout '
                         '(e.g. an export of the previous commit), under gunicorn')
+    parser.add_argument('--rounds', type=int, default=2,
+                        help='run the servers forwards, then backwards, ...')
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -228,9 +212,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.only:
         wanted = {'json': 0, 'sum': 1, 'mdp': 2}
         scenarios = [scenarios[wanted[w]] for w in args.only.split(',')]
-    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     answers: dict[str, dict[str, bytes]] = {}
-    for name, cmd, env in servers:
+    for name, cmd, env in mirrored(servers, args.rounds):
         port = free_port()
         if 'gunicorn' in name:
             cmd = cmd + ['--bind', '127.0.0.1:%d' % port]
@@ -252,11 +236,21 @@ def main(argv: Optional[list[str]] = None) -> int:
                 result = load(port, path, args.duration, args.concurrency)
                 result['cpu_ms'] = (tree_cpu(server.proc.pid) - cpu0) * 1000 / \
                     max(1, result['requests'])
-                results.setdefault(label, {})[name] = result
+                runs.setdefault(label, {}).setdefault(name, []).append(result)
                 log('%s / %s: %s' % (name, label, result))
         finally:
             server.stop()
+    results = {label: {name: mean_result(found) for name, found in by_server.items()}
+               for label, by_server in runs.items()}
     return 0 if report(args, results, answers) else 1
+
+
+def mean_result(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of each figure over a server's rounds (errors summed)."""
+    out = {key: sum(r[key] for r in found) / len(found)
+           for key in ('rps', 'p50_ms', 'p99_ms', 'cpu_ms')}
+    out['errors'] = sum(r['errors'] for r in found)
+    return out
 
 
 def report(args: argparse.Namespace, results: dict[str, dict[str, Any]],

@@ -12,13 +12,14 @@ import logging
 import re
 from typing import Any, Callable, Iterable, Optional
 
-from webapp import functions_views, metrics
+from webapp.functions import views as function_views
+from webapp.metrics import views as metric_views
 from webapp.cpu_gate import CpuGate
 from webapp.events import views as event_views
 from webapp.events.store import make_event_store
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.render import views as render_views
-from webapp.render.evaluator import InputError, format_input_error
+from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.grammar import TargetSyntaxError
 from webapp.settings import WEBAPP_VERSION, WebSettings
 from webapp.storage.carbonlink import CarbonLinkPool
@@ -43,10 +44,10 @@ def not_supported(request: Request, store: Any, settings: Any, *args: Any) -> Re
 ROUTES: list[tuple[str, View]] = [
     (r'/render/local/?', not_supported),
     (r'/render/?', render_views.render_view),
-    (r'/metrics/index\.json', metrics.index_view),
-    (r'/metrics/find/?', metrics.find_view),
-    (r'/metrics/expand/?', metrics.expand_view),
-    (r'/metrics/?', metrics.find_view),
+    (r'/metrics/index\.json', metric_views.index_view),
+    (r'/metrics/find/?', metric_views.find_view),
+    (r'/metrics/expand/?', metric_views.expand_view),
+    (r'/metrics/?', metric_views.find_view),
     (r'/tags/tagSeries', tag_views.tag_series),
     (r'/tags/tagMultiSeries', tag_views.tag_multi_series),
     (r'/tags/delSeries', tag_views.del_series),
@@ -55,23 +56,16 @@ ROUTES: list[tuple[str, View]] = [
     (r'/tags/autoComplete/values', tag_views.auto_complete_values),
     (r'/tags/(.+)', tag_views.tag_details),
     (r'/tags/?', tag_views.tag_list),
-    (r'/functions/(.+)', functions_views.function_details),
-    (r'/functions/?', functions_views.function_list),
+    (r'/functions/(.+)', function_views.function_details),
+    (r'/functions/?', function_views.function_list),
     (r'/version/?', version_view),
     (r'/events/get_data?', event_views.get_data_view),
     (r'/events/(\d+)/?', event_views.detail_view),
     (r'/events/?', event_views.events_view),
 ]
 _COMPILED = [(re.compile('^' + pattern + '$'), view) for pattern, view in ROUTES]
-_USER_ERRORS = (InputError, TargetSyntaxError, TagSpecError, FindLimitError)
-
-
-def _user_error_classes() -> tuple[type, ...]:
-    try:
-        from webapp.functions.registry import InputParameterError
-    except ImportError:  # pragma: no cover
-        return _USER_ERRORS
-    return _USER_ERRORS + (InputParameterError,)
+_USER_ERRORS = (InputError, InputParameterError, TargetSyntaxError, TagSpecError,
+                FindLimitError)
 
 
 class GraphiteApp:
@@ -88,7 +82,7 @@ class GraphiteApp:
             carbonlink.gate = self.gate
         self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
             else ''
-        self.user_errors = _user_error_classes()
+        self.user_errors = _USER_ERRORS
 
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""

@@ -15,7 +15,7 @@ import sys
 from typing import Optional, Sequence
 
 from carbon.config.errors import ConfigError
-from webapp.allocator import freeze_startup_objects, keep_large_buffers
+from webapp.process_tuning import freeze_startup_objects, keep_large_buffers
 from webapp.app import make_app
 from webapp.settings import load_settings
 

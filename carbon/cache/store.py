@@ -3,7 +3,7 @@
 Points of one metric live in one ``bytearray`` of native doubles, interleaved
 timestamp, value pairs (16 bytes a point plus one small object per metric), far
 smaller than a dict of float objects; a batch is appended by one C call
-(carbon.cache._points) and taken out as an ``array('d')``. Duplicates are resolved
+(carbon.cache._store) and taken out as an ``array('d')``. Duplicates are resolved
 when read or drained: the last value received for a timestamp wins, as in carbon.
 """
 
@@ -23,14 +23,14 @@ Points = list[tuple[float, float]]
 _PAIR = struct.Struct("=dd")
 
 try:  # optional C accelerator (setup.py builds it)
-    from carbon.cache._points import add_batch as _native_add_batch
+    from carbon.cache._store import add_batch as _native_add_batch
 except ImportError:  # pragma: no cover - built without a compiler
     _native_add_batch = None
 
 
 def add_points_py(data: dict[str, bytearray], batch: Batch, limit: int) -> int:
     """Append (metric, timestamp, value) points to their metrics' bytearrays, at most
-    ``limit`` when it is not negative; what carbon.cache._points.add_batch does."""
+    ``limit`` when it is not negative; what carbon.cache._store.add_batch does."""
     if 0 <= limit < len(batch):
         batch = batch[:limit]
     pack = _PAIR.pack

@@ -17,8 +17,8 @@ from twisted.internet.protocol import Factory, Protocol
 from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
-from carbon.receivers.framing import frame, split_frames
-from carbon.receivers.unpickler import PICKLE_ERRORS, loads
+from carbon.formats.pickled import frame, split_frames
+from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 MAX_REQUEST_LENGTH = 1024 ** 3
 

@@ -14,14 +14,9 @@ from twisted.protocols.policies import TimeoutMixin
 
 from carbon.pipeline import Batch
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.framing import split_frames
-from carbon.receivers.lineparse import canonical_lines, parse_lines, printable, split_buffer
-from carbon.receivers.unpickler import PICKLE_ERRORS, loads
-
-try:  # optional C accelerator (setup.py builds it): reads the common message directly
-    from carbon.receivers._pickled import points as _native_pickled
-except ImportError:  # pragma: no cover - built without a compiler
-    _native_pickled = None
+from carbon.formats.pickled import native_points, points_from_pickle, split_frames
+from carbon.formats.plaintext import canonical_lines, parse_lines, printable, split_buffer
+from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 
 def _enable_keepalive(transport: Any, settings: Any) -> None:
@@ -152,31 +147,6 @@ class LineReceiver(MetricReceiver):
             self._parse([tail])
 
 
-def points_from_pickle(items: Any) -> tuple[Batch, int]:
-    """Convert an unpickled ``[(metric, (timestamp, value)), ...]`` list to a batch."""
-    batch: Batch = []
-    bad = 0
-    if not isinstance(items, (list, tuple)):
-        return batch, 1
-    for item in items:
-        try:
-            metric, (stamp, value) = item
-            stamp = float(stamp)
-            value = float(value)
-            if isinstance(metric, bytes):
-                metric = metric.decode("utf-8")
-            elif not isinstance(metric, str):
-                raise TypeError("metric name is not a string")
-        except (TypeError, ValueError, UnicodeDecodeError):
-            bad += 1
-            continue
-        if value - value != 0.0 or stamp - stamp != 0.0 or not metric:
-            bad += 1
-            continue
-        batch.append((metric, stamp, value))
-    return batch, bad
-
-
 class PickleReceiver(MetricReceiver):
     """4-byte big-endian length, then a pickle of ``[(metric, (timestamp, value)), ...]``."""
 
@@ -196,7 +166,7 @@ class PickleReceiver(MetricReceiver):
         # The C reader answers for plain lists of (metric, (timestamp, value)) exactly as
         # the safe unpickler and points_from_pickle would; anything else (and the
         # insecure unpickler, whose str decoding differs) goes the general way.
-        fast = None if self.insecure else _native_pickled
+        fast = None if self.insecure else native_points
         for payload in frames:
             read = fast(payload) if fast is not None else None
             if read is None:

@@ -13,7 +13,7 @@ from carbon.aggregator.staging import stage, stage_chunk
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.pipeline import Pipeline
-from carbon.receivers.lineparse import canonical_lines, parse_lines
+from carbon.formats.plaintext import canonical_lines, parse_lines
 from carbon.rewrite import RewriteProcessor, parse_rewrite_rules
 
 RULES = """\

@@ -1,4 +1,4 @@
-"""The pickle receiver's C reader (carbon.receivers._pickled) against the safe unpickler
+"""The pickle receiver's C reader (carbon.formats._pickled) against the safe unpickler
 plus points_from_pickle: whenever it answers, it answers the same; it answers for what
 carbon's relays send; it never crashes on mutated or hostile bytes."""
 
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carbon.receivers import protocols
-from carbon.receivers.protocols import points_from_pickle
-from carbon.receivers.unpickler import PICKLE_ERRORS, safe_loads
+from carbon.formats import pickled
+from carbon.formats.pickled import points_from_pickle
+from carbon.formats.unpickler import PICKLE_ERRORS, safe_loads
 
-native = protocols._native_pickled
+native = pickled.native_points
 pytestmark = pytest.mark.skipif(
     native is None and not os.environ.get("CARBON_REQUIRE_NATIVE"),
     reason="the C accelerator is not built")

@@ -5,6 +5,6 @@ live in ``webapp.functions.registry.PIE_FUNCTIONS``.
 """
 
 from webapp.functions import (  # noqa: F401  (imported for registration)
-    alias, calculate, combine, filter, graph, grouping, holtwinters, pie, sorting, special,
+    alias, calculate, combine, filter_series, graph, grouping, holtwinters, pie, sorting, special,
     timefuncs, transform,
 )

@@ -10,7 +10,8 @@ from webapp.functions.common import (
     epoch, evaluate_first_arg, get_agg_func, interval_seconds, parse_at_time, percentile,
     safe_avg, safe_len, xff,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 

@@ -8,7 +8,8 @@ from webapp.functions.common import (
     NormalizeEmptyResultError, format_path_expressions, get_agg_func, normalize, percentile,
     rows, safe_pow, xff_values,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 

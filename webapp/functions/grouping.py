@@ -11,7 +11,8 @@ from webapp.functions.common import (
     agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,
     safe_sum,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries, parse_tags
 

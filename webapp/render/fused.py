@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from webapp.functions.combine import aggregate_name_tags
+from webapp.render.fetch import fetch_series
 from webapp.render.grammar import Call, PathExpr
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed
@@ -23,7 +25,6 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     if func is None or not packed.ENABLED or node.kwargs or not node.args or \
             any(type(arg) is not PathExpr for arg in node.args):
         return None
-    from webapp.render.evaluator import fetch_series
     series: list[TimeSeries] = []
     for arg in node.args:
         series.extend(fetch_series(ctx, arg.path, packed=True))
@@ -50,7 +51,6 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     if not ok.all():
         for i in np.flatnonzero(~ok).tolist():
             result[i] = None
-    from webapp.functions.combine import aggregate_name_tags
     ctx['args'] = node.args
     name, tags = aggregate_name_tags(series, func)
     return [TimeSeries(name, first.start, first.end, first.step, result, xFilesFactor=xff,

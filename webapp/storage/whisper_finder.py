@@ -18,8 +18,6 @@ from concurrent.futures import Future
 from os.path import isdir, isfile, join
 from typing import Any, Iterator, Optional
 
-import whisper
-
 from carbon import tags as carbon_tags
 from webapp.storage import whisper_read
 from webapp.storage.carbonlink import CarbonLinkPool, merge_with_cache
@@ -27,7 +25,6 @@ from webapp.storage.nodes import Node, expand_braces, match_entries
 from webapp.storage.packed import to_list
 
 log = logging.getLogger("webapp.storage")
-_read_header = getattr(whisper, '__readHeader')
 
 
 class WhisperLeaf(Node):
@@ -41,16 +38,13 @@ class WhisperLeaf(Node):
         self.real_path = real_path
 
     def info(self) -> dict:
-        if self.fs_path.endswith('.gz'):
-            with gzip.open(self.fs_path, 'rb') as fh:
-                return _read_header(fh)
-        return whisper.info(self.fs_path)
+        return whisper_read.read_info(self.fs_path)
 
     def _file_intervals(self) -> list[tuple[float, float]]:
         try:
             start = time.time() - self.info()['maxRetention']
             end = max(os.stat(self.fs_path).st_mtime, start)
-        except (OSError, whisper.WhisperException) as err:
+        except (OSError, whisper_read.WhisperError) as err:
             log.warning("cannot read header of %s: %s", self.fs_path, err)
             return []
         return [(start, end)]
@@ -62,7 +56,7 @@ class WhisperLeaf(Node):
                 with gzip.open(self.fs_path, 'rb') as fh:
                     return whisper_read.file_fetch(fh, start, end, now)
             return whisper_read.fetch(self.fs_path, start, end, now)
-        except (OSError, EOFError, whisper.WhisperException) as err:
+        except (OSError, EOFError, whisper_read.WhisperError) as err:
             log.warning("failed fetch of whisper file %s: %s", self.fs_path, err)
             return None, {}
 

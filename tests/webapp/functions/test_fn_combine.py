@@ -6,7 +6,7 @@ import pytest
 from fnhelpers import START, call, make_ctx, ts, values
 
 from carbon.plugins import RENDER_FUNCTIONS
-from webapp.functions.registry import InputParameterError
+from webapp.render.errors import InputParameterError
 
 
 def three():

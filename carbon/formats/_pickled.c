@@ -1,4 +1,4 @@
-/* C accelerator for carbon.receivers.protocols: the pickle receiver's common message.
+/* C accelerator for carbon.formats.pickled: the pickle receiver's common message.
  *
  * points(data) -> (batch, bad) or None
  *
@@ -9,7 +9,8 @@
  * batch points_from_pickle would make of the unpickled list: (metric, float(timestamp),
  * float(value)) for each item, items with a non-finite number or an empty name counted
  * in `bad`. Any other opcode or shape, any malformed byte, returns None and the caller
- * uses the safe unpickler, which decides (and raises) exactly as before. Nothing is
+ * uses the safe unpickler, which decides (and raises) exactly as before (Python twin:
+ * pickled.points_from_pickle(unpickler.safe_loads(data))). Nothing is
  * ever imported or called: there is no opcode for it here.
  */
 #define PY_SSIZE_T_CLEAN
@@ -409,7 +410,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.receivers._pickled",
+    PyModuleDef_HEAD_INIT, "carbon.formats._pickled",
     "The pickle receiver's common message, without the unpickler.", -1, methods,
     NULL, NULL, NULL, NULL,
 };

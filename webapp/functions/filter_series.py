@@ -9,7 +9,8 @@ from webapp.functions.common import (
     evaluate, get_agg_func, key_func, percentile, rename, safe_avg, safe_len, safe_max,
     xff_values,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 
