@@ -18,6 +18,7 @@ NATIVE = [
     Extension("carbon.storage._whisper_writer", ["carbon/storage/_whisper_writer.c"],
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
+    Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
 ]
 
@@ -50,7 +51,7 @@ setup(
     version="1.1.10",
     description="A fast, drop-in reimplementation of Graphite's Carbon daemons and render API",
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
-    python_requires=">=3.9",
+    python_requires=">=3.11",
     ext_modules=NATIVE,
     cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
@@ -65,8 +66,9 @@ setup(
     extras_require={
         "render": ["matplotlib>=3.7", "numpy"],
         "playground": ["matplotlib>=3.7", "numpy"],
+        "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow"],
+                 "numpy", "pillow", "twisted[conch]"],
     },
     entry_points={
         "console_scripts": [

@@ -11,6 +11,10 @@ still missing after 600 s fails (no points/s is computed for it) and the benchma
 non-zero. Ours and the reference alternate (A B B A over the strategies they share).
 
     python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
+    python bench/cache_bench.py --journal-ab --strategies sorted --no-reference --no-memory
+
+``--journal-ab`` runs ours without and with the cache journal (CACHE_JOURNAL), in the order
+off, on, on, off, for each strategy, and prints the journal's cost.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from common import (ROOT, RunDirs, cpu_seconds, free_port, reference_venv,  # no
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 WRITER_THREADS = {"value": 0}
+JOURNAL = {"value": True}  # CACHE_JOURNAL for ours
+PREFILL = {"value": False}  # files made before the timed load: updates only
 PROTOCOL = {"value": "line"}  # or "pickle"
 
 
@@ -59,7 +65,7 @@ def make_root(base: Path, strategy: str, updates: str) -> dict:
         "MAX_CACHE_SIZE = inf", "CACHE_WRITE_STRATEGY = %s" % strategy,
         "LOG_UPDATES = False", "LOG_CREATES = False", "LOG_CACHE_HITS = False",
         "LOG_CACHE_QUEUE_SORTS = False", "CARBON_METRIC_INTERVAL = 0", "ENABLE_TAGS = False",
-        "USER = ",
+        "USER = ", "CACHE_JOURNAL = %s" % JOURNAL["value"],
         *(["WRITER_THREADS = %d" % WRITER_THREADS["value"]] if WRITER_THREADS["value"] else []),
         ""]))
     return ports
@@ -149,6 +155,8 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     now = int(time.time()) // 10 * 10
     data, names = payload(points, metrics, now)
     per_metric = points // metrics
+    if PREFILL["value"]:
+        prefill(base, ports, names, now - 10 * (per_metric + 10))
     cpu_before = cpu_seconds(proc.pid)
     wall_started = time.time()
     started = time.monotonic()
@@ -176,17 +184,33 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     # would weigh more on the faster daemon.
     if pending:
         stop(proc)
-        return {"impl": impl, "strategy": strategy, "seconds": None, "send_s": sent,
+        return {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
+                "seconds": None, "send_s": sent,
                 "poll_s": elapsed, "points_s": None,
                 "cpu_s": cpu_seconds_or_none(proc.pid, cpu_before), "peak_rss_mb": 0,
                 "missing": len(pending)}
     written = max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
-    result = {"impl": impl, "strategy": strategy, "seconds": written, "send_s": sent,
+    result = {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
+              "seconds": written, "send_s": sent,
               "poll_s": elapsed, "points_s": points / written,
               "cpu_s": cpu_seconds(proc.pid) - cpu_before,
               "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "missing": len(pending)}
     stop(proc)
     return result
+
+
+def prefill(base: Path, ports: dict, names: list[str], stamp: int) -> None:
+    """One point a metric, before the timed load (outside the window it checks), and
+    wait until every file is there and the daemon is idle."""
+    with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
+        sock.sendall("".join("%s 1 %d\n" % (name, stamp) for name in names).encode())
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if all(os.path.exists(whisper_path(base, name)) for name in names):
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    settle()
 
 
 def carbonlink_count(port: int, metric: str) -> int:
@@ -250,7 +274,14 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--writer-threads", type=int, default=0,
                         help="WRITER_THREADS for ours (0: our default)")
+    parser.add_argument("--no-journal", action="store_true", help="CACHE_JOURNAL = False")
+    parser.add_argument("--prefill", action="store_true",
+                        help="make the files before the timed load: measure updates only")
+    parser.add_argument("--journal-ab", action="store_true",
+                        help="ours without and with the journal: off, on, on, off")
     args = parser.parse_args()
+    JOURNAL["value"] = not args.no_journal
+    PREFILL["value"] = args.prefill
     WRITER_THREADS["value"] = args.writer_threads
     SCHEMA["retentions"] = args.retentions
     PROTOCOL["value"] = args.protocol
@@ -280,18 +311,36 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
     """Every run and the tables; returns how many runs failed."""
     rows = []
     for impl, strategy in run_order(args):
-        rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
-        print(rows[-1], flush=True)
-    print("\n| implementation | strategy | points/s | seconds | CPU s | peak RSS MB | missing |")
-    print("|---|---|---|---|---|---|---|")
+        journals = ((False, True, True, False) if args.journal_ab and impl == "ours"
+                    else (JOURNAL["value"],))
+        for journal in journals:
+            JOURNAL["value"] = journal
+            rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
+            print(rows[-1], flush=True)
+    print("\n| implementation | strategy | journal | points/s | seconds | CPU s | peak RSS MB "
+          "| missing |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        journal = "on" if r["journal"] and r["impl"] == "ours" else "off"
         if r["missing"]:
-            print("| %s | %s | FAILED | - | - | - | %d |" % (r["impl"], r["strategy"],
-                                                          r["missing"]))
+            print("| %s | %s | %s | FAILED | - | - | - | %d |" % (
+                r["impl"], r["strategy"], journal, r["missing"]))
             continue
-        print("| %s | %s | %s | %.1f | %.1f | %.0f | 0 |" % (
-            r["impl"], r["strategy"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
-            r["peak_rss_mb"]))
+        print("| %s | %s | %s | %s | %.2f | %.2f | %.0f | 0 |" % (
+            r["impl"], r["strategy"], journal, format(int(r["points_s"]), ","), r["seconds"],
+            r["cpu_s"], r["peak_rss_mb"]))
+    if args.journal_ab:
+        for strategy in dict.fromkeys(args.strategies.split(",")):
+            mine = [r for r in rows if r["impl"] == "ours" and r["strategy"] == strategy
+                    and not r["missing"]]
+            off = [r["points_s"] for r in mine if not r["journal"]]
+            on = [r["points_s"] for r in mine if r["journal"]]
+            if not off or not on:
+                continue
+            mean_off, mean_on = sum(off) / len(off), sum(on) / len(on)
+            print("%s: journal off %s points/s, on %s points/s (mean of %d each): cost %.1f%%"
+                  % (strategy, format(int(mean_off), ","), format(int(mean_on), ","),
+                     len(on), 100 * (1 - mean_on / mean_off)))
     if not args.no_memory:
         impls = ["ours"] if args.no_reference else ["reference", "ours"]
         memory = [run_memory(impl, args.points, args.metrics, dirs) for impl in impls]

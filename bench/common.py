@@ -28,10 +28,13 @@ from typing import Sequence, TypeVar
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("CARBON_BENCH_CACHE", Path.home() / ".cache" / "carbon-bench"))
 REF_VENV = CACHE_DIR / "ref-carbon-1.1.10"
-GRAPHITE_VENV = CACHE_DIR / "graphite-web-1.1.10-py39"
-GRAPHITE_REQS = ["graphite-web==1.1.10", "Django>=2.2,<2.3", "django-tagging==0.4.3",
-                 "pyparsing==2.4.7", "cairocffi", "whisper==1.1.10", "pytz", "six",
-                 "urllib3<2", "gunicorn"]
+GRAPHITE_WEB_VENV = CACHE_DIR / "ref-graphite-web-1.1.10"
+# graphite-web 1.1.10 runs on Python < 3.11 with Django 2.2 and pyparsing 2 (its grammar
+# uses pyparsing 2 names); msgpack is optional and left out; cairocffi needs libcairo2;
+# gunicorn serves it in the render bench.
+GRAPHITE_WEB_REQS = ["graphite-web==1.1.10", "Django>=2.2,<2.3", "django-tagging==0.4.3",
+                     "pyparsing==2.4.7", "cairocffi", "whisper==1.1.10", "pytz", "six",
+                     "urllib3<2", "setuptools<70", "gunicorn"]
 T = TypeVar("T")
 
 
@@ -55,37 +58,6 @@ def reference_package_dir(package: str = "carbon", venv: Path | None = None) -> 
     out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
                          text=True, check=True, cwd="/")
     return Path(out.stdout.strip())
-
-
-def python39() -> str:
-    """A Python 3.9 interpreter (graphite-web 1.1.10 needs Python < 3.11): pyenv's, else
-    ``python3.9`` on PATH."""
-    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
-    pyenv = shutil.which("pyenv")
-    if pyenv:
-        out = subprocess.run([pyenv, "root"], capture_output=True, text=True)
-        roots.insert(0, out.stdout.strip())
-    for root in filter(None, roots):
-        found = sorted(Path(root).glob("versions/3.9*/bin/python"))
-        if found:
-            return str(found[-1])
-    found_path = shutil.which("python3.9")
-    if not found_path:
-        raise SystemExit("Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)")
-    return found_path
-
-
-def graphite_web_venv() -> Path:
-    """A Python 3.9 venv with graphite-web 1.1.10 and gunicorn (installed on first use)."""
-    marker = GRAPHITE_VENV / ".installed"
-    if not marker.exists():
-        shutil.rmtree(GRAPHITE_VENV, ignore_errors=True)
-        subprocess.run([python39(), "-m", "venv", str(GRAPHITE_VENV)], check=True)
-        env = dict(os.environ, GRAPHITE_NO_PREFIX="1")
-        subprocess.run([str(GRAPHITE_VENV / "bin" / "pip"), "install", "-q"] + GRAPHITE_REQS,
-                       check=True, env=env)
-        marker.write_text("ok")
-    return GRAPHITE_VENV
 
 
 def crelay_binary() -> str | None:
@@ -126,6 +98,44 @@ class RunDirs:
     def __exit__(self, *exc: object) -> None:
         for path in self.paths:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def python39() -> str:
+    """A Python 3.9 interpreter: ``python3.9`` on PATH, else pyenv's 3.9."""
+    found = shutil.which("python3.9")
+    if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
+        return found
+    if shutil.which("pyenv"):
+        done = subprocess.run(["pyenv", "prefix", "3.9"], capture_output=True, text=True)
+        candidate = Path(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
+        if done.returncode == 0 and (candidate / "bin" / "python3.9").exists():
+            return str(candidate / "bin" / "python3.9")
+    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
+    for root in filter(None, roots):
+        versions = sorted(Path(root).glob("versions/3.9*/bin/python"))
+        if versions:
+            return str(versions[-1])
+    raise RuntimeError("Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)")
+
+
+def graphite_web_venv(extra: tuple[str, ...] = ()) -> Path:
+    """A Python 3.9 venv with graphite-web 1.1.10 (installed on first use, in its own
+    folder beside the carbon one; GRAPHITE_NO_PREFIX keeps it out of /opt/graphite).
+    ``extra`` packages (e.g. gunicorn) are added when missing."""
+    venv = GRAPHITE_WEB_VENV
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    env = dict(os.environ, GRAPHITE_NO_PREFIX="True")
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([python39(), "-m", "venv", str(venv)], check=True)
+        subprocess.run(pip + GRAPHITE_WEB_REQS, check=True, env=env)
+        marker.write_text("\n".join(GRAPHITE_WEB_REQS) + "\n")
+    wanted = [name for name in extra if not (venv / "bin" / name).exists()]
+    if wanted:
+        subprocess.run(pip + wanted, check=True, env=env)
+    return venv
 
 
 def free_port() -> int:

@@ -5,11 +5,12 @@
                                  [--skip-graphite] [--skip-gunicorn] [--skip-twisted]
                                  [--rounds 2]
 
-The script builds everything it needs outside the repository: under --workdir a
+The script builds everything it needs outside the repository (under --workdir): a
 whisper tree of N series x 1 day at 60 s and gunicorn (pip --target, run on this
-interpreter) for this app; graphite-web 1.1.10 comes from bench/common.graphite_web_venv
-(a Python 3.9 venv with Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn, made on first
-use). Servers measured, each ONE process with T threads so they get the same CPU:
+interpreter) for this app; graphite-web 1.1.10 runs from bench/common.py's shared
+Python 3.9 venv (Django 2.2, pyparsing 2.4.7, cairocffi, plus gunicorn).
+Servers measured, each ONE process with T threads so
+they get the same CPU:
 
 * graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
 * this app under the same gunicorn configuration (``webapp.wsgi:application``)
@@ -75,18 +76,17 @@ def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
     return storage, now
 
 
-def setup_graphite(workdir: Path, storage: Path) -> Path:
-    """graphite-web's venv, its local_settings pointed at ``storage``, its database made."""
-    venv = graphite_web_venv()
-    site = subprocess.run([str(venv / 'bin/python'), '-c',
-                           'import graphite, os; print(os.path.dirname(graphite.__file__))'],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (Path(site) / 'local_settings.py').write_text(
+def setup_graphite(workdir: Path, storage: Path) -> tuple[Path, dict]:
+    """graphite-web 1.1.10's venv (bench/common.py, shared, with gunicorn) and the
+    environment that gives it this run's settings module (in workdir, not in the venv)."""
+    venv = graphite_web_venv(extra=('gunicorn',))
+    (workdir / 'bench_gw_settings.py').write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
         'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\n'
         % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
     (workdir / 'gw-log').mkdir(exist_ok=True)
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings')
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
+               GRAPHITE_SETTINGS_MODULE='bench_gw_settings')
     migrate = [str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb']
     try:
         run(migrate, env=env, cwd=str(workdir))
@@ -95,7 +95,7 @@ def setup_graphite(workdir: Path, storage: Path) -> Path:
         # database over and migrate again
         (storage / 'graphite.db').unlink(missing_ok=True)
         run(migrate, env=env, cwd=str(workdir))
-    return venv
+    return venv, env
 
 
 def setup_ours_gunicorn(workdir: Path) -> Path:
@@ -179,11 +179,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                     GRAPHITE_SETTINGS=str(ours_conf))
     servers: list[tuple[str, list[str], dict]] = []
     if not args.skip_graphite:
-        gw = setup_graphite(workdir, storage)
+        gw, gw_env = setup_graphite(workdir, storage)
         servers.append(('graphite-web 1.1.10 (gunicorn)', [
             str(gw / 'bin/gunicorn'), '--workers', '1', '--threads', str(args.threads),
             '--worker-class', 'gthread', '--log-level', 'warning', 'graphite.wsgi:application'],
-            dict(base_env, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH='',
+            dict(base_env, DJANGO_SETTINGS_MODULE='graphite.settings',
+                 PYTHONPATH=gw_env['PYTHONPATH'],
+                 GRAPHITE_SETTINGS_MODULE=gw_env['GRAPHITE_SETTINGS_MODULE'],
                  BENCH_CWD=str(workdir))))
     if not args.skip_gunicorn:
         lib = setup_ours_gunicorn(workdir)

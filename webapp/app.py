@@ -17,11 +17,13 @@ from webapp.metrics import views as metric_views
 from webapp.cpu_gate import CpuGate
 from webapp.events import views as event_views
 from webapp.events.store import make_event_store
+from webapp.functions.plugins import load_function_plugins
 from webapp.http import HttpError, Request, Response, text_response
+from webapp.limits import Budget, WriteGuard, is_write
 from webapp.render import views as render_views
 from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.grammar import TargetSyntaxError
-from webapp.settings import WEBAPP_VERSION, WebSettings
+from webapp.settings import WEBAPP_VERSION, WebSettings, ignored_warning
 from webapp.storage.carbonlink import CarbonLinkPool
 from webapp.storage.store import FindLimitError, Store
 from webapp.storage.whisper_finder import WhisperFinder
@@ -83,6 +85,7 @@ class GraphiteApp:
         self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
             else ''
         self.user_errors = _USER_ERRORS
+        self.write_guard = WriteGuard(settings)
 
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""
@@ -109,10 +112,13 @@ class GraphiteApp:
         """The response to one request; never raises."""
         request: Optional[Request] = None
         try:
-            request = Request(environ, self.prefix)
+            request = Request(environ, self.prefix, int(self.settings.MAX_REQUEST_BYTES))
             view, args = self.resolve(request.path)
             if view is None:
                 return text_response('Not Found: %s' % request.path, 404)
+            if self.write_guard.enabled and is_write(request):
+                self.write_guard.check(request)
+            request.environ['webapp.budget'] = Budget(self.settings)
             request.environ['webapp.forward'] = self._forward_headers(request)
             response = view(request, self.store, self.settings, *args)
         except HttpError as err:
@@ -152,10 +158,21 @@ class GraphiteApp:
 
 
 def make_app(settings: WebSettings, store: Optional[Store] = None) -> GraphiteApp:
-    """The WSGI application for ``settings`` (a Store is built unless one is given)."""
+    """The WSGI application for ``settings`` (a Store is built unless one is given).
+
+    Logs one warning naming graphite-web settings given but not used, and registers the
+    FUNCTION_PLUGINS render functions.
+    """
+    warning = ignored_warning(settings)
+    if warning:
+        log.warning(warning)
+    if settings.get("FUNCTION_PLUGINS"):
+        added = load_function_plugins(settings.FUNCTION_PLUGINS)
+        log.info("FUNCTION_PLUGINS: added %s", ", ".join(added) or "nothing")
     if store is None:
         carbonlink = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS \
             else None
-        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink)
+        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink,
+                               max_entries=settings.FIND_MAX_ENTRIES)
         store = Store(settings, finder, make_tagdb(settings), events=make_event_store(settings))
     return GraphiteApp(settings, store)

@@ -41,6 +41,7 @@ class MetricReceiver(Protocol, TimeoutMixin):
     def __init__(self, context: ReceiverContext) -> None:
         self.context = context
         self.peer = "peer"
+        self.draining: Any = None  # a ConnectionDrain once shutdown has begun
 
     def connectionMade(self) -> None:  # noqa: N802
         settings = self.context.settings
@@ -68,6 +69,15 @@ class MetricReceiver(Protocol, TimeoutMixin):
     def flush_tail(self) -> None:
         """Called when the connection ends; receivers with buffered input override it."""
 
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        self.received(data)
+        if self.draining is not None:
+            self.draining.touch()
+
+    def received(self, data: bytes) -> None:
+        """Handle one read; each receiver kind implements it."""
+        raise NotImplementedError
+
     def deliver(self, batch: Batch) -> None:
         if batch:
             self.context.stats.increment("metricsReceived", len(batch))
@@ -84,7 +94,7 @@ class LineReceiver(MetricReceiver):
         self.buffer = b""
         self.skipping = False
 
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+    def received(self, data: bytes) -> None:
         self.resetTimeout()
         if self.skipping:
             cut = data.find(b"\n")
@@ -158,7 +168,7 @@ class PickleReceiver(MetricReceiver):
         self.max_length = int(context.settings.PICKLE_RECEIVER_MAX_LENGTH)
         self.insecure = bool(context.settings.USE_INSECURE_UNPICKLER)
 
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+    def received(self, data: bytes) -> None:
         self.resetTimeout()
         frames, self.buffer, oversized = split_frames(self.buffer + data, self.max_length)
         batch: Batch = []
@@ -215,14 +225,15 @@ class UDPReceiver(DatagramProtocol):
 
 
 class ReceiverFactory(Factory):
-    """Builds one protocol per connection, refusing past MAX_RECEIVER_CONNECTIONS."""
+    """Builds one protocol per connection; past the connection limit (MAX_RECEIVER_CONNECTIONS
+    or the open-file limit less a reserve) the connection is closed at once."""
 
     def __init__(self, protocol_class: type, context: ReceiverContext) -> None:
         self.protocol_class = protocol_class
         self.context = context
 
     def buildProtocol(self, addr: Any) -> Any:  # noqa: N802
-        if len(self.context.connections) >= self.context.settings.MAX_RECEIVER_CONNECTIONS:
+        if not self.context.admit():
             return None
         protocol = self.protocol_class(self.context)
         protocol.factory = self

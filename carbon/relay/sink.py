@@ -197,7 +197,7 @@ class RelaySink:
         now = self.reactor.seconds()
         for client in self.clients.values():
             client.check(now)
-            if client.queue or client.spool.points:
+            if client.pending or client.spool.points:
                 self.schedule_flush()
 
     def _log_drops(self) -> None:

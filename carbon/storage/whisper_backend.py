@@ -389,6 +389,11 @@ class WhisperDatabase:
         validate_archive_list(archive_list)
 
     @property
+    def descriptor_capacity(self) -> int:
+        """Descriptors this backend may hold open at once (cache plus fresh files)."""
+        return self._fds.capacity + self.created_keep
+
+    @property
     def open_files(self) -> int:
         """How many descriptors are cached right now."""
         return len(self._fds)

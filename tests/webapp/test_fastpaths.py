@@ -195,7 +195,7 @@ def test_app_bytes_same_with_and_without_numpy(decimal_tree: tuple[str, int], ma
     assert fast[1]['Content-Length'] == str(len(fast[2]))
 
 
-def test_fused_sum_is_the_sequential_sum(decimal_tree: tuple[str, int],
+def test_fused_sum_is_builtin_sum(decimal_tree: tuple[str, int],
                                          make_web_settings: Any) -> None:
     root, base = decimal_tree
     app = make_app(make_web_settings(WHISPER_DIR=root))

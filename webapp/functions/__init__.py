@@ -1,6 +1,6 @@
 """Built-in render functions; importing this package registers all of them.
 
-``carbon.plugins.RENDER_FUNCTIONS`` imports it lazily on first lookup.  Pie functions
+``webapp.plugins.RENDER_FUNCTIONS`` imports it lazily on first lookup.  Pie functions
 live in ``webapp.functions.registry.PIE_FUNCTIONS``.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import Any, Optional
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.functions.combine import COMBINE, SL, aggregate
 from webapp.functions.common import (
     agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterable, Optional
 
-from carbon.plugins import RENDER_FUNCTIONS, Registry
+from carbon.plugins import Registry
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries

@@ -6,7 +6,7 @@ import json
 import threading
 from typing import Any
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.functions.registry import PIE_FUNCTIONS, function_info
 from webapp.http import Request, Response
 

@@ -14,7 +14,7 @@ import re
 from datetime import datetime
 from typing import Any, Optional, Union
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.errors import INPUT_ERRORS, InputError
 from webapp.render.fetch import fetch_series, prefetch
 from webapp.render.fused import fused_aggregate
@@ -142,6 +142,9 @@ def evaluate_tokens(ctx: dict[str, Any], node: Node,
 
 def _evaluate_call(ctx: dict[str, Any], node: Call,
                    replacements: Optional[dict[str, Any]]) -> Any:
+    budget = ctx.get('budget')
+    if budget is not None:
+        budget.check_time()
     if node.name == 'seriesByTag':
         return fetch_series(ctx, node.raw)
     try:

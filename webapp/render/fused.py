@@ -4,8 +4,9 @@
 path and the fetched series are packed rows of one length and time range, the sum is
 done on the arrays instead of on per-point Python lists. The result is the one
 ``webapp.functions.combine.aggregate`` gives: same name, tags and xFilesFactor rule,
-and the same sequential addition order per point (series in name order, starting
-from 0, empty slots skipped), so the floats are bit-identical.
+and the same addition per point as builtin sum() (series in name order, starting from
+0, empty slots skipped; compensated from Python 3.12 as sum() is), so the floats are
+bit-identical.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Optional
 
 from webapp.functions.combine import aggregate_name_tags
 from webapp.render.fetch import fetch_series
+from webapp.render import pysum
 from webapp.render.grammar import Call, PathExpr
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed
@@ -42,8 +44,10 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     count = valid.sum(axis=0)
     xff = ctx.get('xFilesFactor')
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
+        comp = np.zeros_like(acc)
         for row in np.where(valid, values, 0.0):
-            acc += row
+            pysum.add_into(np, acc, comp, row)
+        acc = pysum.result(np, acc, comp)
         ok = (count > 0) & (count / len(series) >= (xff or 0.0))
         if func == 'average':
             acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)

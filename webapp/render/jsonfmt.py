@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from webapp.render import pysum
 from webapp.render.series import PackedSeries
 from webapp.storage import packed
 
@@ -156,13 +157,15 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
     points = values.shape[1]
     buckets = -(-points // vpp)
     acc = np.zeros((len(group), buckets))
+    comp = np.zeros_like(acc)
     count = np.zeros((len(group), buckets), dtype=np.int64)
     zeroed = np.where(valid, values, 0.0)
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
         for j in range(min(vpp, points)):
             width = len(range(j, points, vpp))
-            acc[:, :width] += zeroed[:, j::vpp]
+            pysum.add_into(np, acc[:, :width], comp[:, :width], zeroed[:, j::vpp])
             count[:, :width] += valid[:, j::vpp]
+        acc = pysum.result(np, acc, comp)
         ok = (count > 0) & (count / vpp >= (first.xFilesFactor or 0.0))
         mean = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
     return np.where(ok, mean, np.nan)

@@ -113,7 +113,8 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
                        opts['tzinfo'], localOnly=opts['localOnly'], template=opts['template'],
                        xFilesFactor=opts['xFilesFactor'], targets=opts['targets'],
                        maxDataPoints=opts.get('maxDataPoints'), maxStep=opts.get('maxStep'),
-                       forwardHeaders=_forward_headers(request, settings))
+                       forwardHeaders=_forward_headers(request, settings),
+                       budget=request.environ.get('webapp.budget'))
     request.environ['webapp.context'] = ctx
     data: list[Any] = ctx['data']
     response = None

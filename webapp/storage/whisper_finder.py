@@ -23,6 +23,7 @@ from webapp.storage import whisper_read
 from webapp.storage.carbonlink import CarbonLinkPool, merge_with_cache
 from webapp.storage.nodes import Node, expand_braces, match_entries
 from webapp.storage.packed import to_list
+from webapp.storage.store import FindLimitError
 
 log = logging.getLogger("webapp.storage")
 
@@ -114,9 +115,11 @@ class WhisperFinder:
     tags = False
     name = 'local'
 
-    def __init__(self, whisper_dir: str, carbonlink: Optional[CarbonLinkPool] = None) -> None:
+    def __init__(self, whisper_dir: str, carbonlink: Optional[CarbonLinkPool] = None,
+                 max_entries: float = float('inf')) -> None:
         self.root = whisper_dir
         self.carbonlink = carbonlink
+        self.max_entries = max_entries  # FIND_MAX_ENTRIES: directory entries one find reads
 
     # --- find ---------------------------------------------------------------------------
     def find_nodes(self, pattern: str, leaves_only: bool = False) -> list[Node]:
@@ -140,7 +143,8 @@ class WhisperFinder:
         parts = clean.split('.')
         if not isdir(self.root):
             return []
-        for rel, is_dir, link in self._find_paths(self.root, parts, 0, leaves_only):
+        seen = [0]  # directory entries read by this find
+        for rel, is_dir, link in self._find_paths(self.root, parts, 0, leaves_only, seen):
             head, _, tail = rel.rpartition(os.sep)
             if tail.startswith('.'):
                 continue
@@ -156,7 +160,8 @@ class WhisperFinder:
         return list(out.values())
 
     def _find_paths(self, current: str, patterns: list[str], depth: int,
-                    leaves_only: bool = False) -> Iterator[tuple[str, bool, bool]]:
+                    leaves_only: bool = False, seen: Optional[list[int]] = None
+                    ) -> Iterator[tuple[str, bool, bool]]:
         """(relative path, is a directory, a symlink was crossed) of each match.
 
         Entry kinds come from ``scandir`` (or one ``lstat`` for a literal name), so
@@ -176,6 +181,12 @@ class WhisperFinder:
                 try:
                     with os.scandir(current) as it:
                         for entry in it:
+                            if seen is not None:
+                                seen[0] += 1
+                                if seen[0] > self.max_entries:
+                                    raise FindLimitError(
+                                        'the find reads more than FIND_MAX_ENTRIES = %d '
+                                        'directory entries' % self.max_entries)
                             if entry.is_dir():
                                 subdirs[entry.name] = entry.is_symlink()
                             elif entry.is_file():
@@ -197,7 +208,7 @@ class WhisperFinder:
                 for sub in matching_dirs:
                     crossed = subdirs.get(sub, True)
                     for match, is_dir, link in self._find_paths(_join(current, sub), rest,
-                                                                depth + 1, leaves_only):
+                                                                depth + 1, leaves_only, seen):
                         yield (_join(sub, match) if sub else match), is_dir, link or crossed
                 continue
             if wildcard:
@@ -243,7 +254,7 @@ class WhisperFinder:
             pending = self.carbonlink.query_bulk_async(names)
         results = []
         plain = [leaf.fs_path for _, leaf in leaves if not leaf.fs_path.endswith('.gz')]
-        read = iter(whisper_read.read_many(plain, start, end, now))
+        read = iter(whisper_read.read_many(plain, start, end, now, context.get('budget')))
         for pattern, leaf in leaves:
             if leaf.fs_path.endswith('.gz'):
                 data, header = leaf.read(start, end, now)

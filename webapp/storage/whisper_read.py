@@ -158,7 +158,7 @@ def parse_header(head: bytes, name: str, read: Any) -> dict:
 
 
 def _read_raw(path: str, from_time: int, until_time: Optional[int],
-              now: Optional[int]) -> tuple[Optional[tuple], dict]:
+              now: Optional[int], budget: Any = None) -> tuple[Optional[tuple], dict]:
     """((time_info, base, bytes) or None, header) of one plain file."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -172,14 +172,20 @@ def _read_raw(path: str, from_time: int, until_time: Optional[int],
         archive, start, end = choose_archive(header, from_time, until_time, now)
         if archive is None:
             return None, header
+        if budget is not None:  # before reading: bounded memory per request
+            step = archive['secondsPerPoint']
+            budget.spend_points((end - start) // step + 1, path)
         return _locate(archive, start, end, read, path), header
     finally:
         os.close(fd)
 
 
 def read_many(paths: list[str], from_time: int, until_time: Optional[int],
-              now: Optional[int]) -> list[Any]:
+              now: Optional[int], budget: Any = None) -> list[Any]:
     """For each path: (whisper.fetch result or None, header), or the exception raised.
+
+    ``budget`` (``webapp.limits.Budget``) is charged each file's datapoints before they
+    are read, and its time limit is checked between files.
 
     Values are :class:`~webapp.storage.packed.PackedValues` when numpy is enabled,
     lists otherwise.
@@ -189,8 +195,10 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
     chunks: list[Optional[bytes]] = []
     for i, path in enumerate(paths):
         chunks.append(None)
+        if budget is not None:
+            budget.check_time()
         try:
-            raw, header = _read_raw(path, from_time, until_time, now)
+            raw, header = _read_raw(path, from_time, until_time, now, budget)
         except (OSError, WhisperError) as err:
             out.append(err)
             continue

@@ -3,7 +3,7 @@
 import pytest
 from fnhelpers import FakeData, call, make_ctx, ts
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.errors import InputParameterError
 
 

@@ -5,7 +5,7 @@ import math
 import pytest
 from fnhelpers import START, FakeData, call, make_ctx, ts, values
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 
 
 def test_summarize_aligned_to_interval():
