@@ -231,7 +231,7 @@ def start(stack: Stack, reference: Path | None, profile_dir: Path | None,
 
 
 def start_render(stack: Stack, workdir: Path) -> str:
-    """The render app (``python -m webapp.server``) over the first cache's files and
+    """The render app (``graphite-render``) over the first cache's files and
     every cache's carbonlink; returns its base URL."""
     caches = stack.caches
     settings = workdir / "render_settings.py"
@@ -241,9 +241,14 @@ def start_render(stack: Stack, workdir: Path) -> str:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    # the render app's own command (carbon never imports the webapp)
+    command = shutil.which("graphite-render", path=os.path.dirname(sys.executable))
+    if command is None:
+        raise RuntimeError("render = true needs the graphite-render command next to %s"
+                           % sys.executable)
     log = open(workdir / "render.log", "ab")
-    stack.render = subprocess.Popen([sys.executable, "-m", "webapp.server", "--config",
-                                     str(settings), "--port", "0"], env=env,
+    stack.render = subprocess.Popen([command, "--config", str(settings), "--port", "0"],
+                                    env=env,
                                     stdout=subprocess.PIPE, stderr=log, cwd=str(workdir),
                                     start_new_session=True)
     log.close()
