@@ -20,6 +20,7 @@ NATIVE = [
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
     Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
+    Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
 ]
 
 
@@ -64,11 +65,11 @@ setup(
         "tomli>=1.1; python_version < '3.11'",  # playground scenarios (tomllib before 3.11)
     ],
     extras_require={
-        "render": ["matplotlib>=3.7", "numpy"],
+        "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
         "playground": ["matplotlib>=3.7", "numpy"],
         "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow", "twisted[conch]"],
+                 "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
     },
     entry_points={
         "console_scripts": [

@@ -22,6 +22,7 @@ from webapp.http import HttpError, Request, Response, text_response
 from webapp.limits import Budget, WriteGuard, is_write
 from webapp.render import views as render_views
 from webapp.render.errors import InputError, InputParameterError, format_input_error
+from webapp.render.local import render_local_view
 from webapp.render.grammar import TargetSyntaxError
 from webapp.settings import WEBAPP_VERSION, WebSettings, ignored_warning
 from webapp.storage.carbonlink import CarbonLinkPool
@@ -39,12 +40,8 @@ def version_view(request: Request, store: Any, settings: Any) -> Response:
     return Response(WEBAPP_VERSION + '\n', 'text/html; charset=utf-8')
 
 
-def not_supported(request: Request, store: Any, settings: Any, *args: Any) -> Response:
-    return text_response('Not supported by this server', 404)
-
-
 ROUTES: list[tuple[str, View]] = [
-    (r'/render/local/?', not_supported),
+    (r'/render/local/?', render_local_view),
     (r'/render/?', render_views.render_view),
     (r'/metrics/index\.json', metric_views.index_view),
     (r'/metrics/find/?', metric_views.find_view),

@@ -70,6 +70,7 @@ DEFAULTS: dict[str, Any] = dict(
     CLIENT_REQUEST_TIMEOUT=30,       # seconds to send a whole request; 408
     WRITE_ALLOWED_ADDRESSES=[],      # addresses/networks that may write tags and events
     WRITE_TOKEN="",                  # or: writing needs "Authorization: Bearer <token>"
+    GRAPHTEMPLATES_CONF="",          # default: CONF_DIR/graphTemplates.conf (graph templates)
     LOG_LEVEL="INFO",
 )
 
@@ -91,7 +92,7 @@ _IGNORED = {"SECRET_KEY", "DATABASES", "MEMCACHE_HOSTS", "CACHES", "LOG_DIR", "D
             "LOG_CACHE_PERFORMANCE", "CONF_DIR", "CONTENT_DIR", "INDEX_FILE",
             "LOG_ROTATION", "LOG_ROTATION_COUNT", "LOG_FILE_INFO", "LOG_FILE_EXCEPTION",
             "LOG_FILE_CACHE", "LOG_FILE_RENDERING", "STANDARD_DIRS", "CERES_DIR", "RRD_DIR",
-            "REMOTE_BUFFER_SIZE", "DASHBOARD_CONF", "GRAPHTEMPLATES_CONF",
+            "REMOTE_BUFFER_SIZE", "DASHBOARD_CONF",
             "MAX_TAG_LENGTH", "TAGDB_REDIS_HOST", "TAGDB_REDIS_PORT", "TAGDB_REDIS_DB",
             "TAGDB_HTTP_URL", "TAGDB_HTTP_USER", "TAGDB_HTTP_PASSWORD", "TAGDB_HTTP_AUTOCOMPLETE",
             "CARBONLINK_HASHING_KEYFUNC", "DEFAULT_CACHE_POLICY"}

@@ -120,8 +120,14 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
       Stack *stack, Stack *memo)
 {
     const unsigned char *end = p + size;
+    /* Where the current FRAME ends. The reference reads through a file object, and
+       CPython's unpickler then misreads an opcode that crosses a frame's end: such
+       input is left to the safe unpickler, like a FRAME that starts inside another. */
+    const unsigned char *frame_end = NULL;
     int started = 0;
     while (p < end) {
+        if (frame_end != NULL && p > frame_end)
+            return 0;
         unsigned char op = *p++;
         Value value = {V_NUM, 0.0, 0.0, NULL};
         Py_ssize_t length = 0;
@@ -139,6 +145,9 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
             p += 8;
             if (n > (uint64_t)(end - p))
                 return 0;
+            if (frame_end != NULL && p - 9 < frame_end)
+                return 0;
+            frame_end = p + n;
             continue;
         }
         case ']': /* EMPTY_LIST */
