@@ -72,6 +72,10 @@ setup(
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
             "graphite-render = webapp.server:main",
+            "carbon-cluster = carbon.cluster.cli:main",
+        ],
+        "carbon.routers": [
+            "cluster-rebalance = carbon.cluster.router:RebalancingRouter",
         ],
     },
 )

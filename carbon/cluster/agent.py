@@ -1,0 +1,265 @@
+"""The per-host transfer agent of a cluster: a small HTTP daemon next to the caches.
+
+    python -m carbon.cluster.agent --settings conf/local_settings.py --bind ADDR --port P
+
+It reads the render app's settings of its host (STORAGE_DIR, CARBONLINK_HOSTS) and answers:
+
+* ``GET /list`` -- ``name size`` lines of every local whisper file;
+* ``GET /file?name=M`` -- a JSON header line (``size``, ``cached`` points held in the
+  host's caches, asked over carbonlink) then the whisper file's bytes;
+* ``POST /pull?name=M&source=ADDR:PORT&rate=BYTES`` -- fetch M from another agent at
+  most ``rate`` bytes/s, merge it into the local file (``carbon.cluster.merge``),
+  verify it; answers the MergeResult as JSON;
+* ``POST /delete?name=M[&unless_cached=1]`` -- remove the local copy (not while the
+  host's caches still hold points of it: then ``pending`` is answered);
+* ``POST /state`` (JSON) and ``POST /moved`` (names) -- the files the relay's
+  ``cluster-rebalance`` router follows (``STORAGE_DIR/rebalance/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import tempfile
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional, Sequence
+from urllib.parse import parse_qs, urlsplit
+
+from carbon.cluster.merge import fill_file
+from carbon.tags import filesystem_path
+
+CHUNK = 65536
+
+
+def whisper_listing(base: str) -> list[tuple[str, int]]:
+    """(metric name, file size) of every whisper file under ``base``, sorted."""
+    out = []
+    for folder, _, files in os.walk(base):
+        for file in files:
+            if file.endswith(".wsp") and not file.startswith("."):
+                full = os.path.join(folder, file)
+                try:
+                    size = os.path.getsize(full)
+                except OSError:  # removed meanwhile
+                    continue
+                out.append((os.path.relpath(full, base)[:-4].replace(os.sep, "."), size))
+    return sorted(out)
+
+
+class Agent:
+    """What the handler works on: the host's whisper folder and caches."""
+
+    def __init__(self, storage_dir: str, whisper_dir: str, carbonlink: Any = None) -> None:
+        self.storage_dir = storage_dir
+        self.whisper_dir = whisper_dir
+        self.carbonlink = carbonlink
+        self.state_dir = os.path.join(storage_dir, "rebalance")
+
+    def path(self, name: str) -> str:
+        if not name or "/" in name or name.startswith(".") or ".." in name.split("."):
+            raise ValueError("bad metric name %r" % name)
+        return filesystem_path(self.whisper_dir, name, False)
+
+    def listing(self) -> list[tuple[str, int]]:
+        return whisper_listing(self.whisper_dir)
+
+    def cached(self, name: str) -> list[tuple[int, float]]:
+        """Points of ``name`` still in any of the host's caches (not yet on disk)."""
+        if self.carbonlink is None:
+            return []
+        points: dict[int, float] = {}
+        for host in self.carbonlink.hosts:
+            reply = self.carbonlink.send_request(host, {"type": "cache-query", "metric": name})
+            for ts, value in reply.get("datapoints") or []:
+                points[int(ts)] = float(value)
+        return sorted(points.items())
+
+    def source_image(self, data: bytes, cached: list) -> bytes:
+        """The file's bytes with the cached points written in (whisper's update_many on a
+        private copy, so every archive's aggregation is right)."""
+        if not cached:
+            return data
+        import whisper
+        handle, temp = tempfile.mkstemp(dir=self.storage_dir, prefix=".image-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            whisper.update_many(temp, [tuple(p) for p in cached])
+            with open(temp, "rb") as copy:
+                return copy.read()
+        finally:
+            os.unlink(temp)
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        path = os.path.join(self.state_dir, "state.json")
+        state = dict(state, moved=os.path.join(self.state_dir, "moved.txt"))
+        if state.get("reset"):
+            with open(state["moved"], "w"):
+                pass
+        with open(path + ".tmp", "w") as out:
+            json.dump(state, out)
+        os.replace(path + ".tmp", path)
+
+    def add_moved(self, names: list[str]) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        with open(os.path.join(self.state_dir, "moved.txt"), "a") as out:
+            out.write("".join(name + "\n" for name in names))
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def fetch_from(source: str, name: str, rate: float, timeout: float = 60.0
+               ) -> tuple[bytes, list]:
+    """(file bytes, cached points) of ``name`` from the agent at ``source``, read at most
+    ``rate`` bytes/s (0: unlimited)."""
+    host, port = source.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request("GET", "/file?name=" + name)
+        reply = conn.getresponse()
+        if reply.status != 200:
+            raise OSError("%s: %d %s" % (source, reply.status, reply.read().decode()[:200]))
+        header = json.loads(reply.fp.readline())
+        size, chunks, got, started = int(header["size"]), [], 0, time.monotonic()
+        while got < size:
+            chunk = reply.read(min(CHUNK, size - got))
+            if not chunk:
+                raise OSError("%s: stream of %s ended at %d of %d bytes" % (
+                    source, name, got, size))
+            chunks.append(chunk)
+            got += len(chunk)
+            if rate > 0:
+                ahead = got / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        return b"".join(chunks), header.get("cached") or []
+    finally:
+        conn.close()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """The agent's HTTP answers (see the module docstring)."""
+
+    server: AgentServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+        return
+
+    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _query(self) -> dict[str, str]:
+        return {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
+        try:
+            if route == "/list":
+                body = "".join("%s %d\n" % item for item in agent.listing()).encode()
+                return self._send(200, body, "text/plain")
+            if route == "/file":
+                path = agent.path(query.get("name", ""))
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                except FileNotFoundError:
+                    return self._send(404, b'{"error": "no such metric"}')
+                cached = agent.cached(query["name"])
+                header = json.dumps({"size": len(data), "cached": cached}).encode() + b"\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(header) + len(data)))
+                self.end_headers()
+                self.wfile.write(header)
+                for start in range(0, len(data), CHUNK):
+                    self.wfile.write(data[start:start + CHUNK])
+                return None
+            return self._send(404, b'{"error": "unknown path"}')
+        except (ValueError, OSError) as exc:
+            return self._send(400, json.dumps({"error": str(exc)}).encode())
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
+        try:
+            body = self._body()
+            if route == "/pull":
+                name = query["name"]
+                data, cached = fetch_from(query["source"], name, float(query.get("rate") or 0))
+                image = agent.source_image(data, cached)
+                result = fill_file(agent.path(name), image)
+                answer = dict(vars(result), verified=result.verified, bytes=len(data))
+                return self._send(200, json.dumps(answer).encode())
+            if route == "/delete":
+                path = agent.path(query["name"])
+                if query.get("unless_cached"):
+                    pending = len(agent.cached(query["name"]))
+                    if pending:
+                        return self._send(200, json.dumps({"pending": pending}).encode())
+                try:
+                    os.unlink(path)
+                    deleted = True
+                except FileNotFoundError:
+                    deleted = False
+                return self._send(200, json.dumps({"deleted": deleted}).encode())
+            if route == "/state":
+                agent.write_state(json.loads(body))
+                return self._send(200, b"{}")
+            if route == "/moved":
+                agent.add_moved([n for n in body.decode().split("\n") if n])
+                return self._send(200, b"{}")
+            return self._send(404, b'{"error": "unknown path"}')
+        except (KeyError, ValueError, OSError) as exc:
+            return self._send(400, json.dumps({"error": "%s: %s" % (
+                type(exc).__name__, exc)}).encode())
+
+
+class AgentServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], agent: Agent) -> None:
+        super().__init__(address, Handler)
+        self.agent = agent
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="carbon-cluster-agent")
+    parser.add_argument("--settings", required=True, help="the host's local_settings.py")
+    parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=7070)
+    args = parser.parse_args(argv)
+    from carbon.config.errors import ConfigError
+    from webapp.settings import load_settings
+    from webapp.storage.carbonlink import CarbonLinkPool
+    try:
+        settings = load_settings(args.settings)
+    except ConfigError as exc:
+        print("carbon-cluster-agent: %s" % exc, file=sys.stderr)
+        return 2
+    pool = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS else None
+    agent = Agent(settings.STORAGE_DIR, settings.WHISPER_DIR, pool)
+    server = AgentServer((args.bind, args.port), agent)
+    print("carbon-cluster agent listening on %s:%d" % server.server_address[:2], flush=True)
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
