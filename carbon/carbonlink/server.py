@@ -45,10 +45,10 @@ class CarbonLinkHandler:
                 self.log.query('[%s] cache query for "%s" returned %d values'
                                % (peer, metric, len(points)))
             self.stats.increment("cacheQueries")
-            return {"datapoints": points}
+            return {"datapoints": list(points)}  # a plain list on the wire
         if kind == "cache-query-bulk":
             metrics = request.get("metrics") or []
-            by_metric = {m: self.cache.get(m) for m in metrics if isinstance(m, str)}
+            by_metric = {m: list(self.cache.get(m)) for m in metrics if isinstance(m, str)}
             if self.settings.LOG_CACHE_HITS:
                 self.log.query('[%s] cache query bulk for "%d" metrics returned %d values'
                                % (peer, len(metrics), sum(len(v) for v in by_metric.values())))

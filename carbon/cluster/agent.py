@@ -177,7 +177,11 @@ class Handler(BaseHTTPRequestHandler):
                         data = handle.read()
                 except FileNotFoundError:
                     return self._send(404, b'{"error": "no such metric"}')
-                cached = agent.cached(query["name"])
+                try:
+                    cached = agent.cached(query["name"])
+                except Exception as exc:  # noqa: BLE001 - a cache that cannot answer
+                    return self._send(503, json.dumps({"error": "cache query: %s" % exc})
+                                      .encode())
                 header = json.dumps({"size": len(data), "cached": cached}).encode() + b"\n"
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
@@ -205,7 +209,10 @@ class Handler(BaseHTTPRequestHandler):
             if route == "/delete":
                 path = agent.path(query["name"])
                 if query.get("unless_cached"):
-                    pending = len(agent.cached(query["name"]))
+                    try:
+                        pending = len(agent.cached(query["name"]))
+                    except Exception:  # noqa: BLE001 - a cache that cannot answer: wait
+                        pending = -1
                     if pending:
                         return self._send(200, json.dumps({"pending": pending}).encode())
                 try:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from carbon.cluster import netns
 from carbon.cluster.generate import conf_dir, storage_dir
 from carbon.cluster.spec import ClusterSpec, HostSpec
-from carbon.daemon.process import process_alive
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,22 @@ def _env(spec: ClusterSpec, host: HostSpec) -> dict[str, str]:
     env["GRAPHITE_CONF_DIR"] = conf_dir(spec, host)
     env.pop("GRAPHITE_STORAGE_DIR", None)
     return env
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not yet reaped by its parent, does
+    not count: the render app and agent are children of whoever started them)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
 
 
 def read_pid(pidfile: str) -> int | None:

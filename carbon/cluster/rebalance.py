@@ -240,10 +240,14 @@ class Rebalancer:
         except FileNotFoundError:
             return set()
 
-    def restart(self, host: HostSpec, kind: str) -> None:
-        spec = self.spec_of(host)
-        control.stop(spec, host.name, only=kind)
-        control.start(spec, host.name, only=kind)
+    def restart(self, hosts: list[HostSpec], kind: str) -> None:
+        """Restart one kind of process on every host in ``hosts``, hosts in parallel."""
+        def one(host: HostSpec) -> None:
+            spec = self.spec_of(host)
+            control.stop(spec, host.name, only=kind)
+            control.start(spec, host.name, only=kind)
+        with ThreadPoolExecutor(max(1, len(hosts))) as pool:
+            list(pool.map(one, hosts))
 
     # -- steps ------------------------------------------------------------------------
     def prepare(self, resume: bool) -> None:
@@ -268,10 +272,8 @@ class Rebalancer:
                 control.start(self.new, host.name)
         for host in self.all_hosts():
             agent_call(host, "POST", "/state", json.dumps(state).encode())
-        for host in self.all_hosts():
-            self.restart(host, "relay")
-        for host in self.all_hosts():
-            self.restart(host, "render")
+        self.restart(self.all_hosts(), "relay")
+        self.restart(self.all_hosts(), "render")
         self.say("relays double-write to old and new owners; render apps see every host")
 
     def _state_file(self, spec: ClusterSpec, host: HostSpec, state: dict[str, Any]) -> None:
@@ -322,8 +324,10 @@ class Rebalancer:
                 os.fsync(journal.fileno())
 
         def one(move: Move) -> None:
-            if self.crash_after is not None and count[0] >= self.crash_after:
-                return
+            with lock:
+                if self.crash_after is not None and count[0] >= self.crash_after:
+                    return
+                count[0] += 1
             moved = 0
             verified = True
             for target in move.targets:
@@ -334,7 +338,6 @@ class Rebalancer:
                 moved += int(answer["bytes"])
                 verified = verified and bool(answer["verified"])
             with lock:
-                count[0] += 1
                 report.bytes += moved
                 if verified:
                     pending.append(move.name)
@@ -384,8 +387,7 @@ class Rebalancer:
             out.write("".join(line + "\n" for line in report.left))
         for host in self.new.hosts:
             generate.write_host(self.new, host)
-        for host in self.new.hosts:
-            self.restart(host, "relay")
+        self.restart(list(self.new.hosts), "relay")
         for host in self.old.hosts:
             if host.name not in self.new.names():
                 control.stop(self.old, host.name)
