@@ -12,6 +12,7 @@ It reads the render app's settings of its host (STORAGE_DIR, CARBONLINK_HOSTS) a
   verify it; answers the MergeResult as JSON;
 * ``POST /delete?name=M[&unless_cached=1]`` -- remove the local copy (not while the
   host's caches still hold points of it: then ``pending`` is answered);
+* ``POST /sync`` -- flush written files to disk (before old copies are removed);
 * ``POST /state`` (JSON) and ``POST /moved`` (names) -- the files the relay's
   ``cluster-rebalance`` router follows (``STORAGE_DIR/rebalance/``).
 """
@@ -221,6 +222,9 @@ class Handler(BaseHTTPRequestHandler):
                 except FileNotFoundError:
                     deleted = False
                 return self._send(200, json.dumps({"deleted": deleted}).encode())
+            if route == "/sync":
+                os.sync()  # merged files reach the disk before any old copy goes
+                return self._send(200, b"{}")
             if route == "/state":
                 agent.write_state(json.loads(body))
                 return self._send(200, b"{}")

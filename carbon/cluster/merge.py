@@ -51,12 +51,10 @@ def archives(data: bytes) -> list[Archive]:
 def valid_points(data: bytes, archive: Archive, now: int) -> dict[int, float]:
     """{timestamp: value} of the archive's points inside its retention window at ``now``."""
     low = now - archive.retention
-    out: dict[int, float] = {}
-    for (ts, value) in POINT.iter_unpack(
-            data[archive.offset:archive.offset + archive.points * POINT.size]):
-        if low < ts <= now and ts % archive.step == 0:
-            out[ts] = value
-    return out
+    step = archive.step
+    raw = struct.unpack_from("!" + "Ld" * archive.points, data, archive.offset)
+    return {ts: value for ts, value in zip(raw[::2], raw[1::2], strict=True)
+            if low < ts <= now and ts % step == 0}
 
 
 @dataclass
@@ -94,8 +92,6 @@ def fill_file(target: str, source: bytes, now: int | None = None) -> MergeResult
                     continue
                 result.filled += _fill_archive(handle, data, archive,
                                                valid_points(source, match[0], now), now)
-            handle.flush()
-            os.fsync(handle.fileno())
     return verify(target, source, now, result)
 
 
@@ -107,8 +103,6 @@ def _create_from(target: str, source: bytes) -> bool:
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(source)
-            out.flush()
-            os.fsync(out.fileno())
         try:
             os.link(temp, target)
         except FileExistsError:
@@ -120,17 +114,21 @@ def _create_from(target: str, source: bytes) -> bool:
 
 def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: dict[int, float],
                   now: int) -> int:
-    have = valid_points(data, archive, now)
-    missing = sorted(ts for ts in source if ts not in have)
+    missing = sorted(source.keys() - valid_points(data, archive, now).keys())
     if not missing:
         return 0
     base = POINT.unpack_from(data, archive.offset)[0]
     if base == 0:  # an empty archive: the first point written anchors slot 0
         base = missing[0]
-    for ts in missing:
-        slot = ((ts - base) // archive.step) % archive.points
-        handle.seek(archive.offset + slot * POINT.size)
-        handle.write(POINT.pack(ts, source[ts]))
+    slots = sorted((((ts - base) // archive.step) % archive.points, ts) for ts in missing)
+    # Consecutive slots go out in one write (a gap of history is usually one run); only
+    # missing slots are written, so a cache writing other slots meanwhile keeps its points.
+    start = 0
+    for end in range(1, len(slots) + 1):
+        if end == len(slots) or slots[end][0] != slots[end - 1][0] + 1:
+            chunk = b"".join(POINT.pack(ts, source[ts]) for _, ts in slots[start:end])
+            os.pwrite(handle.fileno(), chunk, archive.offset + slots[start][0] * POINT.size)
+            start = end
     return len(missing)
 
 
@@ -142,7 +140,9 @@ def verify(target: str, source: bytes, now: int, result: MergeResult | None = No
     with open(target, "rb") as handle:
         data = handle.read()
     src_archives = archives(source)
+    finest = min(src_archives, key=lambda a: a.step)
     result.source_points = result.present_points = 0
+    result.source_last = result.result_last = 0
     for archive in archives(data):
         match = [a for a in src_archives if a.step == archive.step]
         if not match:
@@ -150,11 +150,8 @@ def verify(target: str, source: bytes, now: int, result: MergeResult | None = No
         have = valid_points(data, archive, now)
         wanted = valid_points(source, match[0], now)
         result.source_points += len(wanted)
-        result.present_points += sum(1 for ts in wanted if ts in have)
-    finest = min(src_archives, key=lambda a: a.step)
-    src = valid_points(source, finest, now)
-    dst_finest = [a for a in archives(data) if a.step == finest.step]
-    dst = valid_points(data, dst_finest[0], now) if dst_finest else {}
-    result.source_last = max(src, default=0)
-    result.result_last = max(dst, default=0)
+        result.present_points += len(wanted.keys() & have.keys())
+        if archive.step == finest.step:
+            result.source_last = max(wanted, default=0)
+            result.result_last = max(have, default=0)
     return result

@@ -373,6 +373,8 @@ class Rebalancer:
 
     def finish(self, moves: list[Move], report: Report) -> None:
         time.sleep(self.relay_poll + 1.0)  # every relay has stopped double-writing
+        for name in sorted({t for m in moves for t in m.targets}):
+            agent_call(self.new.host(name), "POST", "/sync")
         verified = self.journal()
         for move in moves:
             if move.name not in verified:
