@@ -10,6 +10,7 @@ the last timestamps.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import tempfile
@@ -48,13 +49,16 @@ def archives(data: bytes) -> list[Archive]:
     return out
 
 
-def valid_points(data: bytes, archive: Archive, now: int) -> dict[int, float]:
-    """{timestamp: value} of the archive's points inside its retention window at ``now``."""
-    low = now - archive.retention
-    step = archive.step
-    raw = struct.unpack_from("!" + "Ld" * archive.points, data, archive.offset)
-    return {ts: value for ts, value in zip(raw[::2], raw[1::2], strict=True)
-            if low < ts <= now and ts % step == 0}
+@functools.lru_cache(maxsize=16)
+def _stamps_format(points: int) -> struct.Struct:
+    return struct.Struct("!" + "L8x" * points)  # the timestamps only, values skipped
+
+
+def valid_slots(data: bytes, archive: Archive, now: int) -> dict[int, int]:
+    """{timestamp: slot} of the archive's points inside its retention window at ``now``."""
+    low, step = now - archive.retention, archive.step
+    stamps = _stamps_format(archive.points).unpack_from(data, archive.offset)
+    return {ts: slot for slot, ts in enumerate(stamps) if low < ts <= now and ts % step == 0}
 
 
 @dataclass
@@ -90,8 +94,7 @@ def fill_file(target: str, source: bytes, now: int | None = None) -> MergeResult
                 if not match:
                     result.skipped_archives.append(index)
                     continue
-                result.filled += _fill_archive(handle, data, archive,
-                                               valid_points(source, match[0], now), now)
+                result.filled += _fill_archive(handle, data, archive, source, match[0], now)
     return verify(target, source, now, result)
 
 
@@ -112,9 +115,10 @@ def _create_from(target: str, source: bytes) -> bool:
         os.unlink(temp)
 
 
-def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: dict[int, float],
-                  now: int) -> int:
-    missing = sorted(source.keys() - valid_points(data, archive, now).keys())
+def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: bytes,
+                  src_archive: Archive, now: int) -> int:
+    src = valid_slots(source, src_archive, now)
+    missing = sorted(src.keys() - valid_slots(data, archive, now).keys())
     if not missing:
         return 0
     base = POINT.unpack_from(data, archive.offset)[0]
@@ -123,11 +127,14 @@ def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: dict[
     slots = sorted((((ts - base) // archive.step) % archive.points, ts) for ts in missing)
     # Consecutive slots go out in one write (a gap of history is usually one run); only
     # missing slots are written, so a cache writing other slots meanwhile keeps its points.
+    # The source's 12-byte records are copied as they are.
+    size, offset = POINT.size, src_archive.offset
     start = 0
     for end in range(1, len(slots) + 1):
         if end == len(slots) or slots[end][0] != slots[end - 1][0] + 1:
-            chunk = b"".join(POINT.pack(ts, source[ts]) for _, ts in slots[start:end])
-            os.pwrite(handle.fileno(), chunk, archive.offset + slots[start][0] * POINT.size)
+            chunk = b"".join(source[offset + src[ts] * size:offset + (src[ts] + 1) * size]
+                             for _, ts in slots[start:end])
+            os.pwrite(handle.fileno(), chunk, archive.offset + slots[start][0] * size)
             start = end
     return len(missing)
 
@@ -147,8 +154,8 @@ def verify(target: str, source: bytes, now: int, result: MergeResult | None = No
         match = [a for a in src_archives if a.step == archive.step]
         if not match:
             continue
-        have = valid_points(data, archive, now)
-        wanted = valid_points(source, match[0], now)
+        have = valid_slots(data, archive, now)
+        wanted = valid_slots(source, match[0], now)
         result.source_points += len(wanted)
         result.present_points += len(wanted.keys() & have.keys())
         if archive.step == finest.step:
