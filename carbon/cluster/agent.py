@@ -5,11 +5,12 @@
 It reads the render app's settings of its host (STORAGE_DIR, CARBONLINK_HOSTS) and answers:
 
 * ``GET /list`` -- ``name size`` lines of every local whisper file;
-* ``GET /file?name=M`` -- a JSON header line (``size``, ``cached`` points held in the
-  host's caches, asked over carbonlink) then the whisper file's bytes;
-* ``POST /pull?name=M&source=ADDR:PORT&rate=BYTES`` -- fetch M from another agent at
-  most ``rate`` bytes/s, merge it into the local file (``carbon.cluster.merge``),
-  verify it; answers the MergeResult as JSON;
+* ``POST /files`` (names, one a line) -- per name a JSON header line (``size``,
+  ``cached`` points held in the host's caches, asked over carbonlink; or ``missing``)
+  then the whisper file's bytes, all in one stream;
+* ``POST /pull?source=ADDR:PORT&rate=BYTES`` (names) -- stream them from another agent
+  at most ``rate`` bytes/s, merge each into the local file (``carbon.cluster.merge``)
+  and verify it; answers a JSON list of MergeResults;
 * ``POST /delete?name=M[&unless_cached=1]`` -- remove the local copy (not while the
   host's caches still hold points of it: then ``pending`` is answered);
 * ``POST /sync`` -- flush written files to disk (before old copies are removed);
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 from carbon.cluster.merge import fill_file
@@ -68,16 +69,17 @@ class Agent:
     def listing(self) -> list[tuple[str, int]]:
         return whisper_listing(self.whisper_dir)
 
-    def cached(self, name: str) -> list[tuple[int, float]]:
-        """Points of ``name`` still in any of the host's caches (not yet on disk)."""
-        if self.carbonlink is None:
-            return []
-        points: dict[int, float] = {}
-        for host in self.carbonlink.hosts:
-            reply = self.carbonlink.send_request(host, {"type": "cache-query", "metric": name})
-            for ts, value in reply.get("datapoints") or []:
-                points[int(ts)] = float(value)
-        return sorted(points.items())
+    def cached(self, names: list[str]) -> dict[str, list[tuple[int, float]]]:
+        """Points of ``names`` still in any of the host's caches (not yet on disk)."""
+        out: dict[str, dict[int, float]] = {name: {} for name in names}
+        if self.carbonlink is not None and names:
+            for host in self.carbonlink.hosts:
+                reply = self.carbonlink.send_request(
+                    host, {"type": "cache-query-bulk", "metrics": names})
+                for name, points in (reply.get("datapointsByMetric") or {}).items():
+                    if name in out:
+                        out[name].update((int(ts), float(v)) for ts, v in points)
+        return {name: sorted(points.items()) for name, points in out.items()}
 
     def source_image(self, data: bytes, cached: list) -> bytes:
         """The file's bytes with the cached points written in (whisper's update_many on a
@@ -114,31 +116,37 @@ class Agent:
             os.fsync(out.fileno())
 
 
-def fetch_from(source: str, name: str, rate: float, timeout: float = 60.0
-               ) -> tuple[bytes, list]:
-    """(file bytes, cached points) of ``name`` from the agent at ``source``, read at most
-    ``rate`` bytes/s (0: unlimited)."""
+def fetch_many(source: str, names: list[str], rate: float, timeout: float = 120.0
+               ) -> Iterator[tuple[str, bytes | None, list]]:
+    """(name, file bytes or None when missing, cached points) of each of ``names`` from
+    the agent at ``source``, in one stream read at most ``rate`` bytes/s (0: unlimited)."""
     host, port = source.rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
-        conn.request("GET", "/file?name=" + name)
+        conn.request("POST", "/files", body="".join(n + "\n" for n in names).encode())
         reply = conn.getresponse()
         if reply.status != 200:
             raise OSError("%s: %d %s" % (source, reply.status, reply.read().decode()[:200]))
-        header = json.loads(reply.fp.readline())
-        size, chunks, got, started = int(header["size"]), [], 0, time.monotonic()
-        while got < size:
-            chunk = reply.read(min(CHUNK, size - got))
-            if not chunk:
-                raise OSError("%s: stream of %s ended at %d of %d bytes" % (
-                    source, name, got, size))
-            chunks.append(chunk)
-            got += len(chunk)
-            if rate > 0:
-                ahead = got / rate - (time.monotonic() - started)
-                if ahead > 0:
-                    time.sleep(ahead)
-        return b"".join(chunks), header.get("cached") or []
+        got, started = 0, time.monotonic()
+        for _ in names:
+            header = json.loads(reply.fp.readline())
+            if header.get("missing"):
+                yield header["name"], None, []
+                continue
+            size, chunks, read = int(header["size"]), [], 0
+            while read < size:
+                chunk = reply.read(min(CHUNK, size - read))
+                if not chunk:
+                    raise OSError("%s: stream of %s ended at %d of %d bytes" % (
+                        source, header["name"], read, size))
+                chunks.append(chunk)
+                read += len(chunk)
+                got += len(chunk)
+                if rate > 0:
+                    ahead = got / rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            yield header["name"], b"".join(chunks), header.get("cached") or []
     finally:
         conn.close()
 
@@ -166,52 +174,64 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
+        agent, route = self.server.agent, urlsplit(self.path).path
         try:
             if route == "/list":
                 body = "".join("%s %d\n" % item for item in agent.listing()).encode()
                 return self._send(200, body, "text/plain")
-            if route == "/file":
-                path = agent.path(query.get("name", ""))
-                try:
-                    with open(path, "rb") as handle:
-                        data = handle.read()
-                except FileNotFoundError:
-                    return self._send(404, b'{"error": "no such metric"}')
-                try:
-                    cached = agent.cached(query["name"])
-                except Exception as exc:  # noqa: BLE001 - a cache that cannot answer
-                    return self._send(503, json.dumps({"error": "cache query: %s" % exc})
-                                      .encode())
-                header = json.dumps({"size": len(data), "cached": cached}).encode() + b"\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(len(header) + len(data)))
-                self.end_headers()
-                self.wfile.write(header)
-                for start in range(0, len(data), CHUNK):
-                    self.wfile.write(data[start:start + CHUNK])
-                return None
             return self._send(404, b'{"error": "unknown path"}')
         except (ValueError, OSError) as exc:
             return self._send(400, json.dumps({"error": str(exc)}).encode())
+
+    def _stream_files(self, agent: Agent, names: list[str]) -> None:
+        """Each name's JSON header line then its bytes; the connection closes at the end."""
+        paths = [agent.path(name) for name in names]
+        try:
+            cached = agent.cached(names)
+        except Exception as exc:  # noqa: BLE001 - a cache that cannot answer
+            return self._send(503, json.dumps({"error": "cache query: %s" % exc}).encode())
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for name, path in zip(names, paths, strict=True):
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except FileNotFoundError:
+                self.wfile.write(json.dumps({"name": name, "missing": True}).encode() + b"\n")
+                continue
+            self.wfile.write(json.dumps({"name": name, "size": len(data),
+                                         "cached": cached[name]}).encode() + b"\n")
+            for start in range(0, len(data), CHUNK):
+                self.wfile.write(data[start:start + CHUNK])
+        return None
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
         try:
             body = self._body()
+            if route == "/files":
+                return self._stream_files(agent, [n for n in body.decode().split("\n") if n])
             if route == "/pull":
-                name = query["name"]
-                data, cached = fetch_from(query["source"], name, float(query.get("rate") or 0))
-                image = agent.source_image(data, cached)
-                result = fill_file(agent.path(name), image)
-                answer = dict(vars(result), verified=result.verified, bytes=len(data))
-                return self._send(200, json.dumps(answer).encode())
+                names = [n for n in body.decode().split("\n") if n]
+                answers = []
+                for name, data, cached in fetch_many(query["source"], names,
+                                                     float(query.get("rate") or 0)):
+                    if data is None:
+                        answers.append({"name": name, "missing": True, "verified": False,
+                                        "bytes": 0})
+                        continue
+                    result = fill_file(agent.path(name), agent.source_image(data, cached))
+                    answers.append(dict(vars(result), name=name, verified=result.verified,
+                                        bytes=len(data)))
+                return self._send(200, json.dumps(answers).encode())
             if route == "/delete":
                 path = agent.path(query["name"])
                 if query.get("unless_cached"):
                     try:
-                        pending = len(agent.cached(query["name"]))
+                        pending = len(agent.cached([query["name"]])[query["name"]])
                     except Exception:  # noqa: BLE001 - a cache that cannot answer: wait
                         pending = -1
                     if pending:

@@ -296,21 +296,33 @@ class Rebalancer:
             pass
         return moves
 
-    def transfer(self, moves: list[Move], report: Report) -> None:
+    def transfer(self, moves: list[Move], report: Report, batch: int = 25) -> None:
+        """Pull every move not journaled yet, ``batch`` metrics a request per
+        (source, target) pair; a metric is reported moved once every target verified it."""
         done = self.journal()
         todo = [m for m in moves if m.name not in done]
-        report.skipped = len(moves) - len(todo)
+        if self.crash_after is not None:
+            todo = todo[:self.crash_after]
+        report.skipped = len(moves) - len([m for m in moves if m.name not in done])
         if report.skipped:
             self.say("resuming: %d of %d metrics already moved" % (report.skipped, len(moves)))
         progress = Progress(len(todo), sum(m.size * len(m.targets) for m in todo), self.out)
         throttle = Throttle(self.rates.files_per_second)
         workers = max(1, self.rates.workers)
         rate = self.rates.bytes_per_second / workers if self.rates.bytes_per_second else 0.0
+        groups: dict[tuple[str, str], list[Move]] = {}
+        for move in todo:
+            for target in move.targets:
+                groups.setdefault((move.source, target), []).append(move)
+        tasks = [(source, target, group[i:i + batch])
+                 for (source, target), group in groups.items()
+                 for i in range(0, len(group), batch)]
+        waiting = {m.name: len(m.targets) for m in todo}
+        failed: set[str] = set()
         journal = open(self.journal_path, "a", encoding="utf-8")
         relays = self.all_hosts()
         pending: list[str] = []
         lock = threading.Lock()
-        count = [0]
 
         def flush_moved() -> None:
             with lock:
@@ -323,30 +335,29 @@ class Rebalancer:
                 journal.flush()
                 os.fsync(journal.fileno())
 
-        def one(move: Move) -> None:
-            with lock:
-                if self.crash_after is not None and count[0] >= self.crash_after:
-                    return
-                count[0] += 1
-            moved = 0
-            verified = True
-            for target in move.targets:
+        def pull(task: tuple[str, str, list[Move]]) -> None:
+            source, target, group = task
+            for _ in group:
                 throttle.wait()
-                answer = json.loads(agent_call(
-                    self.new.host(target), "POST", "/pull?name=%s&source=%s&rate=%f" % (
-                        quote(move.name), self.spec_host(move.source).agent_address, rate)))
-                moved += int(answer["bytes"])
-                verified = verified and bool(answer["verified"])
+            answers = json.loads(agent_call(
+                self.new.host(target), "POST", "/pull?source=%s&rate=%f" % (
+                    self.spec_host(source).agent_address, rate),
+                "".join(m.name + "\n" for m in group).encode()))
             with lock:
-                report.bytes += moved
-                if verified:
-                    pending.append(move.name)
-                else:
-                    report.unverified.append(move.name)
-                big = len(pending) >= 200
-            if big:
-                flush_moved()
-            progress.add(moved)
+                for answer in answers:
+                    name = answer["name"]
+                    report.bytes += int(answer["bytes"])
+                    if not answer["verified"]:
+                        failed.add(name)
+                    waiting[name] -= 1
+                    if waiting[name] == 0:
+                        report.moves += 1
+                        if name in failed:
+                            report.unverified.append(name)
+                        else:
+                            pending.append(name)
+            for answer in answers:
+                progress.add(int(answer["bytes"]))
 
         started = time.monotonic()
         stop = threading.Event()
@@ -358,14 +369,13 @@ class Rebalancer:
         tick.start()
         try:
             with ThreadPoolExecutor(workers) as pool:
-                for _ in pool.map(one, todo):
+                for _ in pool.map(pull, tasks):
                     pass
         finally:
             stop.set()
             tick.join()
             flush_moved()
             journal.close()
-        report.moves = count[0]
         report.transfer_seconds = time.monotonic() - started
 
     def spec_host(self, name: str) -> HostSpec:
