@@ -86,6 +86,8 @@ def fill_file(target: str, source: bytes, now: int | None = None) -> MergeResult
     src_archives = archives(source)
     if not os.path.exists(target):
         result.created = _create_from(target, source)
+        if result.created:  # the source's own bytes, linked in whole: nothing to compare
+            return _self_verified(target, source, now, result)
     if not result.created:
         with open(target, "r+b") as handle:
             data = handle.read()
@@ -96,6 +98,16 @@ def fill_file(target: str, source: bytes, now: int | None = None) -> MergeResult
                     continue
                 result.filled += _fill_archive(handle, data, archive, source, match[0], now)
     return verify(target, source, now, result)
+
+
+def _self_verified(target: str, source: bytes, now: int, result: MergeResult) -> MergeResult:
+    """A file made from the source's bytes holds every source point if it has their size."""
+    finest = min(archives(source), key=lambda a: a.step)
+    points = valid_slots(source, finest, now)
+    result.source_points = len(points)
+    result.present_points = len(points) if os.path.getsize(target) == len(source) else 0
+    result.source_last = result.result_last = max(points, default=0)
+    return result
 
 
 def _create_from(target: str, source: bytes) -> bool:
