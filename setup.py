@@ -59,6 +59,7 @@ setup(
         "cachetools>=5",
         "mmh3>=4",
         "tzdata",
+        "txamqp>=0.8.2",
     ],
     extras_require={
         "render": ["matplotlib>=3.7", "numpy"],

@@ -4,9 +4,11 @@ Each message is one batch. By default the routing key is the metric name and
 each body line is ``value timestamp``; with AMQP_METRIC_NAME_IN_BODY each line
 is ``metric value timestamp``. The listener declares the durable topic exchange
 AMQP_EXCHANGE and an exclusive queue bound with each of BIND_PATTERNS, then
-consumes with a bounded prefetch and acknowledges what the pipeline accepted.
-Flow control stops reading the connection, so unread messages wait at the
-broker. Lost connections are retried with capped exponential backoff.
+consumes with a bounded prefetch and acknowledges what the pipeline accepted; a
+message whose processing fails is not acknowledged but handed back to the broker
+after RETRY_DELAY seconds, to be delivered again. Flow control stops reading the
+connection, so unread messages wait at the broker. Lost connections are retried
+with capped exponential backoff. The AMQP client is txAMQP (``carbon.amqp``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from typing import Any
 from twisted.internet import defer
 from twisted.internet.protocol import ReconnectingClientFactory
 
+from carbon.amqp.client import AMQPConnection, describe
+from carbon.amqp.fields import AMQPError, short_wire, text
+from carbon.amqp.spec import load_spec
 from carbon.pipeline import Batch
-from carbon.receivers.amqp_wire import AMQPClient
 from carbon.receivers.context import ReceiverContext
 from carbon.receivers.lineparse import parse_lines, printable
 
 PREFETCH = 256
 CONSUMER_TAG = "graphite_consumer"
 MAX_LOGGED_BODY = 1000
+RETRY_DELAY = 1.0
 
 
 def message_batch(routing_key: bytes, body: bytes, name_in_body: bool,
@@ -62,27 +67,33 @@ class FlowHandle:
 
     def pauseProducing(self) -> None:  # noqa: N802
         self.protocol.context.log.listener("Pausing AMQP consumer (flow control)")
+        self.protocol.reads_paused = True
         self.protocol.transport.pauseProducing()
 
     def resumeProducing(self) -> None:  # noqa: N802
         self.protocol.context.log.listener("Resuming AMQP consumer")
-        self.protocol.last_received = self.protocol.clock.seconds()
+        self.protocol.reads_paused = False
         self.protocol.transport.resumeProducing()
 
 
-class AMQPMetricListener(AMQPClient):
-    """One broker connection: set up the queue, consume, hand batches to the pipeline."""
+class AMQPMetricListener(AMQPConnection):
+    """One broker connection: set up the queue, consume, hand batches to the pipeline.
+
+    Acknowledgements go once per read: one cumulative ack while no message is held
+    back, single acks for the messages above a held (failed) one until it is
+    handed back.
+    """
 
     def __init__(self, factory: AMQPListenerFactory) -> None:
         settings = factory.context.settings
-        super().__init__(str(settings.AMQP_USER), str(settings.AMQP_PASSWORD),
+        super().__init__(factory.spec, str(settings.AMQP_USER), str(settings.AMQP_PASSWORD),
                          str(settings.AMQP_VHOST), clock=factory.clock)
         self.factory = factory
         self.context = factory.context
         self.name_in_body = bool(settings.AMQP_METRIC_NAME_IN_BODY)
         self.verbose = bool(settings.AMQP_VERBOSE)
-        self.last_tag = 0
-        self.acked_tag = 0
+        self.processed: list[int] = []  # delivery tags of this read to acknowledge
+        self.held: dict[int, Any] = {}  # failed delivery tag -> its delayed requeue
         self.flow_handle: FlowHandle | None = None
 
     def connectionMade(self) -> None:  # noqa: N802
@@ -91,61 +102,73 @@ class AMQPMetricListener(AMQPClient):
         self.ready.addCallback(self._setup).addErrback(self._setup_failed)
 
     @defer.inlineCallbacks
-    def _setup(self, _: Any) -> Any:
+    def _setup(self, channel: Any) -> Any:
         log = self.context.log.listener
         settings = self.context.settings
-        exchange = str(settings.AMQP_EXCHANGE)
+        exchange = short_wire(str(settings.AMQP_EXCHANGE))
         log("New AMQP connection made")
-        yield self.exchange_declare(exchange, "topic", durable=True)
+        yield channel.exchange_declare(exchange=exchange, type=b"topic", durable=True)
         named = str(settings.get("AMQP_QUEUE") or "")
         if named:
             # Opt-in: a durable named queue keeps messages while the daemon is stopped
             # (carbon's exclusive queue, the default, is deleted with the connection).
-            queue = yield self.queue_declare(named, exclusive=False, durable=True)
+            reply = yield channel.queue_declare(queue=short_wire(named), durable=True)
         else:
-            queue = yield self.queue_declare(exclusive=True)
+            reply = yield channel.queue_declare(exclusive=True, auto_delete=True)
+        queue = text(reply.queue)
         for pattern in bind_patterns(settings):
-            log("binding exchange '%s' to queue '%s' with pattern %s" % (exchange, queue, pattern))
-            yield self.queue_bind(queue, exchange, pattern)
-        yield self.basic_qos(PREFETCH)
-        yield self.basic_consume(queue, CONSUMER_TAG)
+            log("binding exchange '%s' to queue '%s' with pattern %s" % (
+                text(exchange), queue, pattern))
+            yield channel.queue_bind(queue=short_wire(queue), exchange=exchange,
+                                     routing_key=short_wire(pattern))
+        yield channel.basic_qos(prefetch_count=PREFETCH)
+        yield channel.basic_consume(queue=short_wire(queue), consumer_tag=CONSUMER_TAG)
         self.factory.resetDelay()
         self.flow_handle = FlowHandle(self)
         self.context.flow.register(self.flow_handle)
-        log("Consuming AMQP queue '%s' on exchange '%s'" % (queue, exchange))
+        log("Consuming AMQP queue '%s' on exchange '%s'" % (queue, text(exchange)))
 
     def _setup_failed(self, failure: Any) -> None:
-        self.context.log.listener("AMQP setup failed: %s" % failure.getErrorMessage())
-        if not self.dead:
-            self.transport.loseConnection()
+        self.error = self.error or AMQPError(describe(failure))
+        self.context.log.listener("AMQP setup failed: %s" % self.error)
+        self.transport.loseConnection()
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
         if self.flow_handle is not None:
             self.context.flow.unregister(self.flow_handle)
             self.flow_handle = None
+        for call in self.held.values():  # the broker requeues whatever is unacknowledged
+            if call.active():
+                call.cancel()
+        self.held.clear()
         if self.factory.current is self:
             self.factory.current = None
-        self.factory.last_error = self.error
         super().connectionLost(reason)
+        self.factory.last_error = self.error
 
     def stop(self) -> defer.Deferred:
         """Close the connection: politely, or at once if flow control holds reads."""
-        paused = self.reading_paused()
+        paused = self.reads_paused
         if self.flow_handle is not None:
             self.context.flow.unregister(self.flow_handle)
             self.flow_handle = None
-        return self.close(timeout=0 if paused else 1.0)
+        return self.shutdown(timeout=0 if paused else 1.0)
 
-    def reading_paused(self) -> bool:
-        return self.flow_handle is not None and self.context.flow.paused
-
-    def blocked(self, blocked: bool) -> None:
-        self.context.log.listener("AMQP broker %s the connection" % (
-            "blocked" if blocked else "unblocked"))
+    def blocked(self, reason: str | None) -> None:
+        self.context.log.listener("AMQP broker blocked the connection: %s" % reason
+                                  if reason is not None else
+                                  "AMQP broker unblocked the connection")
 
     def message_received(self, routing_key: bytes, body: bytes, delivery_tag: int) -> None:
+        if self.process(routing_key, body):
+            self.processed.append(delivery_tag)
+        else:
+            self.held[delivery_tag] = self.clock.callLater(RETRY_DELAY, self._hand_back,
+                                                           delivery_tag)
+
+    def process(self, routing_key: bytes, body: bytes) -> bool:
+        """Parse one message into the pipeline; False if processing it failed."""
         context = self.context
-        self.last_tag = delivery_tag
         if self.verbose:
             shown = body if len(body) <= MAX_LOGGED_BODY else body[:MAX_LOGGED_BODY] + b"..."
             context.log.listener("Message received: routing_key=%s body=%r" % (
@@ -155,23 +178,33 @@ class AMQPMetricListener(AMQPClient):
             context.stats.increment("invalidLines", len(bad))
             context.bad_lines.record("from AMQP [%s]" % printable(bad[0]), len(bad))
         if not batch:
-            return
-        context.stats.increment("metricsReceived", len(batch))
+            return True
         try:
             context.pipeline.process(batch)
-        except Exception:  # one broken batch must not drop the connection
-            context.log.err("AMQP: processing a message of %d datapoints failed" % len(batch))
-            return
+        except Exception as exc:  # one broken batch must not drop the connection
+            self.context.failed_batches.record("%d datapoints, handed back to the broker: %r" % (
+                len(batch), exc))
+            return False
+        context.stats.increment("metricsReceived", len(batch))
         if self.verbose:
             for metric, stamp, value in batch:
                 context.log.listener("Metric posted: %s %s %s" % (metric, value, stamp))
+        return True
+
+    def _hand_back(self, delivery_tag: int) -> None:
+        del self.held[delivery_tag]
+        self.requeue(delivery_tag)
 
     def data_processed(self) -> None:
-        # One cumulative ack per read: the pipeline holds everything up to last_tag.
-        if self.last_tag > self.acked_tag and not self.dead:
-            self.basic_ack(self.last_tag, multiple=True)
-            self.acked_tag = self.last_tag
-
+        tags, self.processed = self.processed, []
+        if not tags or self.channel1 is None:
+            return
+        lowest_held = min(self.held, default=tags[-1] + 1)
+        below = [tag for tag in tags if tag < lowest_held]
+        if below:
+            self.ack(below[-1], multiple=True)
+        for tag in tags[len(below):]:
+            self.ack(tag)
 
 class AMQPListenerFactory(ReconnectingClientFactory):
     """Reconnects with capped exponential backoff; the delay resets once consuming."""
@@ -184,6 +217,7 @@ class AMQPListenerFactory(ReconnectingClientFactory):
     def __init__(self, reactor: Any, context: ReceiverContext) -> None:
         self.clock = reactor
         self.context = context
+        self.spec = load_spec()
         self.current: AMQPMetricListener | None = None
         self.last_error: Exception | None = None
 
@@ -223,7 +257,8 @@ class AMQPListener:
     def start(self) -> None:
         settings = self.context.settings
         if settings.AMQP_SPEC:
-            self.context.log.listener("AMQP_SPEC is ignored: the listener speaks AMQP 0-9-1")
+            self.context.log.listener(
+                "AMQP_SPEC is ignored: the listener speaks AMQP 0-9-1 with its own spec")
         self.connector = self.reactor.connectTCP(str(settings.AMQP_HOST), int(settings.AMQP_PORT),
                                                  self.factory, timeout=10)
 

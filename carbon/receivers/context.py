@@ -32,6 +32,7 @@ class ReceiverContext:
         self.hand_off: Any = None
         self.bad_lines = IntervalLog(log.listener, "invalid lines received")
         self.bad_pickles = IntervalLog(log.listener, "invalid pickles received")
+        self.failed_batches = IntervalLog(log.listener, "batches failed in the pipeline")
         self.max_length = int(settings.get("LINE_RECEIVER_MAX_LENGTH", 16384))
         self.resolution = int(settings.MIN_TIMESTAMP_RESOLUTION or 0)
 
@@ -64,3 +65,4 @@ class ReceiverContext:
     def flush_logs(self) -> None:
         self.bad_lines.flush()
         self.bad_pickles.flush()
+        self.failed_batches.flush()

@@ -20,8 +20,9 @@ from typing import Any, Iterable
 
 from twisted.internet import defer, protocol
 
-from carbon.receivers.amqp_codec import AMQPError
-from carbon.receivers.amqp_wire import AMQPClient
+from carbon.amqp.client import AMQPConnection
+from carbon.amqp.fields import AMQPError, short_wire
+from carbon.amqp.spec import load_spec
 
 
 @defer.inlineCallbacks
@@ -33,7 +34,8 @@ def publish(reactor: Any, messages: Iterable[tuple[str, bytes]], host: str = "lo
     Fires with the number of messages the broker confirmed; fails if it refused any,
     or if it did not answer within ``timeout`` seconds.
     """
-    creator = protocol.ClientCreator(reactor, AMQPClient, user, password, vhost, clock=reactor)
+    creator = protocol.ClientCreator(reactor, AMQPConnection, load_spec(), user, password, vhost,
+                                     clock=reactor)
     if ssl:
         try:
             from twisted.internet import ssl as tls
@@ -45,22 +47,22 @@ def publish(reactor: Any, messages: Iterable[tuple[str, bytes]], host: str = "lo
         client = yield creator.connectTCP(host, port, timeout=timeout)
     watchdog = reactor.callLater(timeout, client.transport.abortConnection)
     try:
-        yield client.ready
-        yield client.exchange_declare(exchange, "topic", durable=True)
+        channel = yield client.ready
+        yield channel.exchange_declare(exchange=short_wire(exchange), type=b"topic",
+                                       durable=True)
         yield client.confirm_select()
         count = 0
         for routing_key, body in messages:
-            client.basic_publish(exchange, routing_key, body, persistent=True)
+            client.publish(exchange, routing_key, body, persistent=True)
             count += 1
         nacked = yield client.wait_confirms()
         if nacked:
             raise AMQPError("broker refused %d of %d messages" % (nacked, count))
-        yield client.close()
+        yield client.shutdown()
     finally:
         if watchdog.active():
             watchdog.cancel()
-        if not client.dead:
-            client.transport.abortConnection()
+        client.transport.abortConnection()
     return count
 
 
