@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.carbonate_tools import ROOT, run_carbonate
-from tests.support import free_port, wait_for
+from tests.support import free_port, port_open, wait_for
 
 
 class LineSink:
@@ -85,7 +85,7 @@ def test_lookup_and_sieve_match_the_relay(tmp_path: Path, method: str) -> None:
                               str(conf / "carbon.conf"), "--nodaemon", "start"], env=env,
                              stdout=open(tmp_path / "relay.out", "w"), stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: relay.poll() is not None or _accepting(line_port), what="relay")
+        wait_for(lambda: relay.poll() is not None or port_open(line_port), what="relay")
         assert relay.poll() is None, (tmp_path / "relay.out").read_text()
         now = int(time.time())
         with socket.create_connection(("127.0.0.1", line_port)) as sock:
@@ -119,13 +119,6 @@ def test_lookup_and_sieve_match_the_relay(tmp_path: Path, method: str) -> None:
     assert set(inverted.stdout.split()) == expected
     assert 0 < len(expected) < len(names)
 
-
-def _accepting(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def test_reference_module_faces(tmp_path: Path) -> None:

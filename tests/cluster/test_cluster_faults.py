@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from carbon.cluster import control
+from carbon.cluster import control, netns
 from carbon.cluster.rebalance import owners, ring
 from carbon.cluster.spec import ClusterSpec, load_cluster
 from tests.cluster.clusterutil import cli, cluster_file, render, send_lines
@@ -198,3 +199,41 @@ def test_relay_restart_under_reconnect_storm(cluster: ClusterSpec, tmp_path: Pat
                                                  expected, peak // 1024))
     assert count == expected and set(got) == set(names)
     assert peak < 400 * 1024
+
+
+def _namespaces_work() -> bool:
+    if not netns.available():
+        return False
+    probe = "carbon-probe-%d" % os.getpid()
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return made
+
+
+@pytest.mark.skipif(not _namespaces_work(), reason="network namespaces need root and ip")
+def test_host_partitioned_then_healed(tmp_path: Path, capsys) -> None:
+    """Fault 3: host b cut off (its veth down) for FAULT_SECONDS under load: 0 lost."""
+    net = "10.%d.%d" % (100 + os.getpid() % 100, os.getpid() // 100 % 250)
+    path = cluster_file(tmp_path, {"a": net + ".1", "b": net + ".2", "c": net + ".3"})
+    text = path.read_text().replace('[cluster]\nroot = "data"',
+                        '[cluster]\nroot = "data"\nnetns_prefix = "cf%d-"' % (os.getpid() % 1000))
+    text = text.replace('address = "%s.' % net, 'netns = true\naddress = "%s.' % net)
+    path.write_text(text)
+    spec = load_cluster(str(path))
+    assert all(h.netns for h in spec.hosts)
+    started = cli("start", path)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        with Load(spec, "partition") as load:
+            time.sleep(2.0)
+            netns.cut(spec, spec.host("b"))
+            time.sleep(FAULT_SECONDS)
+            netns.heal(spec, spec.host("b"))
+            time.sleep(2.0)
+        lost = load.missing(timeout=90)
+    finally:
+        cli("stop", path)
+    with capsys.disabled():
+        print("\nfault 3 (host b partitioned %.0f s): %d points sent, %d lost"
+              % (FAULT_SECONDS, load.sent, lost))
+    assert min(load.done) >= 4 and lost == 0
