@@ -34,6 +34,7 @@ LAYOUTS = {"one host": {"a": "127.0.0.31"},
 
 
 def run(folder: Path, hosts: dict[str, str], metrics: int, points: int) -> float:
+    folder.mkdir(parents=True)
     path = cluster_file(folder, hosts, extra="MAX_CACHE_SIZE = \"inf\"")
     started = cli("start", path)
     assert started.returncode == 0, started.stdout + started.stderr
@@ -59,7 +60,7 @@ def run(folder: Path, hosts: dict[str, str], metrics: int, points: int) -> float
             thread.join()
         pending = list(files)
         while pending:
-            pending = [f for f in pending if not _has(f, last)]
+            pending = [f for f in pending if _count(f, base, last) < points]
             if pending:
                 time.sleep(0.2)
         return time.monotonic() - started_at
@@ -67,18 +68,18 @@ def run(folder: Path, hosts: dict[str, str], metrics: int, points: int) -> float
         cli("stop", path)
 
 
-def _has(path: Path, ts: int) -> bool:
+def _count(path: Path, first: int, last: int) -> int:
     try:
-        (first, _, step), values = whisper.fetch(str(path), ts - STEP, ts + 1, ts + STEP)
+        _, values = whisper.fetch(str(path), first - STEP, last, last + STEP)
     except (OSError, whisper.WhisperException, ValueError):
-        return False
-    return any(v is not None for v in values)
+        return 0
+    return sum(v is not None for v in values)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--metrics", type=int, default=2000)
-    parser.add_argument("--points", type=int, default=100)
+    parser.add_argument("--metrics", type=int, default=4000)
+    parser.add_argument("--points", type=int, default=150)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ingest-bench-"))
     total = args.metrics * args.points
