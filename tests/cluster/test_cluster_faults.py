@@ -75,10 +75,13 @@ class Load:
                     expected[name].add(int(ts))
         deadline = time.monotonic() + timeout
         prefix = self.names[0].split(".")[0]
+        history: list[int] = []
         while True:
             got = render(self.spec.hosts[0].render_address, prefix + ".*.*")
             lost = sum(len(expected[n] - set(got.get(n, {}))) for n in self.names)
-            if lost == 0 or time.monotonic() > deadline:
+            history.append(lost)
+            # done: nothing missing, or the count has not moved for 8 s (spools replayed)
+            if lost == 0 or history[-9:] == [lost] * 9 or time.monotonic() > deadline:
                 return lost
             time.sleep(1.0)
 
