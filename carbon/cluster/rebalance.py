@@ -22,12 +22,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from carbon.cluster import control, generate
@@ -450,10 +449,3 @@ def dry_run(old: ClusterSpec, new: ClusterSpec, rates: Rates,
 def local_listings(spec: ClusterSpec) -> dict[str, list[tuple[str, int]]]:
     """Listings read from this machine's host folders (dry runs without agents)."""
     return {host.name: whisper_listing(generate.whisper_dir(spec, host)) for host in spec.hosts}
-
-
-def print_moves(moves: Iterable[Move], out: TextIO = sys.stdout,
-                fmt: Callable[[Move], str] | None = None) -> None:
-    for move in moves:
-        out.write((fmt or (lambda m: "%s %s -> %s" % (m.name, m.source, ",".join(m.targets))))(
-            move) + "\n")

@@ -160,3 +160,16 @@ def test_plan_and_dry_run_estimate(tmp_path: Path) -> None:
     assert all(m.targets == ["c"] and m.delete == [m.source] for m in moves)
     summary = estimate(moves, Rates(bytes_per_second=10000, files_per_second=1000))
     assert summary["bytes"] == 1000 * len(moves) and summary["seconds"] == len(moves) / 10
+
+
+def test_cli_reports_bad_files_and_stopped_hosts(tmp_path: Path) -> None:
+    from tests.cluster.clusterutil import cli
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace("replication_factor = 2", "replication_factor = x"))
+    answer = cli("status", bad)
+    assert answer.returncode == 2 and str(bad) in answer.stderr and "TOML" in answer.stderr
+    good = tmp_path / "c.toml"
+    good.write_text(GOOD)
+    answer = cli("status", good, "--host", "b")
+    assert answer.returncode == 1 and answer.stdout.count("stopped") == 4
+    assert cli("status", good, "--host", "zz").returncode == 2
