@@ -11,14 +11,16 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = [
-    Extension("carbon.receivers._lines", ["carbon/receivers/_lines.c"]),
-    Extension("carbon.aggregator._accumulate", ["carbon/aggregator/_accumulate.c"]),
-    Extension("carbon.storage._create", ["carbon/storage/_create.c"],
+    Extension("carbon.formats._plaintext", ["carbon/formats/_plaintext.c"]),
+    Extension("carbon.aggregator._staging", ["carbon/aggregator/_staging.c"]),
+    Extension("carbon.storage._whisper_create", ["carbon/storage/_whisper_create.c"],
               depends=["carbon/storage/_fileio.h"]),
-    Extension("carbon.storage._update", ["carbon/storage/_update.c"],
+    Extension("carbon.storage._whisper_writer", ["carbon/storage/_whisper_writer.c"],
               depends=["carbon/storage/_fileio.h"]),
-    Extension("carbon.cache._points", ["carbon/cache/_points.c"]),
-    Extension("carbon.receivers._pickled", ["carbon/receivers/_pickled.c"]),
+    Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
+    Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
+    Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
+    Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
 ]
 
 
@@ -50,7 +52,7 @@ setup(
     version="1.1.10",
     description="A fast, drop-in reimplementation of Graphite's Carbon daemons and render API",
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
-    python_requires=">=3.9",
+    python_requires=">=3.11",
     ext_modules=NATIVE,
     cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
@@ -62,9 +64,10 @@ setup(
         "txamqp>=0.8.2",
     ],
     extras_require={
-        "render": ["matplotlib>=3.7", "numpy"],
+        "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
+        "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow"],
+                 "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
     },
     entry_points={
         "console_scripts": [

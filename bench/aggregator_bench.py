@@ -3,7 +3,9 @@
 1,000,000 points from 100,000 input names (1,000 apps x 100 hosts) into 1,000
 aggregates, in batches like a receiver's socket reads. Run:
 
-    /work/devenv/bin/python bench/aggregator_bench.py [--points N] [--method sum]
+    python bench/aggregator_bench.py [--points N] [--method sum]
+
+bench/aggregator_reference_bench.py runs the same workload through carbon 1.1.10.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ names (100,000) into A aggregates (1,000; methods sum, avg, min, max, count and 
 in turn), sent flat out over 4 TCP connections. Aggregates go to a line-protocol sink
 in this process that keeps every value, so the two daemons' aggregate values are
 compared exactly. Measured: seconds until the daemon has consumed its input (its CPU
-time stops growing), points/s, CPU seconds, peak RSS.
+time stops growing), points/s, CPU seconds, peak RSS. Checked: the sum, count, min, max
+and avg aggregates against the values computed from the input (the count aggregates
+say how many points of their groups the daemon received); a daemon that received fewer
+points, or aggregated them wrongly, fails the run. The daemons run in A B B A order
+(``--rounds``) and run folders are removed only at the end.
 
     python bench/aggregator_daemon_bench.py [--points 1000000 --names 100000 --aggregates 1000]
 """
@@ -13,18 +17,16 @@ time stops growing), points/s, CPU seconds, peak RSS.
 from __future__ import annotations
 
 import argparse
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noqa: E402
-                    stop, wait_port)
+from common import (ROOT, RunDirs, abba, cpu_seconds, free_port, reference_venv,  # noqa: E402
+                    rss_kb, stop, wait_port)
 
 FREQ = 10
 METHODS = ("sum", "avg", "min", "max", "count", "p90")
@@ -83,11 +85,52 @@ def make_root(base: Path, program_port: int, sink_port: int, groups: int,
     (conf / "rewrite-rules.conf").write_text("")
 
 
+def value_of(i: int) -> int:
+    """The value of input line ``i``."""
+    return (i * 7919) % 1000
+
+
+def expected_aggregates(points: int, groups: int) -> dict[str, float]:
+    """The sum, count, min, max and avg aggregates the input must produce (p90 is left to
+    the comparison between the two daemons)."""
+    values: dict[int, list[int]] = {}
+    for i in range(points):
+        values.setdefault(i % groups, []).append(value_of(i))
+    out = {}
+    for group, found in values.items():
+        method = METHODS[group % len(METHODS)]
+        name = "agg.g%04d.%s" % (group, method)
+        if method == "sum":
+            out[name] = float(sum(found))
+        elif method == "count":
+            out[name] = float(len(found))
+        elif method == "min":
+            out[name] = float(min(found))
+        elif method == "max":
+            out[name] = float(max(found))
+        elif method == "avg":
+            out[name] = float(sum(found)) / len(found)
+    return out
+
+
+def check_values(got: dict[str, float], expected: dict[str, float]) -> tuple[int, int, int]:
+    """(points received by the count groups, points sent to them, wrong aggregates)."""
+    received = sent = wrong = 0
+    for name, value in expected.items():
+        have = got.get(name)
+        if name.endswith(".count"):
+            sent += int(value)
+            received += int(have or 0)
+        if have is None or abs(have - value) > 1e-9 * max(1.0, abs(value)):
+            wrong += 1
+    return received, sent, wrong
+
+
 def payload(points: int, names: int, groups: int, stamp: int, parts: int) -> list[bytes]:
     per_group = names // groups
     rows = ["in.g%04d.n%05d.%s %d %d\n" % (i % groups, i // groups % per_group,
                                           METHODS[i % groups % len(METHODS)],
-                                          (i * 7919) % 1000, stamp)
+                                          value_of(i), stamp)
             for i in range(points)]
     size = -(-len(rows) // parts)
     return ["".join(rows[k * size:(k + 1) * size]).encode() for k in range(parts)]
@@ -108,8 +151,8 @@ def start(impl: str, base: Path) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, env=env, cwd=str(base))
 
 
-def run(impl: str, args: argparse.Namespace) -> dict:
-    base = Path(tempfile.mkdtemp(prefix="aggbench-"))
+def run(impl: str, args: argparse.Namespace, dirs: RunDirs) -> dict:
+    base = dirs.new("aggbench-")
     sink = LineSink()
     port = free_port()
     make_root(base, port, sink.port, args.aggregates, args.rule_per_aggregate)
@@ -157,7 +200,6 @@ def run(impl: str, args: argparse.Namespace) -> dict:
                 "cpu_s": cpu_used, "peak_rss_mb": peak / 1024, "values": dict(sink.values)}
     finally:
         stop(proc)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def main() -> None:
@@ -169,32 +211,51 @@ def main() -> None:
                         help="one rule per aggregate instead of one rule per method")
     parser.add_argument("--timeout", type=float, default=300,
                         help="give up on a daemon that has not consumed its input by then")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="runs of each daemon, alternating: reference ours ours reference")
     args = parser.parse_args()
-    results = [run(impl, args) for impl in ("reference", "ours")]
-    ref, ours = results
-    same = ref["values"].keys() == ours["values"].keys() and all(
-        abs(ref["values"][k] - ours["values"][k]) <= 1e-9 * max(1.0, abs(ref["values"][k]))
-        for k in ref["values"])
-    print("| implementation | points/s | seconds | CPU s | peak RSS MB | aggregates received |")
-    print("|---|---|---|---|---|---|")
+    expected = expected_aggregates(args.points, args.aggregates)
+    results = []
+    with RunDirs() as dirs:
+        for impl in abba("reference", "ours", args.rounds):
+            result = run(impl, args, dirs)
+            result["received"], result["sent"], result["wrong"] = check_values(
+                result["values"], expected)
+            results.append(result)
+    print("| implementation | points/s | seconds | CPU s | peak RSS MB | aggregates received |"
+          " points received (count groups) | wrong aggregates |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         if r.get("unfinished"):
-            print("| %s | < %s | > %.0f (gave up) | - | %.0f | - |" % (
+            print("| %s | < %s | > %.0f (gave up) | - | %.0f | - | - | - |" % (
                 r["impl"], format(int(args.points / args.timeout), ","), args.timeout,
                 r["peak_rss_mb"]))
             continue
-        print("| %s | %s | %.2f | %.2f | %.0f | %d |" % (
+        print("| %s | %s | %.2f | %.2f | %.0f | %d | %s of %s | %d |" % (
             r["impl"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
-            r["peak_rss_mb"], len(r["values"])))
-    if ref.get("unfinished") or ours.get("unfinished"):
-        return
-    if not same:
-        diffs = [(k, ref["values"].get(k), ours["values"].get(k))
-                 for k in sorted(set(ref["values"]) | set(ours["values"]))
-                 if ref["values"].get(k) != ours["values"].get(k)]
-        print("%d differing aggregates, e.g. %s" % (len(diffs), diffs[:8]))
-    print("\nratio ours/reference points/s: %.1fx; identical aggregate values: %s"
-          % (ours["points_s"] / ref["points_s"], same))
+            r["peak_rss_mb"], len(r["values"]), format(r["received"], ","),
+            format(r["sent"], ","), r["wrong"]))
+    finished = [r for r in results if not r.get("unfinished")]
+    ref = [r for r in finished if r["impl"] == "reference"]
+    ours = [r for r in finished if r["impl"] == "ours"]
+    if ref and ours:
+        same = all(_same(a["values"], b["values"]) for a in ref for b in ours)
+        if not same:
+            a, b = ref[0]["values"], ours[0]["values"]
+            diffs = [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+                     if a.get(k) != b.get(k)]
+            print("%d differing aggregates, e.g. %s" % (len(diffs), diffs[:8]))
+        rate = sum(r["points_s"] for r in ours) / sum(r["points_s"] for r in ref)
+        print("\nratio ours/reference points/s (mean over %d runs each): %.1fx; identical "
+              "aggregate values: %s" % (len(ours), rate, same))
+    failed = [r["impl"] for r in finished if r["wrong"]]
+    if failed:
+        sys.exit("aggregates that do not match the input: %s" % ", ".join(failed))
+
+
+def _same(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a.keys() == b.keys() and all(
+        abs(a[k] - b[k]) <= 1e-9 * max(1.0, abs(a[k])) for k in a)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The same workload through carbon 1.1.10's AggregationProcessor, in-process.
 
-For comparison with bench/aggregator_bench.py; needs the reference install:
+For comparison with bench/aggregator_bench.py; run it with any Python, it runs itself
+again in the reference venv (bench/common.reference_venv, installed on first use):
 
-    /work/refenv/bin/python bench/aggregator_reference_bench.py [--points N] [--method sum]
+    python bench/aggregator_reference_bench.py [--points N] [--method sum]
 
 The reference processes one point per generator call; buffers start a Twisted
 LoopingCall each (scheduled on the reactor, which is never run here).
@@ -11,10 +12,28 @@ LoopingCall each (scheduled on the reactor, which is never run here).
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import reference_venv  # noqa: E402
+
+
+def in_reference_venv() -> None:
+    """Run this script again with the reference venv's Python, unless this is it."""
+    venv = reference_venv()
+    if Path(sys.prefix).resolve() == venv.resolve():
+        return
+    env = dict(os.environ, GRAPHITE_ROOT=os.environ.get("GRAPHITE_ROOT", "/tmp"))
+    sys.exit(subprocess.run([str(venv / "bin" / "python"), __file__, *sys.argv[1:]],
+                            env=env, cwd="/").returncode)
 
 
 def main() -> None:
+    in_reference_venv()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--method", default="sum")

@@ -6,9 +6,15 @@ measures the time from the start of sending to the last whisper write (the files
 largest mtime, once every point is checked readable), points/s, daemon CPU seconds
 and peak RSS, for each write strategy.
 Then resident bytes per cached point with writes paused. Start it ~60 s after
-anything deleted many files (see RUN_DIRS below).
+anything deleted many files (see RunDirs in bench/common.py). A run in which points are
+still missing after 600 s fails (no points/s is computed for it) and the benchmark exits
+non-zero. Ours and the reference alternate (A B B A over the strategies they share).
 
     python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
+    python bench/cache_bench.py --journal-ab --strategies sorted --no-reference --no-memory
+
+``--journal-ab`` runs ours without and with the cache journal (CACHE_JOURNAL), in the order
+off, on, on, off, for each strategy, and prints the journal's cost.
 """
 
 from __future__ import annotations
@@ -16,23 +22,23 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import shutil
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import whisper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, cpu_seconds, free_port, reference_venv, rss_kb,  # noqa: E402
-                    stop, wait_port)
+from common import (ROOT, RunDirs, cpu_seconds, free_port, reference_venv,  # noqa: E402
+                    rss_kb, stop, wait_port)
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 WRITER_THREADS = {"value": 0}
+JOURNAL = {"value": True}  # CACHE_JOURNAL for ours
+PREFILL = {"value": False}  # files made before the timed load: updates only
 PROTOCOL = {"value": "line"}  # or "pickle"
 
 
@@ -59,7 +65,7 @@ def make_root(base: Path, strategy: str, updates: str) -> dict:
         "MAX_CACHE_SIZE = inf", "CACHE_WRITE_STRATEGY = %s" % strategy,
         "LOG_UPDATES = False", "LOG_CREATES = False", "LOG_CACHE_HITS = False",
         "LOG_CACHE_QUEUE_SORTS = False", "CARBON_METRIC_INTERVAL = 0", "ENABLE_TAGS = False",
-        "USER = ",
+        "USER = ", "CACHE_JOURNAL = %s" % JOURNAL["value"],
         *(["WRITER_THREADS = %d" % WRITER_THREADS["value"]] if WRITER_THREADS["value"] else []),
         ""]))
     return ports
@@ -110,13 +116,6 @@ def count_points(path: str, now: int, per_metric: int) -> int:
     return sum(1 for v in values if v is not None)
 
 
-# Run folders are removed only after every run: ext4 skips inodes deleted in the last ~30 s
-# when it allocates new ones (recently_deleted() in ialloc.c), so deleting one run's 10,000
-# files made the next run's creates cost ~100 us instead of ~20 us each, a penalty that fell
-# on whichever daemon ran second.
-RUN_DIRS: list[Path] = []
-
-
 def settle() -> None:
     """Write back what earlier runs left dirty (the reference writes ~1 GB of zeroes when it
     creates 10,000 files), so the kernel's writeback does not land in the next run."""
@@ -140,10 +139,12 @@ class Busy:
         return self.idle_checks < 2
 
 
-def run_throughput(impl: str, strategy: str, points: int, metrics: int) -> dict:
+def run_throughput(impl: str, strategy: str, points: int, metrics: int,
+                   dirs: RunDirs) -> dict:
+    """One run; ``missing`` > 0 (files without every point after 600 s) marks it failed
+    and leaves its rate None."""
     settle()
-    base = Path(tempfile.mkdtemp(prefix="cachebench-"))
-    RUN_DIRS.append(base)
+    base = dirs.new("cachebench-")
     ports = make_root(base, strategy, "inf")
     proc = start(impl, base)
     try:
@@ -154,6 +155,8 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int) -> dict:
     now = int(time.time()) // 10 * 10
     data, names = payload(points, metrics, now)
     per_metric = points // metrics
+    if PREFILL["value"]:
+        prefill(base, ports, names, now - 10 * (per_metric + 10))
     cpu_before = cpu_seconds(proc.pid)
     wall_started = time.time()
     started = time.monotonic()
@@ -179,14 +182,35 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int) -> dict:
     # The last whisper write, from the files' mtimes: the polling above finds completion
     # late by up to one verification pass (~0.5 s of fetches over 10,000 files), which
     # would weigh more on the faster daemon.
-    last_write = max((os.stat(whisper_path(base, n)).st_mtime for n in names), default=0)
-    written = last_write - wall_started if not pending else elapsed
-    result = {"impl": impl, "strategy": strategy, "seconds": written, "send_s": sent,
+    if pending:
+        stop(proc)
+        return {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
+                "seconds": None, "send_s": sent,
+                "poll_s": elapsed, "points_s": None,
+                "cpu_s": cpu_seconds_or_none(proc.pid, cpu_before), "peak_rss_mb": 0,
+                "missing": len(pending)}
+    written = max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
+    result = {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
+              "seconds": written, "send_s": sent,
               "poll_s": elapsed, "points_s": points / written,
               "cpu_s": cpu_seconds(proc.pid) - cpu_before,
               "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "missing": len(pending)}
     stop(proc)
     return result
+
+
+def prefill(base: Path, ports: dict, names: list[str], stamp: int) -> None:
+    """One point a metric, before the timed load (outside the window it checks), and
+    wait until every file is there and the daemon is idle."""
+    with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
+        sock.sendall("".join("%s 1 %d\n" % (name, stamp) for name in names).encode())
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if all(os.path.exists(whisper_path(base, name)) for name in names):
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    settle()
 
 
 def carbonlink_count(port: int, metric: str) -> int:
@@ -202,32 +226,36 @@ def carbonlink_count(port: int, metric: str) -> int:
     return len(pickle.loads(data[4:])["datapoints"])
 
 
-def run_memory(impl: str, points: int, metrics: int) -> dict:
-    """Resident bytes per cached point, with writes paused."""
-    base = Path(tempfile.mkdtemp(prefix="cachemem-"))
+def cpu_seconds_or_none(pid: int, before: float) -> float | None:
     try:
-        ports = make_root(base, "sorted", "0.001")
-        proc = start(impl, base)
-        wait_port(ports["line"], proc)
-        time.sleep(1.0)
-        before = rss_kb(proc.pid)
-        now = int(time.time()) // 10 * 10
-        data, names = payload(points, metrics, now)
-        with socket.create_connection(("127.0.0.1", ports[PROTOCOL["value"]])) as sock:
-            sock.sendall(data)
-        per_metric = points // metrics
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if carbonlink_count(ports["query"], names[-1]) >= per_metric:
-                break
-            time.sleep(0.2)
-        time.sleep(1.0)
-        after = rss_kb(proc.pid)
-        stop(proc)
-        return {"impl": impl, "rss_growth_mb": (after - before) / 1024,
-                "bytes_per_point": (after - before) * 1024 / points}
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+        return cpu_seconds(pid) - before
+    except OSError:
+        return None
+
+
+def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:
+    """Resident bytes per cached point, with writes paused."""
+    base = dirs.new("cachemem-")
+    ports = make_root(base, "sorted", "0.001")
+    proc = start(impl, base)
+    wait_port(ports["line"], proc)
+    time.sleep(1.0)
+    before = rss_kb(proc.pid)
+    now = int(time.time()) // 10 * 10
+    data, names = payload(points, metrics, now)
+    with socket.create_connection(("127.0.0.1", ports[PROTOCOL["value"]])) as sock:
+        sock.sendall(data)
+    per_metric = points // metrics
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if carbonlink_count(ports["query"], names[-1]) >= per_metric:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    after = rss_kb(proc.pid)
+    stop(proc)
+    return {"impl": impl, "rss_growth_mb": (after - before) / 1024,
+            "bytes_per_point": (after - before) * 1024 / points}
 
 
 def main() -> None:
@@ -246,41 +274,81 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--writer-threads", type=int, default=0,
                         help="WRITER_THREADS for ours (0: our default)")
+    parser.add_argument("--no-journal", action="store_true", help="CACHE_JOURNAL = False")
+    parser.add_argument("--prefill", action="store_true",
+                        help="make the files before the timed load: measure updates only")
+    parser.add_argument("--journal-ab", action="store_true",
+                        help="ours without and with the journal: off, on, on, off")
     args = parser.parse_args()
+    JOURNAL["value"] = not args.no_journal
+    PREFILL["value"] = args.prefill
     WRITER_THREADS["value"] = args.writer_threads
     SCHEMA["retentions"] = args.retentions
     PROTOCOL["value"] = args.protocol
     SCHEMA["aggregation"] = args.aggregation
-    try:
-        run_all(args)
-    finally:
-        for base in RUN_DIRS:
-            shutil.rmtree(base, ignore_errors=True)
+    with RunDirs() as dirs:
+        failed = run_all(args, dirs)
+    if failed:
+        sys.exit("%d run(s) ended with points missing: no rate is reported for them" % failed)
 
 
-def run_all(args: argparse.Namespace) -> None:
+def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(impl, strategy) runs: for the strategies both have, ours and the reference
+    alternate (reference first, then ours first, ...: A B B A); the rest follow."""
+    ours = args.strategies.split(",")
+    reference = [] if args.no_reference else args.reference_strategies.split(",")
+    shared = [s for s in ours if s in reference]
+    order: list[tuple[str, str]] = []
+    for i, strategy in enumerate(shared):
+        pair = [("reference", strategy), ("ours", strategy)]
+        order += pair if i % 2 == 0 else pair[::-1]
+    order += [("reference", s) for s in reference if s not in shared]
+    order += [("ours", s) for s in ours if s not in shared]
+    return order
+
+
+def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
+    """Every run and the tables; returns how many runs failed."""
     rows = []
-    if not args.no_reference:
-        for strategy in args.reference_strategies.split(","):
-            rows.append(run_throughput("reference", strategy, args.points, args.metrics))
+    for impl, strategy in run_order(args):
+        journals = ((False, True, True, False) if args.journal_ab and impl == "ours"
+                    else (JOURNAL["value"],))
+        for journal in journals:
+            JOURNAL["value"] = journal
+            rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
             print(rows[-1], flush=True)
-    for strategy in args.strategies.split(","):
-        rows.append(run_throughput("ours", strategy, args.points, args.metrics))
-        print(rows[-1], flush=True)
-    print("\n| implementation | strategy | points/s | seconds | CPU s | peak RSS MB | missing |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| implementation | strategy | journal | points/s | seconds | CPU s | peak RSS MB "
+          "| missing |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %s | %s | %.1f | %.1f | %.0f | %d |" % (
-            r["impl"], r["strategy"], format(int(r["points_s"]), ","), r["seconds"], r["cpu_s"],
-            r["peak_rss_mb"], r["missing"]))
+        journal = "on" if r["journal"] and r["impl"] == "ours" else "off"
+        if r["missing"]:
+            print("| %s | %s | %s | FAILED | - | - | - | %d |" % (
+                r["impl"], r["strategy"], journal, r["missing"]))
+            continue
+        print("| %s | %s | %s | %s | %.2f | %.2f | %.0f | 0 |" % (
+            r["impl"], r["strategy"], journal, format(int(r["points_s"]), ","), r["seconds"],
+            r["cpu_s"], r["peak_rss_mb"]))
+    if args.journal_ab:
+        for strategy in dict.fromkeys(args.strategies.split(",")):
+            mine = [r for r in rows if r["impl"] == "ours" and r["strategy"] == strategy
+                    and not r["missing"]]
+            off = [r["points_s"] for r in mine if not r["journal"]]
+            on = [r["points_s"] for r in mine if r["journal"]]
+            if not off or not on:
+                continue
+            mean_off, mean_on = sum(off) / len(off), sum(on) / len(on)
+            print("%s: journal off %s points/s, on %s points/s (mean of %d each): cost %.1f%%"
+                  % (strategy, format(int(mean_off), ","), format(int(mean_on), ","),
+                     len(on), 100 * (1 - mean_on / mean_off)))
     if not args.no_memory:
-        memory = [run_memory("ours", args.points, args.metrics)]
-        if not args.no_reference:
-            memory.insert(0, run_memory("reference", args.points, args.metrics))
+        impls = ["ours"] if args.no_reference else ["reference", "ours"]
+        memory = [run_memory(impl, args.points, args.metrics, dirs) for impl in impls]
         print("\n| implementation | RSS growth MB | bytes per cached point |")
         print("|---|---|---|")
         for m in memory:
             print("| %s | %.1f | %.0f |" % (m["impl"], m["rss_growth_mb"], m["bytes_per_point"]))
+    return sum(1 for r in rows if r["missing"])
 
 
 if __name__ == "__main__":

@@ -1,17 +1,41 @@
-"""Shared helpers for side-by-side benchmarks: reference venv, processes, /proc stats."""
+"""Shared helpers for side-by-side benchmarks: the reference peers, processes, /proc stats.
+
+Every reference peer is installed and found here, the same way on any machine:
+
+* ``reference_venv()``: carbon 1.1.10 + whisper 1.1.10 (daemons, and carbon's modules for
+  in-process comparisons; ``reference_package_dir`` finds a package inside it);
+* ``graphite_web_venv()``: graphite-web 1.1.10 on Python 3.9 (``python39``), with gunicorn;
+* ``crelay_binary()``: carbon-c-relay, if installed (a system package; None when absent).
+
+Venvs are made on first use under ``CARBON_BENCH_CACHE`` (default ``~/.cache/carbon-bench``).
+Comparisons run in A B B A order (``abba``) and keep every run's folder until the end
+(``RunDirs``): ext4 makes creates slow for a while after mass deletions, which would
+penalise whichever side runs second.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Sequence, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("CARBON_BENCH_CACHE", Path.home() / ".cache" / "carbon-bench"))
 REF_VENV = CACHE_DIR / "ref-carbon-1.1.10"
+GRAPHITE_WEB_VENV = CACHE_DIR / "ref-graphite-web-1.1.10"
+# graphite-web 1.1.10 runs on Python < 3.11 with Django 2.2 and pyparsing 2 (its grammar
+# uses pyparsing 2 names); msgpack is optional and left out; cairocffi needs libcairo2;
+# gunicorn serves it in the render bench.
+GRAPHITE_WEB_REQS = ["graphite-web==1.1.10", "Django>=2.2,<2.3", "django-tagging==0.4.3",
+                     "pyparsing==2.4.7", "cairocffi", "whisper==1.1.10", "pytz", "six",
+                     "urllib3<2", "setuptools<70", "gunicorn"]
+T = TypeVar("T")
 
 
 def reference_venv() -> Path:
@@ -24,6 +48,94 @@ def reference_venv() -> Path:
         env = dict(os.environ, GRAPHITE_NO_PREFIX="True", USE_SETUPTOOLS="1")
         subprocess.run(pip + ["--no-build-isolation", "carbon==1.1.10"], check=True, env=env)
     return REF_VENV
+
+
+def reference_package_dir(package: str = "carbon", venv: Path | None = None) -> Path:
+    """The folder of ``package`` as installed in a reference venv (default: carbon's)."""
+    venv = venv if venv is not None else reference_venv()
+    code = ("import importlib.util as u; "
+            "print(list(u.find_spec(%r).submodule_search_locations)[0])" % package)
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
+                         text=True, check=True, cwd="/")
+    return Path(out.stdout.strip())
+
+
+def crelay_binary() -> str | None:
+    """carbon-c-relay (Debian names it ``carbon-c-relay``, its build ``relay``), or None."""
+    return shutil.which("carbon-c-relay") or shutil.which("relay")
+
+
+def abba(first: T, second: T, rounds: int = 2) -> list[T]:
+    """``first``, ``second`` in alternating order: A B, A B B A, A B B A A B, ..."""
+    order: list[T] = []
+    for i in range(rounds):
+        order += [first, second] if i % 2 == 0 else [second, first]
+    return order
+
+
+def mirrored(items: Sequence[T], rounds: int = 2) -> list[T]:
+    """``items`` forwards, then backwards, ... (A B C C B A for two rounds)."""
+    order: list[T] = []
+    for i in range(rounds):
+        order += list(items) if i % 2 == 0 else list(reversed(items))
+    return order
+
+
+class RunDirs:
+    """Temporary run folders, all removed at the end (``with RunDirs() as dirs``)."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+
+    def new(self, prefix: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=prefix))
+        self.paths.append(path)
+        return path
+
+    def __enter__(self) -> RunDirs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for path in self.paths:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def python39() -> str:
+    """A Python 3.9 interpreter: ``python3.9`` on PATH, else pyenv's 3.9."""
+    found = shutil.which("python3.9")
+    if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
+        return found
+    if shutil.which("pyenv"):
+        done = subprocess.run(["pyenv", "prefix", "3.9"], capture_output=True, text=True)
+        candidate = Path(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
+        if done.returncode == 0 and (candidate / "bin" / "python3.9").exists():
+            return str(candidate / "bin" / "python3.9")
+    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
+    for root in filter(None, roots):
+        versions = sorted(Path(root).glob("versions/3.9*/bin/python"))
+        if versions:
+            return str(versions[-1])
+    raise RuntimeError("Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)")
+
+
+def graphite_web_venv(extra: tuple[str, ...] = ()) -> Path:
+    """A Python 3.9 venv with graphite-web 1.1.10 (installed on first use, in its own
+    folder beside the carbon one; GRAPHITE_NO_PREFIX keeps it out of /opt/graphite).
+    ``extra`` packages (e.g. gunicorn) are added when missing."""
+    venv = GRAPHITE_WEB_VENV
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    env = dict(os.environ, GRAPHITE_NO_PREFIX="True")
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if not marker.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([python39(), "-m", "venv", str(venv)], check=True)
+        subprocess.run(pip + GRAPHITE_WEB_REQS, check=True, env=env)
+        marker.write_text("\n".join(GRAPHITE_WEB_REQS) + "\n")
+    wanted = [name for name in extra if not (venv / "bin" / name).exists()]
+    if wanted:
+        subprocess.run(pip + wanted, check=True, env=env)
+    return venv
 
 
 def free_port() -> int:

@@ -5,10 +5,15 @@ destinations (bench/relay_sink.py, one process); the load is N lines over M name
 sent flat out over C inbound TCP connections (default 2,000,000 / 100,000 / 4).
 Measured: seconds until every point (times the replication factor) has reached the
 destinations, lines/s, relay CPU seconds, peak RSS, and points missing at the end.
+Checked after each run, from the bytes every destination recorded: each name arrived
+only at the destinations carbon's consistent-hash ring places it on (carbon-c-relay's
+ring for carbon-c-relay), and no destination got a name more often than it was sent
+(no duplicates beyond REPLICATION_FACTOR); the run fails otherwise. Implementations run
+in mirrored order (A B C C B A with ``--rounds 2``), run folders are kept to the end.
 
     python bench/relay_bench.py [--lines 2000000 --names 100000 --connections 4]
         [--destinations 2 --replication 1 --protocol pickle]
-        [--impl ours,ours-w2,reference,c-relay,c-relay-bigq]
+        [--impl ours,ours-w2,reference,c-relay,c-relay-bigq] [--rounds 2]
 
 ``ours-w2`` is ours with RELAY_WORKERS = 2 (two processes, like carbon-c-relay's -w 2
 threads); relay CPU is summed over every process of a relay.
@@ -22,19 +27,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import pickle
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, free_port, reference_venv, rss_kb, stop, wait_port  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from common import (ROOT, RunDirs, crelay_binary, free_port, mirrored,  # noqa: E402
+                    reference_venv, rss_kb, stop, wait_port)
 
-REFENV = Path("/work/refenv")
+from carbon.config.settings import Settings  # noqa: E402
+from carbon.formats.pickled import split_frames  # noqa: E402
+from carbon.routers import make_router, parse_destinations  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 BIG_QUEUE = 2_000_000  # carbon-c-relay -q large enough to lose nothing
 
@@ -98,12 +108,8 @@ def stop_tree(proc: subprocess.Popen) -> None:
 
 
 def reference_python() -> tuple[str, str]:
-    venv = REFENV if (REFENV / "bin" / "carbon-relay.py").exists() else reference_venv()
+    venv = reference_venv()
     return str(venv / "bin" / "python"), str(venv / "bin" / "carbon-relay.py")
-
-
-def crelay_binary() -> str | None:
-    return shutil.which("carbon-c-relay") or shutil.which("relay")
 
 
 def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Namespace,
@@ -150,8 +156,9 @@ def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(base))
 
 
-def make_payload(lines: int, names: int, connections: int) -> list[bytes]:
-    """``lines`` plaintext lines over ``names`` names, cut into one part per connection."""
+def make_payload(lines: int, names: int, connections: int) -> tuple[list[bytes], Counter]:
+    """``lines`` plaintext lines over ``names`` names, cut into one part per connection,
+    and how often each name is sent."""
     now = int(time.time())
     per_part = -(-lines // connections)
     parts = []
@@ -159,7 +166,40 @@ def make_payload(lines: int, names: int, connections: int) -> list[bytes]:
         rows = range(c * per_part, min(lines, (c + 1) * per_part))
         parts.append("".join("bench.host%03d.metric%06d %d %d\n" % (
             i % 1000, i % names, i % 1000, now - 60 * (i // names)) for i in rows).encode())
-    return parts
+    sent = Counter("bench.host%03d.metric%06d" % (i % 1000, i % names) for i in range(lines))
+    return parts, sent
+
+
+def received_names(path: Path, protocol: str) -> Counter:
+    """How often each name arrived in one destination's recorded bytes."""
+    data = path.read_bytes() if path.exists() else b""
+    if protocol == "line":
+        return Counter(line.split(b" ", 1)[0].decode() for line in data.split(b"\n")
+                       if line.strip())
+    frames, _, _ = split_frames(data, 1 << 32)
+    return Counter(metric for frame in frames for metric, _ in pickle.loads(frame))
+
+
+def check_placement(impl: str, dests: list[str], record: Path, protocol: str,
+                    sent: Counter, replication: int) -> tuple[int, int]:
+    """(misplaced, duplicated) points: arrivals at a destination the ring does not place
+    the name on, and arrivals beyond the times the name was sent to that destination."""
+    settings = Settings(RELAY_METHOD="consistent-hashing", REPLICATION_FACTOR=replication,
+                        DIVERSE_REPLICAS=False)
+    if impl.startswith("c-relay"):
+        settings["ROUTER_HASH_TYPE"] = "crelay_carbon_ch"
+    router = make_router(settings, parse_destinations(dests))
+    names = list(sent)
+    placed = {name: {d.port for d in where}
+              for name, where in zip(names, router.destinations_many(names), strict=True)}
+    misplaced = duplicated = 0
+    for dest in parse_destinations(dests):
+        for name, count in received_names(record / str(dest.port), protocol).items():
+            if dest.port not in placed.get(name, ()):
+                misplaced += count
+            elif count > sent[name]:
+                duplicated += count - sent[name]
+    return misplaced, duplicated
 
 
 def sink_counts(control: int) -> dict[str, int]:
@@ -180,15 +220,20 @@ def send_all(port: int, parts: list[bytes]) -> list[threading.Thread]:
     return threads
 
 
-def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace) -> dict:
-    base = Path(tempfile.mkdtemp(prefix="relay-bench-"))
+def run_one(impl: str, parts: list[bytes], sent: Counter, args: argparse.Namespace,
+            dirs: RunDirs) -> dict:
+    lines = sum(sent.values())
+    base = dirs.new("relay-bench-")
+    record = base / "received"
+    record.mkdir()
     sink_protocol = "line" if impl.startswith("c-relay") else args.protocol
     ports = [free_port() for _ in range(args.destinations)]
     controls, line_port = [free_port() for _ in ports], free_port()
     dests = ["127.0.0.1:%d:%s" % (p, chr(ord("a") + i)) for i, p in enumerate(ports)]
     write_conf(base, line_port, dests, args, workers=2 if impl == "ours-w2" else 1)
     sinks = [subprocess.Popen([sys.executable, str(HERE / "relay_sink.py"), "--listen",
-                               "%d:%s" % (port, sink_protocol), "--control", str(control)],
+                               "%d:%s" % (port, sink_protocol), "--control", str(control),
+                               "--record", str(record)],
                               stdout=subprocess.PIPE, text=True)
              for port, control in zip(ports, controls, strict=True)]
     relay = None
@@ -211,20 +256,24 @@ def run_one(impl: str, parts: list[bytes], lines: int, args: argparse.Namespace)
         cpu1 = tree_cpu(relay.pid)
         for thread in senders:
             thread.join(30)
+        for control in controls:
+            sink_counts(control)  # flushes the recordings
+        misplaced, duplicated = check_placement(impl, dests, record, sink_protocol, sent,
+                                                args.replication)
         # delivered lines per second: a relay that drops lines does not get credit for them
         return {"impl": impl, "seconds": round(elapsed, 2),
                 "lines_per_s": round(got / args.replication / elapsed) if elapsed else None,
                 "cpu_s": round(sum(cpu1) - sum(cpu0), 2),
                 "user_s": round(cpu1[0] - cpu0[0], 2), "sys_s": round(cpu1[1] - cpu0[1], 2),
                 "peak_rss_mb": peak // 1024,
-                "delivered": got, "missing": expected - got}
+                "delivered": got, "missing": expected - got,
+                "misplaced": misplaced, "duplicated": duplicated}
     finally:
         if relay is not None:
             stop_tree(relay)
         for sink in sinks:
             stop(sink)
             sink.stdout.close()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def main() -> None:
@@ -242,18 +291,22 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=15.0,
                         help="give up after this many seconds without progress")
     parser.add_argument("--impl", default="ours,ours-w2,reference,c-relay,c-relay-bigq")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="run the implementations forwards, then backwards, ...")
     args = parser.parse_args()
-    parts = make_payload(args.lines, args.names, args.connections)
+    parts, sent = make_payload(args.lines, args.names, args.connections)
+    impls = args.impl.split(",")
+    if crelay_binary() is None and any(i.startswith("c-relay") for i in impls):
+        print("carbon-c-relay not found on PATH: skipped", file=sys.stderr)
+        impls = [i for i in impls if not i.startswith("c-relay")]
     results = []
-    for impl in args.impl.split(","):
-        if impl.startswith("c-relay") and crelay_binary() is None:
-            print("carbon-c-relay not found on PATH: skipped", file=sys.stderr)
-            continue
-        results.append(run_one(impl, parts, args.lines, args))
-        print(json.dumps(results[-1]), flush=True)
+    with RunDirs() as dirs:
+        for impl in mirrored(impls, args.rounds):
+            results.append(run_one(impl, parts, sent, args, dirs))
+            print(json.dumps(results[-1]), flush=True)
     print("\n| relay | queue | lines/s end to end | lines lost | relay CPU s | lines per CPU s"
-          " | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|")
+          " | peak RSS MB | misplaced | duplicated |")
+    print("|---|---|---|---|---|---|---|---|---|")
     names = {"ours": "ours", "ours-w2": "ours, RELAY_WORKERS = 2",
              "reference": "carbon-relay.py 1.1.10",
              "c-relay": "carbon-c-relay -w 2", "c-relay-bigq": "carbon-c-relay -w 2"}
@@ -261,11 +314,15 @@ def main() -> None:
         queue = "-q %s" % format(BIG_QUEUE, ",") if r["impl"] == "c-relay-bigq" else "default"
         # delivered lines per relay CPU second (a relay that drops lines gets no credit)
         per_cpu = r["delivered"] / args.replication / r["cpu_s"] if r["cpu_s"] else 0
-        print("| %s | %s | %s | %s | %.1f | %s | %d |" % (
+        print("| %s | %s | %s | %s | %.1f | %s | %d | %d | %d |" % (
             names[r["impl"]], queue, format(r["lines_per_s"] or 0, ","), format(r["missing"], ","),
-            r["cpu_s"], format(int(per_cpu), ","), r["peak_rss_mb"]))
+            r["cpu_s"], format(int(per_cpu), ","), r["peak_rss_mb"], r["misplaced"],
+            r["duplicated"]))
     if os.environ.get("RELAY_BENCH_JSON"):
         Path(os.environ["RELAY_BENCH_JSON"]).write_text(json.dumps(results, indent=1))
+    wrong = [r["impl"] for r in results if r["misplaced"] or r["duplicated"]]
+    if wrong:
+        sys.exit("points arrived at the wrong destination or duplicated: %s" % ", ".join(wrong))
 
 
 if __name__ == "__main__":

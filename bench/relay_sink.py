@@ -1,10 +1,12 @@
 """Counting destinations for the relay benchmark: one process, several ports.
 
-    python bench/relay_sink.py --listen 2004:pickle,2104:line --control 7100
+    python bench/relay_sink.py --listen 2004:pickle,2104:line --control 7100 [--record DIR]
 
 Counts datapoints per port (pickle frames are unpickled and their items counted;
 plaintext counts newline-terminated lines) and answers on the control port: a
-client connects, and receives one JSON object ``{"<port>": points, ...}``.
+client connects, and receives one JSON object ``{"<port>": points, ...}``. With
+``--record``, every byte a port receives is also appended to ``DIR/<port>`` (flushed
+before each control answer), so the benchmark can check what arrived where.
 """
 
 from __future__ import annotations
@@ -12,20 +14,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import pickle
 import struct
+from typing import Any
 
 _LENGTH = struct.Struct("!L")
 
 
 class Counter(asyncio.Protocol):
-    def __init__(self, counts: dict[str, int], port: str, protocol: str) -> None:
+    def __init__(self, counts: dict[str, int], port: str, protocol: str,
+                 record: Any = None) -> None:
         self.counts = counts
         self.port = port
         self.pickle = protocol == "pickle"
         self.buffer = b""
+        self.record = record
 
     def data_received(self, data: bytes) -> None:
+        if self.record is not None:
+            self.record.write(data)
         if not self.pickle:
             self.counts[self.port] += data.count(b"\n")
             return
@@ -42,22 +50,30 @@ class Counter(asyncio.Protocol):
 
 
 class Control(asyncio.Protocol):
-    def __init__(self, counts: dict[str, int]) -> None:
+    def __init__(self, counts: dict[str, int], records: list[Any]) -> None:
         self.counts = counts
+        self.records = records
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        for record in self.records:
+            record.flush()
         transport.write(json.dumps(self.counts).encode())  # type: ignore[attr-defined]
         transport.close()
 
 
-async def serve(listen: list[tuple[int, str]], control: int) -> None:
+async def serve(listen: list[tuple[int, str]], control: int, record: str | None) -> None:
     loop = asyncio.get_running_loop()
     counts = {str(port): 0 for port, _ in listen}
+    records = {str(port): open(os.path.join(record, str(port)), "ab") if record else None
+               for port, _ in listen}
     servers = []
     for port, protocol in listen:
         servers.append(await loop.create_server(
-            lambda p=str(port), k=protocol: Counter(counts, p, k), "127.0.0.1", port))
-    servers.append(await loop.create_server(lambda: Control(counts), "127.0.0.1", control))
+            lambda p=str(port), k=protocol: Counter(counts, p, k, records[p]),
+            "127.0.0.1", port))
+    live = [r for r in records.values() if r is not None]
+    servers.append(await loop.create_server(lambda: Control(counts, live), "127.0.0.1",
+                                            control))
     print("READY", flush=True)
     await asyncio.Event().wait()
 
@@ -66,9 +82,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--listen", required=True, help="port:protocol,...")
     parser.add_argument("--control", type=int, required=True)
+    parser.add_argument("--record", help="a folder: keep each port's bytes in DIR/<port>")
     args = parser.parse_args()
     listen = [(int(p), k) for p, k in (item.split(":") for item in args.listen.split(","))]
-    asyncio.run(serve(listen, args.control))
+    asyncio.run(serve(listen, args.control, args.record))
 
 
 if __name__ == "__main__":

@@ -1,31 +1,37 @@
-"""Render benchmark: this app against graphite-web 1.1.10 over the same whisper tree.
+"""Render benchmark: this app against graphite-web 1.1.10, same whisper tree, same run.
 
-    python bench/render_bench.py [--series 200] [--duration 4] [--concurrency 4]
-                                 [--threads 4] [--workdir ~/.cache/render-bench]
-                                 [--skip-graphite] [--skip-gunicorn] [--skip-twisted]
+    python bench/render_bench.py [--duration 4] [--clients 1,16] [--threads 4]
+                                 [--only json,sum,movavg,png,mix] [--workdir DIR]
+                                 [--few-digits] [--with-twisted] [--memory]
 
-The script builds everything it needs outside the repository (under --workdir): a
-whisper tree of N series x 1 day at 60 s, a Python 3.9 venv with graphite-web 1.1.10
-(Django 2.2, pyparsing 2.4.7, cairocffi, gunicorn) and gunicorn (pip --target, run on
-this interpreter) for this app. Servers measured, each ONE process with T threads so
-they get the same CPU:
+One command builds everything outside the repository (under --workdir, default
+~/.cache/render-bench): a whisper tree of 301 series written every 10 s for a day with
+full-precision random values (``--few-digits`` writes small integers instead), kept as
+10s:6h,1m:2d so a day reads 1,440 one-minute averages a series; graphite-web 1.1.10 from
+bench/common.py's Python 3.9 venv, and gunicorn for this app. Both run under
+``gunicorn --workers 2 --worker-class gthread --threads T`` (gunicorn's docs advise 2-4
+threads per core; T=4 by default), so each gets the machine's two cores. ``--with-twisted``
+also measures this app's own server (``graphite-render``, one process).
 
-* graphite-web under ``gunicorn --workers 1 --threads T`` (gthread)
-* this app under the same gunicorn configuration (``webapp.wsgi:application``)
-* this app's embedded Twisted server (``python -m webapp.server --threads T``)
+Scenarios (from=-1d, the rows of issue 15): ``*.*.*.*`` json, ``sumSeries(*.*.*.*)`` json,
+``movingAverage(servers.*.cpu.*,10)`` json, ``servers.*.cpu.*`` png, and a mix cycling
+through 20 targets, one per function Grafana users call most. Before measuring, every
+answer is compared: json values must parse to the same floats (names, tags, timestamps
+too); png answers must be PNGs of the asked size. Each scenario runs at each client count
+in the order A B B A (graphite-web, ours, ours, graphite-web); requests/s are the mean of
+the two runs. The machine may be shared: absolute figures are noisy, ratios less so.
 
-Scenarios: format=json of all series, ``sumSeries`` of them, and all series with
-maxDataPoints=300. Before measuring, every server's response BODY BYTES are compared
-with graphite-web's. Load is a closed loop of C keep-alive raw-socket clients
-(``bench/render_load.py``: headers parsed, bodies discarded unparsed) for D seconds;
-reported: requests/s, p50/p99 latency and the server's CPU time per request (less
-sensitive than requests/s to other load on a shared machine).
+``--memory`` runs only the memory check: 1,000 series x 1 day at 60 s, one json and one
+png request each to a fresh graphite-web (gunicorn, one worker, one thread) and a fresh
+``graphite-render``; the peak resident memory (VmHWM) of the answering process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -37,257 +43,393 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, free_port, graphite_web_venv, mirrored  # noqa: E402
 from render_load import fetch, load  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-GRAPHITE_REQS = ['graphite-web==1.1.10', 'Django>=2.2,<2.3', 'django-tagging==0.4.3',
-                 'pyparsing==2.4.7', 'cairocffi', 'whisper==1.1.10', 'pytz', 'six', 'urllib3<2',
-                 'gunicorn']
+STEP = 10
+ARCHIVES = [(STEP, 6 * 3600 // STEP), (60, 2 * 1440)]
+HOSTS = 50
+CPU_KINDS = ('user', 'system', 'idle', 'iowait')
+MEM_KINDS = ('free', 'used')
+MIX = [
+    'aliasByNode(servers.*.cpu.user,1)',
+    'sumSeries(servers.*.cpu.user)',
+    'groupByNode(servers.*.cpu.*,1,"sumSeries")',
+    'movingAverage(servers.host0*.cpu.user,10)',
+    'summarize(servers.host1*.cpu.user,"1h","sum")',
+    'perSecond(servers.host2*.mem.used)',
+    'nonNegativeDerivative(servers.host3*.mem.used)',
+    'scale(servers.host4*.cpu.idle,0.5)',
+    'asPercent(servers.*.cpu.user,sumSeries(servers.*.cpu.user))',
+    'highestMax(servers.*.cpu.system,5)',
+    'timeShift(servers.host0*.cpu.user,"1h")',
+    'keepLastValue(servers.host1*.cpu.iowait)',
+    'transformNull(servers.host2*.cpu.iowait,0)',
+    'derivative(servers.host3*.mem.free)',
+    'averageSeries(servers.*.mem.free)',
+    'maxSeries(servers.*.cpu.system)',
+    'alias(sumSeries(servers.*.mem.used),"used")',
+    'aliasSub(servers.host4*.cpu.user,"host(\\d+)","h\\1")',
+    'sortByMaxima(servers.host1*.cpu.*)',
+    'limit(servers.*.cpu.idle,10)',
+]
 
 
 def log(msg: str) -> None:
     print('[render-bench] %s' % msg, file=sys.stderr, flush=True)
 
 
-def run(cmd: list[str], **kw: Any) -> None:
-    log('$ ' + ' '.join(cmd))
-    subprocess.run(cmd, check=True, **kw)
+def metric_names() -> list[str]:
+    names = ['servers.host%02d.cpu.%s' % (h, k) for h in range(HOSTS) for k in CPU_KINDS]
+    names += ['servers.host%02d.mem.%s' % (h, k) for h in range(HOSTS) for k in MEM_KINDS]
+    return names + ['carbon.agents.bench.cpuUsage']      # 301 series
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def find_python39() -> str:
-    base = Path('/root/.pyenv/versions')
-    for cand in sorted(base.glob('3.9*/bin/python')) if base.exists() else []:
-        return str(cand)
-    found = shutil.which('python3.9')
-    if not found:
-        raise SystemExit('Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)')
-    return found
-
-
-def build_tree(workdir: Path, series: int) -> tuple[Path, int]:
-    """N series x 1 day at 60 s; rebuilt when missing or older than 6 hours."""
+def build_tree(workdir: Path, few_digits: bool) -> tuple[Path, int]:
+    """301 series written every 10 s for a day, kept as carbon's usual schema does
+    (10s:6h,1m:2d, average, xFilesFactor 0): a from=-1d request reads the 1-minute archive
+    (1,440 points a series, full-precision averages); rebuilt when older than 12 hours."""
     import whisper
-    storage = workdir / 'storage'
+    storage = workdir / ('storage-int' if few_digits else 'storage')
     root = storage / 'whisper'
     stamp = storage / 'built-at'
     now = int(time.time())
-    if stamp.exists() and now - int(stamp.read_text()) < 6 * 3600 and \
-            len(list(root.glob('bench/*/cpu.wsp'))) == series:
+    names = metric_names()
+    if stamp.exists() and now - int(stamp.read_text()) < 12 * 3600:
         return storage, int(stamp.read_text())
     shutil.rmtree(root, ignore_errors=True)
-    log('writing %d whisper files' % series)
-    for i in range(series):
-        path = root / 'bench' / ('host%03d' % i) / 'cpu.wsp'
+    log('writing %d whisper files (1 day every %d s)' % (len(names), STEP))
+    rng = random.Random(15)
+    now = now // STEP * STEP
+    for name in names:
+        path = root.joinpath(*name.split('.')).with_suffix('.wsp')
         path.parent.mkdir(parents=True, exist_ok=True)
-        whisper.create(str(path), [(60, 1440 * 2), (300, 2016)])
-        points = [(now - j * 60, float((j * 7 + i) % 101)) for j in range(1440)
-                  if (j + i) % 53]
+        whisper.create(str(path), ARCHIVES, xFilesFactor=0.0)
+        points = [(now - i * STEP, float(rng.randrange(100)) if few_digits
+                   else rng.random() * 100.0) for i in range(86400 // STEP)]
         whisper.update_many(str(path), points)
     stamp.write_text(str(now))
     return storage, now
 
 
-def setup_graphite(workdir: Path, storage: Path) -> Path:
-    venv = workdir / 'gw-venv'
-    marker = venv / '.installed'
-    if not marker.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        run([find_python39(), '-m', 'venv', str(venv)])
-        env = dict(os.environ, GRAPHITE_NO_PREFIX='1')
-        run([str(venv / 'bin/pip'), 'install', '-q'] + GRAPHITE_REQS, env=env)
-        marker.write_text('ok')
-    site = subprocess.run([str(venv / 'bin/python'), '-c',
-                           'import graphite, os; print(os.path.dirname(graphite.__file__))'],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (Path(site) / 'local_settings.py').write_text(
+def build_memory_tree(workdir: Path) -> tuple[Path, int]:
+    """1,000 series x 1 day at 60 s (full-precision values) for the memory check."""
+    import whisper
+    storage = workdir / 'storage-1000'
+    stamp = storage / 'built-at'
+    now = int(time.time())
+    if stamp.exists() and now - int(stamp.read_text()) < 12 * 3600:
+        return storage, int(stamp.read_text())
+    shutil.rmtree(storage / 'whisper', ignore_errors=True)
+    log('writing 1,000 whisper files (1 day at 60 s)')
+    rng = random.Random(1000)
+    now = now // 60 * 60
+    for i in range(1000):
+        path = storage / 'whisper' / 'many' / ('host%04d' % i) / 'value.wsp'
+        path.parent.mkdir(parents=True, exist_ok=True)
+        whisper.create(str(path), [(60, 2 * 1440)], xFilesFactor=0.0)
+        whisper.update_many(str(path), [(now - j * 60, rng.random() * 100.0)
+                                        for j in range(1440)])
+    stamp.write_text(str(now))
+    return storage, now
+
+
+def peak_rss_mb(server: Server) -> float:
+    """Peak resident memory (VmHWM) of the process answering requests: the gunicorn
+    worker when there is one, else the server process."""
+    pid = server.proc.pid
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
+            children = [int(p) for p in fh.read().split()]
+    except OSError:
+        children = []
+    with open('/proc/%d/status' % (children[0] if children else pid)) as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith('VmHWM:')) / 1024
+
+
+def memory_check(workdir: Path, run_dir: Path) -> list:
+    """Peak RSS of one process of each server after a json and a png request for the
+    1,000 series (a fresh process per format)."""
+    storage, now = build_memory_tree(workdir)
+    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_1000')
+    conf = workdir / 'ours_settings_1000.py'
+    conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
+                    'TAGDB = ""\n' % str(storage))
+    one = ['--workers', '1', '--threads', '1', '--worker-class', 'gthread', '--log-level',
+           'warning', '--timeout', '300']
+    rows = []
+    for fmt in ('json', 'png'):
+        query = '/render?' + urlencode({'target': 'many.*.value', 'from': now - 86400,
+                                        'until': now, 'now': now, 'format': fmt})
+        for name, cmd, env, cwd in (
+                ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
+                 ['graphite.wsgi:application'], gw_env, str(workdir)),
+                ('ours (graphite-render)', [sys.executable, '-m', 'webapp.server', '--config',
+                                            str(conf), '--threads', '4', '--port'],
+                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT))):
+            server = Server(name, cmd, env, cwd, run_dir)
+            try:
+                status, body = fetch(server.port, query)
+                rows.append((fmt, name, status, len(body), peak_rss_mb(server)))
+            finally:
+                server.stop()
+            log('memory, %s, %s: %s' % (fmt, name, rows[-1]))
+    return rows
+
+
+def setup_graphite(workdir: Path, storage: Path,
+                   module: str = 'bench_gw_settings') -> tuple[Path, dict]:
+    venv = graphite_web_venv(extra=('gunicorn',))
+    (workdir / (module + '.py')).write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
-        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\n'
+        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n'
         % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
     (workdir / 'gw-log').mkdir(exist_ok=True)
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings')
-    run([str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb'], env=env,
-        cwd=str(workdir))
-    return venv
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
+               GRAPHITE_SETTINGS_MODULE=module)
+    migrate = [str(venv / 'bin/django-admin'), 'migrate', '-v', '0', '--run-syncdb']
+    try:
+        subprocess.run(migrate, env=env, cwd=str(workdir), check=True)
+    except subprocess.CalledProcessError:
+        # seen once on a fresh venv ("table tags_series already exists"): start the
+        # database over and migrate again
+        (storage / 'graphite.db').unlink(missing_ok=True)
+        subprocess.run(migrate, env=env, cwd=str(workdir), check=True)
+    return venv, env
 
 
 def setup_ours_gunicorn(workdir: Path) -> Path:
-    """gunicorn installed into a private directory used on this interpreter's PYTHONPATH."""
     target = workdir / 'gunicorn-lib'
-    marker = target / '.installed'
-    if not marker.exists():
+    if not (target / '.installed').exists():
         shutil.rmtree(target, ignore_errors=True)
-        run([sys.executable, '-m', 'pip', 'install', '-q', '--target', str(target), 'gunicorn'])
-        marker.write_text('ok')
+        subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--target', str(target),
+                        'gunicorn'], check=True)
+        (target / '.installed').write_text('ok')
     return target
 
 
 class Server:
-    def __init__(self, name: str, cmd: list[str], env: dict, port: int) -> None:
-        self.name, self.port = name, port
-        self.log = open(Path(env['BENCH_WORKDIR']) / ('%s.log' % name.replace(' ', '_')), 'w')
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     cwd=env.get('BENCH_CWD'))
+    """A server process on a free port; stopped by its PID."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict, cwd: str, logdir: Path) -> None:
+        self.name, self.port = name, free_port()
+        if cmd[-1] == '--port':
+            cmd = cmd + [str(self.port)]
+        else:
+            cmd = cmd + ['--bind', '127.0.0.1:%d' % self.port]
+        self.log = open(logdir / ('%s.log' % name.split()[0]), 'w')
+        self.proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection(('127.0.0.1', port), timeout=0.5):
+                with socket.create_connection(('127.0.0.1', self.port), timeout=0.5):
                     return
             except OSError:
                 if self.proc.poll() is not None:
                     raise SystemExit('%s exited early, see %s' % (name, self.log.name))
                 time.sleep(0.2)
+        self.stop()
         raise SystemExit('%s did not start' % name)
 
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
+    def rss_mb(self) -> float:
+        """Resident memory of the process and its children (gunicorn workers), MB."""
+        pids = [self.proc.pid]
         try:
-            self.proc.wait(10)
+            with open('/proc/%d/task/%d/children' % (self.proc.pid, self.proc.pid)) as fh:
+                pids += [int(p) for p in fh.read().split()]
+        except OSError:
+            pass
+        total = 0
+        for pid in pids:
+            try:
+                with open('/proc/%d/status' % pid) as fh:
+                    total += next(int(line.split()[1]) for line in fh
+                                  if line.startswith('VmRSS:'))
+            except (OSError, StopIteration):
+                pass
+        return total / 1024.0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
         self.log.close()
 
 
-def tree_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process and its live descendants."""
-    total = 0.0
-    try:
-        with open('/proc/%d/stat' % pid) as fh:
-            fields = fh.read().rsplit(')', 1)[1].split()
-        total += sum(int(fields[i]) for i in (11, 12)) / os.sysconf('SC_CLK_TCK')
-        children: list[int] = []
-        for task in os.listdir('/proc/%d/task' % pid):
-            with open('/proc/%d/task/%s/children' % (pid, task)) as fh:
-                children += [int(c) for c in fh.read().split()]
-    except OSError:
-        return total
-    return total + sum(tree_cpu(c) for c in children)
+def scenarios(now: int, only: set[str]) -> list[tuple[str, str, list[str]]]:
+    """(key, label, request paths) of each scenario."""
+    window = {'from': now - 86400, 'until': now, 'now': now}
+
+    def path(target: str, fmt: str = 'json', **extra: Any) -> str:
+        return '/render?' + urlencode(dict(window, target=target, format=fmt, **extra))
+    rows = [
+        ('json', '`*.*.*.*` json', [path('*.*.*.*')]),
+        ('sum', '`sumSeries(*.*.*.*)` json', [path('sumSeries(*.*.*.*)')]),
+        ('movavg', '`movingAverage(servers.*.cpu.*,10)` json',
+         [path('movingAverage(servers.*.cpu.*,10)')]),
+        ('png', '`servers.*.cpu.*` png', [path('servers.*.cpu.*', 'png')]),
+        ('mix', 'mix of 20 functions json', [path(t) for t in MIX]),
+    ]
+    return [row for row in rows if not only or row[0] in only]
+
+
+def same_json(a: bytes, b: bytes) -> Optional[str]:
+    """None when both parse to the same series (names, tags, floats); else why not."""
+    left, right = json.loads(a), json.loads(b)
+    if [s['target'] for s in left] != [s['target'] for s in right]:
+        return 'targets differ'
+    for one, two in zip(left, right, strict=False):
+        if one.get('tags') != two.get('tags'):
+            return 'tags of %s differ: %r vs %r' % (one['target'], one.get('tags'),
+                                                    two.get('tags'))
+        if one['datapoints'] != two['datapoints']:
+            pairs = zip(one['datapoints'], two['datapoints'], strict=False)
+            bad = next((i for i, (p, q) in enumerate(pairs) if p != q), -1)
+            return 'values of %s differ (first at point %d: %r vs %r)' % (
+                one['target'], bad, one['datapoints'][bad:bad + 1],
+                two['datapoints'][bad:bad + 1])
+    return None
+
+
+def compare(servers: list[Server], rows: list) -> list[str]:
+    """Problems found comparing each server's answer with graphite-web's (the first)."""
+    problems = []
+    for key, label, paths in rows:
+        for p in paths:
+            answers = [fetch(s.port, p) for s in servers]
+            for server, (status, body) in zip(servers, answers, strict=False):
+                if status != 200:
+                    problems.append('%s answered %d to %s: %r' % (server.name, status, p,
+                                                                   body[:200]))
+            if any(status != 200 for status, _ in answers):
+                continue
+            for server, (_, body) in zip(servers[1:], answers[1:], strict=False):
+                if key == 'png':
+                    if body[:8] != b'\x89PNG\r\n\x1a\n':
+                        problems.append('%s: not a PNG for %s' % (server.name, label))
+                    continue
+                why = same_json(answers[0][1], body)
+                if why:
+                    problems.append('%s, %s: %s' % (server.name, p, why))
+    return problems
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--series', type=int, default=200)
-    parser.add_argument('--duration', type=float, default=4.0)
-    parser.add_argument('--concurrency', type=int, default=4)
-    parser.add_argument('--threads', type=int, default=4)
+    parser.add_argument('--duration', type=float, default=4.0, help='seconds per run')
+    parser.add_argument('--clients', default='1,16', help='concurrent clients, comma list')
+    parser.add_argument('--threads', type=int, default=4, help='gunicorn threads per worker')
+    parser.add_argument('--workers', type=int, default=2, help='gunicorn workers (each)')
+    parser.add_argument('--only', default='', help='scenarios: json,sum,movavg,png,mix')
     parser.add_argument('--workdir', default=os.path.expanduser('~/.cache/render-bench'))
-    parser.add_argument('--skip-graphite', action='store_true')
-    parser.add_argument('--skip-gunicorn', action='store_true')
-    parser.add_argument('--skip-twisted', action='store_true')
-    parser.add_argument('--only', default='', help='comma-separated scenario names to run '
-                        '(json, sum, mdp); default all')
-    parser.add_argument('--baseline-root', help='also measure this app from another checkout '
-                        '(e.g. an export of the previous commit), under gunicorn')
+    parser.add_argument('--few-digits', action='store_true',
+                        help='small integer values instead of full-precision floats')
+    parser.add_argument('--with-twisted', action='store_true',
+                        help="also measure this app's own server (one process)")
+    parser.add_argument('--memory', action='store_true',
+                        help='only the memory check: peak RSS of one process answering '
+                        '1,000 series x 1 day (json, png)')
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    storage, now = build_tree(workdir, args.series)
+    storage, now = build_tree(workdir, args.few_digits)
+    run_dir = workdir / ('run-%d' % time.time())
+    run_dir.mkdir()
     ours_conf = workdir / 'ours_settings.py'
     ours_conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
-                         % str(storage))
-    base_env = dict(os.environ, BENCH_WORKDIR=str(workdir), PYTHONPATH=str(ROOT),
-                    GRAPHITE_SETTINGS=str(ours_conf))
-    servers: list[tuple[str, list[str], dict]] = []
-    if not args.skip_graphite:
-        gw = setup_graphite(workdir, storage)
-        servers.append(('graphite-web 1.1.10 (gunicorn)', [
-            str(gw / 'bin/gunicorn'), '--workers', '1', '--threads', str(args.threads),
-            '--worker-class', 'gthread', '--log-level', 'warning', 'graphite.wsgi:application'],
-            dict(base_env, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH='',
-                 BENCH_CWD=str(workdir))))
-    if not args.skip_gunicorn:
-        lib = setup_ours_gunicorn(workdir)
-        servers.append(('this app (gunicorn)', [
-            sys.executable, '-m', 'gunicorn', '--workers', '1', '--threads', str(args.threads),
-            '--worker-class', 'gthread', '--log-level', 'warning', 'webapp.wsgi:application'],
-            dict(base_env, BENCH_CWD=str(ROOT), PYTHONPATH='%s:%s' % (ROOT, lib))))
-    if args.baseline_root:
-        lib = setup_ours_gunicorn(workdir)
-        servers.append(('this app, baseline (gunicorn)', [
-            sys.executable, '-m', 'gunicorn', '--workers', '1', '--threads', str(args.threads),
-            '--worker-class', 'gthread', '--log-level', 'warning', 'webapp.wsgi:application'],
-            dict(base_env, BENCH_CWD=args.baseline_root,
-                 PYTHONPATH='%s:%s' % (args.baseline_root, lib))))
-    if not args.skip_twisted:
-        servers.append(('this app (twisted)', [sys.executable, '-m', 'webapp.server',
-                                               '--config', str(ours_conf), '--threads',
-                                               str(args.threads)],
-                        dict(base_env, BENCH_CWD=str(ROOT))))
-    window = {'from': now - 86400, 'until': now, 'now': now, 'format': 'json'}
-    scenarios = [
-        ('json %d series' % args.series, dict(window, target='bench.*.cpu')),
-        ('sumSeries', dict(window, target='sumSeries(bench.*.cpu)')),
-        ('maxDataPoints=300', dict(window, target='bench.*.cpu', maxDataPoints=300)),
-    ]
-    if args.only:
-        wanted = {'json': 0, 'sum': 1, 'mdp': 2}
-        scenarios = [scenarios[wanted[w]] for w in args.only.split(',')]
-    results: dict[str, dict[str, Any]] = {}
-    answers: dict[str, dict[str, bytes]] = {}
-    for name, cmd, env in servers:
-        port = free_port()
-        if 'gunicorn' in name:
-            cmd = cmd + ['--bind', '127.0.0.1:%d' % port]
-        else:
-            cmd = cmd + ['--port', str(port)]
-        log('starting %s on port %d' % (name, port))
-        server = Server(name, cmd, env, port)
-        try:
-            for label, params in scenarios:
-                path = '/render?' + urlencode(params)
-                status, body = fetch(port, path)
-                if status != 200:
-                    raise SystemExit('%s answered %d to %s: %r' % (name, status, label,
-                                                                    body[:300]))
-                answers.setdefault(label, {})[name] = body
-                for _ in range(2):
-                    fetch(port, path)
-                cpu0 = tree_cpu(server.proc.pid)
-                result = load(port, path, args.duration, args.concurrency)
-                result['cpu_ms'] = (tree_cpu(server.proc.pid) - cpu0) * 1000 / \
-                    max(1, result['requests'])
-                results.setdefault(label, {})[name] = result
-                log('%s / %s: %s' % (name, label, result))
-        finally:
+                         'TAGDB = ""\n' % str(storage))
+    lib = setup_ours_gunicorn(workdir)
+    if args.memory:
+        rows = memory_check(workdir, run_dir)
+        lines = ['| format | server | status | body bytes | peak RSS MB |',
+                 '| --- | --- | --- | ---: | ---: |']
+        lines += ['| %s | %s | %d | %d | %.0f |' % row for row in rows]
+        print('\n'.join(lines))
+        (run_dir / 'memory.md').write_text('\n'.join(lines) + '\n')
+        return 0
+    gw, gw_env = setup_graphite(workdir, storage)
+    gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
+                '--worker-class', 'gthread', '--log-level', 'warning', '--timeout', '120']
+    servers = [Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
+                      ['graphite.wsgi:application'], gw_env, str(workdir), run_dir)]
+    try:
+        ours_env = dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, lib),
+                        GRAPHITE_SETTINGS=str(ours_conf))
+        servers.append(Server('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] +
+                              gunicorn + ['webapp.wsgi:application'], ours_env, str(ROOT),
+                              run_dir))
+        if args.with_twisted:
+            servers.append(Server('ours (graphite-render)', [
+                sys.executable, '-m', 'webapp.server', '--config', str(ours_conf),
+                '--threads', str(args.threads * args.workers), '--port'],
+                dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT), run_dir))
+        rows = scenarios(now, set(filter(None, args.only.split(','))))
+        problems = compare(servers, rows)
+        for problem in problems:
+            log('ANSWER MISMATCH: ' + problem)
+        results = measure(servers, rows, [int(c) for c in args.clients.split(',')],
+                          args.duration)
+        rss = {s.name: s.rss_mb() for s in servers}
+    finally:
+        for server in servers:
             server.stop()
-    return 0 if report(args, results, answers) else 1
+    report(args, servers, rows, results, problems, rss, run_dir)
+    return 1 if problems else 0
 
 
-def report(args: argparse.Namespace, results: dict[str, dict[str, Any]],
-           answers: dict[str, dict[str, bytes]]) -> bool:
-    """Print the table (ratios against graphite-web) and the byte comparison; True if same."""
-    base_name = 'graphite-web 1.1.10 (gunicorn)'
-    print('\nServers: one process each, %d threads (gunicorn gthread --workers 1 --threads %d;'
-          ' twisted --threads %d). Clients: %d raw-socket keep-alive connections in one '
-          'process, closed loop, %.0f s per scenario, bodies read but not parsed. '
-          '%d series x 1 day at 60 s.'
-          % (args.threads, args.threads, args.threads, args.concurrency, args.duration,
-             args.series))
-    print('\n| scenario | server | req/s | vs graphite-web | p50 ms | p99 ms | server CPU '
-          'ms/req | errors |')
-    print('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |')
-    for label, by_server in results.items():
-        base = by_server.get(base_name)
-        for name, r in by_server.items():
-            ratio = '%.1fx' % (r['rps'] / base['rps']) if base and base['rps'] else '-'
-            print('| %s | %s | %.1f | %s | %.0f | %.0f | %.1f | %d |' % (
-                label, name, r['rps'], ratio, r['p50_ms'], r['p99_ms'], r['cpu_ms'],
-                r['errors']))
-    all_same = True
-    for label, by_server in answers.items():
-        names = list(by_server)
-        same = all(by_server[n] == by_server[names[0]] for n in names[1:])
-        all_same = all_same and same
-        print('%s: response bytes %s across %s (%d bytes)' % (
-            label, 'IDENTICAL' if same else 'DIFFER', ', '.join(names),
-            len(by_server[names[0]])))
-    return all_same
+def measure(servers: list[Server], rows: list, clients: list[int],
+            duration: float) -> dict[tuple[str, int, str], list[dict]]:
+    """Each row x client count: runs in the order A B B A (B = each of ours in turn)."""
+    results: dict[tuple[str, int, str], list[dict]] = {}
+    reference, ours = servers[0], servers[1:]
+    for key, label, paths in rows:
+        for count in clients:
+            for server in mirrored([reference] + ours):      # A B B A
+                for p in paths[:2]:          # warm-up
+                    fetch(server.port, p)
+                result = load(server.port, paths, duration, count)
+                results.setdefault((key, count, server.name), []).append(result)
+                log('%s, %d clients, %s: %.1f req/s p50 %.0f ms (%d errors)' % (
+                    label, count, server.name, result['rps'], result['p50_ms'],
+                    result['errors']))
+    return results
+
+
+def report(args: argparse.Namespace, servers: list[Server], rows: list,
+           results: dict, problems: list[str], rss: dict, run_dir: Path) -> None:
+    lines = ['', 'Both under gunicorn --workers %d --threads %d (gthread); %s values; '
+             '%.0f s per run, A B B A, req/s = mean of the two runs. Run folder: %s'
+             % (args.workers, args.threads, 'few-digit' if args.few_digits
+                else 'full-precision random', args.duration, run_dir), '']
+    names = [s.name for s in servers]
+    head = '| request (from=-1d) | clients | ' + ' | '.join('%s req/s' % n for n in names)
+    head += ' | ' + ' | '.join('ratio %s' % n for n in names[1:]) + ' |'
+    lines += [head, '|' + ' --- |' * (2 + len(names) + len(names) - 1)]
+    for key, label, _paths in rows:
+        for count in sorted({c for (k, c, _n) in results if k == key}):
+            rps = {}
+            for name in names:
+                runs = results.get((key, count, name), [])
+                rps[name] = sum(r['rps'] for r in runs) / max(1, len(runs))
+            base = rps[names[0]]
+            cells = ['%.2f' % rps[n] for n in names]
+            ratios = ['%.1fx' % (rps[n] / base) if base else '-' for n in names[1:]]
+            lines.append('| %s | %d | %s | %s |' % (label, count, ' | '.join(cells),
+                                                     ' | '.join(ratios)))
+    lines.append('')
+    lines.append('Resident memory after the runs (all processes of each server): ' +
+                 ', '.join('%s %.0f MB' % item for item in rss.items()))
+    lines.append('Answers: ' + ('all json answers parse to the same floats, names and tags; '
+                                'png answers are PNGs' if not problems
+                                else '%d MISMATCHES (see above)' % len(problems)))
+    text = '\n'.join(lines)
+    print(text)
+    (run_dir / 'report.md').write_text(text + '\n')
 
 
 if __name__ == '__main__':

@@ -16,14 +16,19 @@ from typing import Optional
 BUFFER = 1 << 20
 
 
+def request_bytes(port: int, path: str) -> bytes:
+    """A keep-alive GET of ``path``."""
+    return ('GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: keep-alive\r\n'
+            'Accept: */*\r\n\r\n' % (path, port)).encode('latin-1')
+
+
 class RawClient:
     """One keep-alive connection to 127.0.0.1:port."""
 
     def __init__(self, port: int, path: str, timeout: float = 120.0) -> None:
         self.port = port
         self.timeout = timeout
-        self.request = ('GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: keep-alive\r\n'
-                        'Accept: */*\r\n\r\n' % (path, port)).encode('latin-1')
+        self.request = request_bytes(port, path)
         self.buf = bytearray(BUFFER)
         self.view = memoryview(self.buf)
         self.sock: Optional[socket.socket] = None
@@ -116,18 +121,24 @@ def fetch(port: int, path: str) -> tuple[int, bytes]:
     return status, body
 
 
-def load(port: int, path: str, duration: float, concurrency: int) -> dict[str, float]:
-    """Closed loop: ``concurrency`` keep-alive clients for ``duration`` seconds."""
+def load(port: int, path: str | list[str], duration: float,
+         concurrency: int) -> dict[str, float]:
+    """Closed loop: ``concurrency`` keep-alive clients for ``duration`` seconds; with a list
+    of paths each client cycles through them (client i starts at path i)."""
+    paths = [path] if isinstance(path, str) else list(path)
+    requests = [request_bytes(port, p) for p in paths]
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
     stop_at = time.monotonic() + duration
 
-    def worker() -> None:
-        client = RawClient(port, path)
+    def worker(index: int) -> None:
+        client = RawClient(port, paths[0])
         mine = []
         failures = 0
         while time.monotonic() < stop_at and failures < 1000:
+            client.request = requests[index % len(requests)]
+            index += 1
             t0 = time.perf_counter()
             try:
                 status, _, _ = client.get()
@@ -142,7 +153,7 @@ def load(port: int, path: str, duration: float, concurrency: int) -> dict[str, f
         with lock:
             latencies.extend(mine)
             errors[0] += failures
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(concurrency)]
     started = time.monotonic()
     for t in threads:
         t.start()

@@ -1,7 +1,10 @@
 """Cost of one write-strategy pick at 10k and 100k cached metrics: ours vs carbon 1.1.10.
 
 Runs carbon 1.1.10's own cache module in its venv (bench/common.reference_venv) and
-ours in this interpreter, on the same cache contents (each metric holding 1-5 points).
+ours in this interpreter, on the same cache contents (each metric holding 1-5 points),
+timing the same number of picks on both sides (a full pass, every metric once; for
+``max``, whose reference pick is an O(n) scan, the first ``--picks``). Each side is
+timed twice in A B B A order and the mean is reported.
 
     python bench/strategy_bench.py [--sizes 10000,100000] [--picks 2000]
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import reference_venv  # noqa: E402
+from common import abba, reference_venv  # noqa: E402
 
 REFERENCE = r"""
 import json, sys, time
@@ -50,6 +53,14 @@ def ours(size: int, picks: int, name: str) -> float:
     return (time.perf_counter() - started) / picks
 
 
+def reference(python: str, size: int, picks: int, name: str) -> float:
+    """Seconds per pick of carbon 1.1.10's strategy, in its own venv."""
+    out = subprocess.run([python, "-c", REFERENCE, str(size), str(picks), name],
+                         capture_output=True, text=True, check=True, cwd="/",
+                         env={"GRAPHITE_ROOT": "/tmp", "PATH": "/usr/bin:/bin"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
@@ -60,14 +71,18 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name in ("max", "sorted", "naive"):
         for size in (int(s) for s in args.sizes.split(",")):
-            # a full pass (every metric once) for ours; the reference's max is too slow for
-            # that, so it is timed over its first picks (each costs the same O(n) scan).
-            picks = min(args.picks, 200) if name == "max" else size
-            out = subprocess.run([python, "-c", REFERENCE, str(size), str(picks), name],
-                                 capture_output=True, text=True, check=True, cwd="/",
-                                 env={"GRAPHITE_ROOT": "/tmp", "PATH": "/usr/bin:/bin"})
-            ref = json.loads(out.stdout.strip().splitlines()[-1])
-            mine = ours(size, size, name)
+            # a full pass (every metric once); the reference's max is too slow for that, so
+            # both sides are timed over the first picks (each costs the reference the same
+            # O(n) scan).
+            picks = min(args.picks, size) if name == "max" else size
+            times: dict[str, list[float]] = {"reference": [], "ours": []}
+            for side in abba("reference", "ours"):
+                if side == "reference":
+                    times[side].append(reference(python, size, picks, name))
+                else:
+                    times[side].append(ours(size, picks, name))
+            ref = sum(times["reference"]) / len(times["reference"])
+            mine = sum(times["ours"]) / len(times["ours"])
             print("| %s | %s | %.1f | %.1f | %.0fx |" % (name, format(size, ","), ref * 1e6,
                                                       mine * 1e6, ref / mine))
 

@@ -1,16 +1,17 @@
 """A daemon is receivers -> a pipeline of processors -> a sink, all batched.
 
-A *batch* is a list of ``(metric, timestamp, value)`` tuples: metric is a str,
-timestamp and value are floats. Receivers parse a whole socket read into one
-batch and hand it to ``Pipeline.process``; each processor takes a batch and
-returns the (possibly filtered, rewritten or extended) batch; the sink's
-``put_many`` receives what is left. No per-datapoint callbacks.
+A *batch* (:mod:`carbon.batch`) is a list of ``(metric, timestamp, value)``
+tuples. Receivers parse a whole socket read into one batch and hand it to
+``Pipeline.process``; each processor takes a batch and returns the (possibly
+filtered, rewritten or extended) batch; the sink's ``put_many`` receives what is
+left. No per-datapoint callbacks.
 
-A second representation, ``LineBatch``, carries plaintext lines that were checked
-whole-read at a time and are already in the form a line destination sends: a
-pipeline whose processors and sink all accept it (``Pipeline.accepts_lines``) moves
-them without ever making tuples (``Pipeline.process_lines``). Any stage that does not
-handle lines gets the tuple form (``LineBatch.points()``) instead.
+A second representation, ``LineBatch`` (:mod:`carbon.formats.plaintext`), carries
+plaintext lines that were checked a whole read at a time and are already in the
+form a line destination sends: a pipeline whose processors and sink all accept it
+(``Pipeline.accepts_lines``) moves them without ever making tuples
+(``Pipeline.process_lines``). Any stage that does not handle lines gets the tuple
+form (``LineBatch.points()``) instead.
 
 A third, ``Pipeline.process_chunk``, hands a whole read (bytes, complete lines) to
 the first processor with a ``process_chunk`` method when every processor before it
@@ -23,40 +24,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-Datapoint = tuple[str, float, float]
-Batch = list[Datapoint]
+from carbon.batch import Batch, Datapoint
+from carbon.formats.plaintext import LineBatch
 
-
-class LineBatch:
-    """Valid plaintext datapoints kept as bytes.
-
-    ``lines[i]`` is ``b"<name> <value> <timestamp>"`` exactly as carbon's line client
-    writes that point (value as ``%.10f`` without trailing zeros, integer timestamp),
-    without the line terminator; ``names[i]`` is its name and, when given,
-    ``values[i]`` and ``stamps[i]`` its other two fields. All lists are the same
-    length and in arrival order.
-    """
-
-    __slots__ = ("lines", "names", "values", "stamps")
-
-    def __init__(self, lines: list[bytes], names: list[bytes],
-                 values: list[bytes] | None = None, stamps: list[bytes] | None = None) -> None:
-        self.lines = lines
-        self.names = names
-        self.values = values
-        self.stamps = stamps
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def points(self) -> Batch:
-        """The same datapoints as ``(metric, timestamp, value)`` tuples."""
-        if self.values is not None and self.stamps is not None:
-            return list(zip(map(bytes.decode, self.names), map(float, self.stamps),
-                            map(float, self.values), strict=True))
-        from carbon.receivers.lineparse import parse_lines  # the receivers import us
-
-        return parse_lines(self.lines)[0]
+__all__ = ["Batch", "Datapoint", "LineBatch", "Processor", "Sink", "Pipeline"]
 
 
 class Processor(Protocol):

@@ -13,6 +13,8 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any, Callable, Iterator
 
+from carbon.config.errors import ConfigError
+
 
 class Registry:
     """A named set of plugins, filled lazily from built-in modules and entry points."""
@@ -22,6 +24,7 @@ class Registry:
         self.group = group
         self._builtin_modules = builtin_modules
         self._plugins: dict[str, Any] = {}
+        self.broken: dict[str, str] = {}  # entry point name -> why it did not load
         self._loaded = False
 
     def register(self, name: str) -> Callable[[Any], Any]:
@@ -34,6 +37,10 @@ class Registry:
     def add(self, name: str, obj: Any) -> None:
         self._plugins[name] = obj
 
+    def discard(self, name: str) -> None:
+        """Forget ``name`` (a plugin unloaded, e.g. by a test)."""
+        self._plugins.pop(name, None)
+
     def _load(self) -> None:
         if self._loaded:
             return
@@ -41,8 +48,19 @@ class Registry:
         for module in self._builtin_modules:
             importlib.import_module(module)
         for ep in entry_points(group=self.group):
-            if ep.name not in self._plugins:
+            if ep.name in self._plugins:
+                continue
+            try:
                 self._plugins[ep.name] = ep.load()
+            except Exception as err:  # one broken package must not hide the others
+                self.broken[ep.name] = "%s = %s: %s: %s" % (
+                    ep.name, ep.value, type(err).__name__, err)
+
+    def _unknown(self, name: str) -> str:
+        text = "unknown %s %r (known: %s)" % (self.kind, name, ", ".join(sorted(self._plugins)))
+        if name in self.broken:
+            text += "; its entry point failed to load: %s" % self.broken[name]
+        return text
 
     def get(self, name: str) -> Any:
         """The plugin called ``name``; KeyError naming the known ones otherwise."""
@@ -50,8 +68,15 @@ class Registry:
         try:
             return self._plugins[name]
         except KeyError:
-            raise KeyError("unknown %s %r (known: %s)" % (
-                self.kind, name, ", ".join(sorted(self._plugins)))) from None
+            raise KeyError(self._unknown(name)) from None
+
+    def resolve(self, name: str, key: str, path: str | None = None) -> Any:
+        """The plugin a carbon.conf ``key`` names; ConfigError naming the key and the known
+        names (and why an entry point of that name failed to load) otherwise."""
+        self._load()
+        if name not in self._plugins:
+            raise ConfigError(self._unknown(name), path, key=key)
+        return self._plugins[name]
 
     def names(self) -> list[str]:
         self._load()
@@ -72,5 +97,3 @@ HASH_RINGS = Registry("hash ring", "carbon.hash_rings", ("carbon.hashing",))
 ROUTERS = Registry("relay method", "carbon.routers", ("carbon.routers",))
 STORAGE_BACKENDS = Registry("storage backend", "carbon.storage_backends",
                             ("carbon.storage.whisper_backend",))
-RENDER_FUNCTIONS = Registry("render function", "carbon.render_functions",
-                            ("webapp.functions",))

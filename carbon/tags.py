@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 from hashlib import sha256
+from operator import itemgetter
 from os.path import join, sep as os_sep
+from typing import Callable, Optional, Sequence
 
 __all__ = [
     "InvalidTaggedName", "TaggedSeries", "validate_tag_and_value", "parse", "normalize",
-    "format_tags", "is_tagged", "encode", "decode", "filesystem_path",
+    "format_tags", "is_tagged", "encode", "decode", "filesystem_path", "needs_normalizing",
+    "normalize_batch",
 ]
 
 PROHIBITED_TAG_CHARS = ";!^="
@@ -136,6 +139,47 @@ def normalize(path: str) -> str:
             raise InvalidTaggedName("Cannot parse path %s, no metric found" % path)
         return path
     return parse(path).path
+
+
+def needs_normalizing(name: str) -> bool:
+    """True when carbon 1.1.10's ``TaggedSeries.parse(name).path`` may differ from ``name``
+    or fail: a ``;``, a leading ``~``, an OpenMetrics ``{...}`` form, or an empty name."""
+    return ";" in name or name[:1] == "~" or (name[-2:] == '"}' and "{" in name) or not name
+
+
+def _any_needs_normalizing(names: list[str]) -> bool:
+    """``any(map(needs_normalizing, names))`` as C-level single-character searches (a
+    false positive only costs the exact per-name check)."""
+    joined = "".join(names)
+    return ";" in joined or "~" in joined or "}" in joined or not all(names)
+
+
+Point = tuple  # (metric, timestamp, value)
+
+
+def normalize_batch(batch: Sequence[Point],
+                    on_invalid: Callable[[str, ValueError], Optional[str]]) -> Sequence[Point]:
+    """Points with every name as carbon 1.1.10 stores or routes it
+    (``TaggedSeries.parse(name).path``: tags sorted, OpenMetrics labels converted, a
+    leading ``~`` dropped). A name that does not parse is replaced by
+    ``on_invalid(name, error)``, or its point left out when that returns None. A batch
+    with nothing to change is returned as it is."""
+    if not batch or not _any_needs_normalizing(list(map(itemgetter(0), batch))):
+        return batch
+    out = []
+    for point in batch:
+        name = point[0]
+        if needs_normalizing(name):
+            try:
+                normal = normalize(name)
+            except ValueError as exc:
+                normal = on_invalid(name, exc)
+                if normal is None:
+                    continue
+            if normal != name:
+                point = (normal,) + tuple(point[1:])
+        out.append(point)
+    return out
 
 
 def is_tagged(name: str) -> bool:

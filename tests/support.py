@@ -17,6 +17,8 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
+TEST_SCHEMAS = "[carbon]\npattern = ^carbon\\.\nretentions = 60:90d\n\n" \
+    "[default]\npattern = .*\nretentions = 60s:1d\n"
 
 
 _HANDED_OUT: set[int] = set()
@@ -113,8 +115,9 @@ class CarbonInstance:
         self.conf = root / "conf"
         self.storage = root / "storage"
         self.conf.mkdir(parents=True, exist_ok=True)
-        for name in ("storage-schemas.conf", "storage-aggregation.conf"):
-            shutil.copy(CONF / name, self.conf / name)
+        # Small files for tests (conf/ ships carbon's 60s:1d,5m:30d,1h:3y).
+        (self.conf / "storage-schemas.conf").write_text(TEST_SCHEMAS)
+        shutil.copy(CONF / "storage-aggregation.conf", self.conf / "storage-aggregation.conf")
         self.line_port = free_port()
         self.pickle_port = free_port()
         self.query_port = free_port()

@@ -1,121 +1,230 @@
-"""Run carbon-cache with conf/ (loopback only), feed it, and show the stored points."""
+"""The whole stack from the shipped conf/, on loopback: relay -> caches a and b -> render app.
+
+    tools/demo.sh            start, feed sample metrics, show where they are; Ctrl-C stops
+    tools/demo.sh --stop     stop a demo left running (e.g. from another shell)
+    tools/demo.sh --seconds N --no-wait   feed N seconds, show, stop (no Ctrl-C needed)
+
+GRAPHITE_ROOT is ./demo-run (or $CARBON_DEMO_DIR), whose conf/ is a copy of conf/ (unchanged).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-import pickle
 import re
 import shutil
+import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import whisper
-
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "demo-run"
+RUN = Path(os.environ.get("CARBON_DEMO_DIR") or ROOT / "demo-run")
+BIN = Path(sys.executable).parent
+RENDER_PID = RUN / "graphite-render.pid"
+DAEMONS = [("carbon-cache.py", "a"), ("carbon-cache.py", "b"), ("carbon-relay.py", "a")]
+PORTS = {2003: "cache a", 2004: "cache a", 7002: "cache a", 2103: "cache b",
+         2104: "cache b", 7102: "cache b", 2013: "relay", 2014: "relay"}
+RELAY_LINE_PORT = 2013
+HOSTS = ["web01", "web02", "web03", "db01", "db02"]
 
 
-def loopback_conf(text: str) -> str:
-    """The shipped carbon.conf with every interface on 127.0.0.1 and fast writes."""
-    text = re.sub(r"(?m)^(\w+_INTERFACE) = 0\.0\.0\.0$", r"\1 = 127.0.0.1", text)
-    return text.replace("[cache]\n", "[cache]\nCARBON_METRIC_INTERVAL = 10\n", 1)
+def env() -> dict:
+    out = dict(os.environ, GRAPHITE_ROOT=str(RUN))
+    out.pop("GRAPHITE_CONF_DIR", None)
+    out.pop("GRAPHITE_STORAGE_DIR", None)
+    return out
 
 
-def query(port: int, request: dict) -> dict:
-    body = pickle.dumps(request, protocol=2)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(struct.pack("!I", len(body)) + body)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
-            data += sock.recv(65536)
-    return pickle.loads(data[4:])
+def carbon(script: str, instance: str, action: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / script), "--instance=%s" % instance, action], env=env(),
+                          capture_output=True, text=True, timeout=120)
 
 
-def render_json(whisper_dir: Path, now: int) -> str:
-    """Start graphite-render on 127.0.0.1 and ask /render for the demo series as JSON."""
-    port = free_port()
-    settings = RUN / "conf" / "local_settings.py"
-    settings.write_text("WHISPER_DIR = %r\nCARBONLINK_HOSTS = ['127.0.0.1:7002:a']\n"
-                        % str(whisper_dir))
-    render = [str(Path(sys.executable).parent / "graphite-render"), "--config", str(settings),
-              "--bind", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(render, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        url = ("http://127.0.0.1:%d/render?target=sumSeries(demo.servers.*.cpu)&from=%d"
-               "&until=%d&format=json" % (port, now - 360, now))
-        deadline = time.time() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    return "GET %s\n%s" % (url, response.read().decode())
-            except OSError:
-                if time.time() > deadline or server.poll() is not None:
-                    return "graphite-render did not answer"
-                time.sleep(0.2)
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-def free_port() -> int:
+def port_free(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
-def main() -> int:
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait(predicate, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit("demo: timed out waiting for %s" % what)
+        time.sleep(0.1)
+
+
+def stop() -> None:
+    """Stop the render app and the daemons of a demo run (by their pidfiles)."""
+    if RENDER_PID.exists():
+        try:
+            pid = int(RENDER_PID.read_text())
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                os.kill(pid, 0)
+                time.sleep(0.1)
+        except (ValueError, ProcessLookupError):
+            pass
+        RENDER_PID.unlink(missing_ok=True)
+        print("stopped graphite-render")
+    if not (RUN / "conf").is_dir():
+        return
+    for script, instance in reversed(DAEMONS):
+        result = carbon(script, instance, "stop")
+        if result.returncode == 0:
+            print("$ %s --instance=%s stop  -> %s" % (script, instance,
+                                                      result.stdout.strip() or "stopped"))
+
+
+def start(render_port: int) -> None:
     shutil.rmtree(RUN, ignore_errors=True)
-    (RUN / "conf").mkdir(parents=True)
-    for conf in (ROOT / "conf").iterdir():
-        shutil.copy(conf, RUN / "conf" / conf.name)
-    carbon_conf = RUN / "conf" / "carbon.conf"
-    carbon_conf.write_text(loopback_conf(carbon_conf.read_text()))
-    env = dict(os.environ, GRAPHITE_ROOT=str(RUN))
-    script = [str(Path(sys.executable).parent / "carbon-cache.py")]
-    print("$ carbon-cache.py --config %s start" % carbon_conf)
-    started = subprocess.run(script + ["--config", str(carbon_conf), "start"], env=env,
-                             capture_output=True, text=True)
-    print(started.stdout + started.stderr, end="")
-    if started.returncode:
-        return started.returncode
+    shutil.copytree(ROOT / "conf", RUN / "conf")
+    for script, instance in DAEMONS:
+        result = carbon(script, instance, "start")
+        line = (result.stdout + result.stderr).strip().splitlines()
+        print("$ %s --instance=%s start   %s" % (script, instance, line[-1] if line else ""))
+        if result.returncode:
+            raise SystemExit("demo: %s did not start:\n%s%s" % (script, result.stdout,
+                                                               result.stderr))
+    log = open(RUN / "graphite-render.log", "w")
+    render = subprocess.Popen([str(BIN / "graphite-render"), "--config",
+                               str(RUN / "conf" / "local_settings.py"), "--port",
+                               str(render_port)], env=env(), stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    RENDER_PID.write_text(str(render.pid))
+    print("$ graphite-render --config conf/local_settings.py --port %d" % render_port)
+    for port in (7002, 7102, RELAY_LINE_PORT, render_port):
+        wait(lambda p=port: port_open(p) or render.poll() is not None, 60, "port %d" % port)
+    if render.poll() is not None:
+        raise SystemExit("demo: graphite-render exited:\n" + (RUN / "graphite-render.log")
+                         .read_text())
+
+
+def feed(seconds: float) -> int:
+    """Ten minutes of history, then one point a second per series for ``seconds``."""
+    now = int(time.time())
+    sent = 0
+    with socket.create_connection(("127.0.0.1", RELAY_LINE_PORT)) as sock:
+        lines = ["servers.%s.cpu %d %d\n" % (h, 20 + 10 * i + k % 7, now - 60 * k)
+                 for i, h in enumerate(HOSTS) for k in range(10, 0, -1)]
+        sock.sendall("".join(lines).encode())
+        sent += len(lines)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            stamp = int(time.time())
+            lines = ["servers.%s.cpu %d %d\n" % (h, 20 + 10 * i + stamp % 5, stamp)
+                     for i, h in enumerate(HOSTS)]
+            sock.sendall("".join(lines).encode())
+            sent += len(lines)
+            time.sleep(1)
+    return sent
+
+
+def placement() -> dict[str, list[str]]:
+    """Metric names each cache instance created, from its creates.log."""
+    out = {}
+    for instance in ("a", "b"):
+        path = RUN / "storage" / "log" / "carbon-cache" / ("carbon-cache-" + instance) / \
+            "creates.log"
+        text = path.read_text() if path.exists() else ""
+        out[instance] = sorted(set(re.findall(r"creating database metric (\S+)", text)))
+    return out
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read()
+
+
+def show(render_port: int) -> None:
+    names = ["servers.%s.cpu" % h for h in HOSTS]
+    wait(lambda: sum(len(v) for v in placement().values()) >= len(names), 60,
+         "the caches to create the whisper files")
+    print("\nWhere the data landed (relay: consistent hashing over 127.0.0.1:2004:a and "
+          "127.0.0.1:2104:b):")
+    for instance, metrics in placement().items():
+        ours = [m for m in metrics if not m.startswith("carbon.")]
+        print("  cache %s: %s" % (instance, ", ".join(ours) or "(none yet)"))
+    print("  whisper files: %s" % (RUN / "storage" / "whisper" / "servers"))
+    base = "http://127.0.0.1:%d" % render_port
+    query = urllib.parse.urlencode({"target": "sumSeries(servers.*.cpu)", "from": "-10min",
+                                    "format": "json"})
+    url = "%s/render?%s" % (base, query)
+    series = json.loads(get(url))
+    points = series[0]["datapoints"] if series else []
+    print("\nGET %s" % url)
+    print('  [{"target": "%s", "datapoints": %s ...]}]' % (
+        series[0]["target"] if series else "", json.dumps(points[-4:])))
+    png = RUN / "servers-cpu.png"
+    png.write_bytes(get("%s/render?%s" % (base, urllib.parse.urlencode(
+        {"target": "servers.*.cpu", "from": "-15min", "width": 800, "height": 400}))))
+    print("\nPNG of servers.*.cpu: %s" % png)
+    print("\nOpen:")
+    print("  %s/render?target=servers.*.cpu&from=-15min" % base)
+    print("  %s/metrics/find?query=servers.*" % base)
+    print("  %s/functions   (render functions, as graphite-web)" % base)
+    print("  Grafana: add a Graphite data source, URL %s, version 1.1.x" % base)
+    print("Self-metrics: carbon.agents.* and carbon.relays.* (every 10 s); logs under %s"
+          % (RUN / "storage" / "log"))
+
+
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/demo.sh", description=__doc__.splitlines()[0])
+    parser.add_argument("--stop", action="store_true", help="stop a running demo and exit")
+    parser.add_argument("--seconds", type=float, default=5, help="seconds of live feed (5)")
+    parser.add_argument("--port", type=int, default=8080, help="render app port (8080)")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="stop after showing the results instead of waiting for Ctrl-C")
+    args = parser.parse_args(argv)
+    if args.stop:
+        stop()
+        return 0
+    taken = ["%d (%s)" % (p, who) for p, who in PORTS.items() if not port_free(p)]
+    if not port_free(args.port):
+        taken.append("%d (render app; choose another with --port)" % args.port)
+    if taken:
+        print("demo: ports of 127.0.0.1 in use: %s\n(a demo still running? tools/demo.sh "
+              "--stop)" % ", ".join(taken), file=sys.stderr)
+        return 1
+    interrupted = False
     try:
-        now = int(time.time()) // 60 * 60
-        lines = "".join("demo.servers.web%02d.cpu %d %d\n" % (h, 10 + h * 5 + k, now - 60 * k)
-                        for h in range(3) for k in range(5, 0, -1))
-        with socket.create_connection(("127.0.0.1", 2003)) as sock:
-            sock.sendall(lines.encode())
-        print("sent %d datapoints over plaintext TCP to 127.0.0.1:2003" % lines.count("\n"))
-        cached = query(7002, {"type": "cache-query", "metric": "demo.servers.web01.cpu"})
-        print("carbonlink cache-query demo.servers.web01.cpu ->", cached)
-        whisper_dir = RUN / "storage" / "whisper"
-        path = whisper_dir / "demo" / "servers" / "web01" / "cpu.wsp"
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if path.exists():
-                _, values = whisper.fetch(str(path), now - 600, now)
-                if sum(v is not None for v in values) == 5:
-                    break
-            time.sleep(0.2)
-        for h in range(3):
-            wsp = whisper_dir / "demo" / "servers" / ("web%02d" % h) / "cpu.wsp"
-            (start, end, step), values = whisper.fetch(str(wsp), now - 360, now)
-            points = [(start + i * step, v) for i, v in enumerate(values) if v is not None]
-            print("%s: %s" % (wsp.relative_to(RUN), points))
-        print(render_json(whisper_dir, now))
-        status = subprocess.run(script + ["--config", str(carbon_conf), "status"], env=env,
-                                capture_output=True, text=True)
-        print("$ carbon-cache.py status\n" + status.stdout, end="")
+        start(args.port)
+        print("\nFeeding 5 series to the relay (127.0.0.1:%d) for %g s ..."
+              % (RELAY_LINE_PORT, args.seconds))
+        print("sent %d datapoints" % feed(args.seconds))
+        show(args.port)
+        if not args.no_wait:
+            print("\nRunning. Ctrl-C (or tools/demo.sh --stop) stops everything.", flush=True)
+            signal.signal(signal.SIGTERM, interrupt)
+            while RENDER_PID.exists():  # removed by tools/demo.sh --stop
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        stopped = subprocess.run(script + ["--config", str(carbon_conf), "stop"], env=env,
-                                 capture_output=True, text=True)
-        print("$ carbon-cache.py stop\n" + stopped.stdout, end="")
-    return 0
+        print()
+        stop()
+    return 130 if interrupted and args.no_wait else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

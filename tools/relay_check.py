@@ -5,7 +5,7 @@
     tools/relay_check.py --destinations 10.0.0.1:2004:a,10.0.0.2:2004:b \\
         --method consistent-hashing --replication 2 < names.txt
 
-See ``carbon.relay.check`` (``--help`` for every option).
+See ``carbon.relay.routing_dry_run`` (``--help`` for every option).
 """
 
 import os
@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from carbon.relay.check import main  # noqa: E402
+from carbon.relay.routing_dry_run import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,6 +6,10 @@ set -euo pipefail
 need=()
 command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# graphite-web 1.1.10 (the interop tests' reference render app) draws through cairocffi
+ldconfig -p 2>/dev/null | grep -q 'libcairo\.so\.2' || need+=(libcairo2)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         policy=/usr/sbin/policy-rc.d

@@ -12,15 +12,19 @@ import logging
 import re
 from typing import Any, Callable, Iterable, Optional
 
-from webapp import functions_views, metrics
+from webapp.functions import views as function_views
+from webapp.metrics import views as metric_views
 from webapp.cpu_gate import CpuGate
 from webapp.events import views as event_views
 from webapp.events.store import make_event_store
+from webapp.functions.plugins import load_function_plugins
 from webapp.http import HttpError, Request, Response, text_response
+from webapp.limits import Budget, WriteGuard, is_write
 from webapp.render import views as render_views
-from webapp.render.evaluator import InputError, format_input_error
+from webapp.render.errors import InputError, InputParameterError, format_input_error
+from webapp.render.local import render_local_view
 from webapp.render.grammar import TargetSyntaxError
-from webapp.settings import WEBAPP_VERSION, WebSettings
+from webapp.settings import WEBAPP_VERSION, WebSettings, ignored_warning
 from webapp.storage.carbonlink import CarbonLinkPool
 from webapp.storage.store import FindLimitError, Store
 from webapp.storage.whisper_finder import WhisperFinder
@@ -36,17 +40,13 @@ def version_view(request: Request, store: Any, settings: Any) -> Response:
     return Response(WEBAPP_VERSION + '\n', 'text/html; charset=utf-8')
 
 
-def not_supported(request: Request, store: Any, settings: Any, *args: Any) -> Response:
-    return text_response('Not supported by this server', 404)
-
-
 ROUTES: list[tuple[str, View]] = [
-    (r'/render/local/?', not_supported),
+    (r'/render/local/?', render_local_view),
     (r'/render/?', render_views.render_view),
-    (r'/metrics/index\.json', metrics.index_view),
-    (r'/metrics/find/?', metrics.find_view),
-    (r'/metrics/expand/?', metrics.expand_view),
-    (r'/metrics/?', metrics.find_view),
+    (r'/metrics/index\.json', metric_views.index_view),
+    (r'/metrics/find/?', metric_views.find_view),
+    (r'/metrics/expand/?', metric_views.expand_view),
+    (r'/metrics/?', metric_views.find_view),
     (r'/tags/tagSeries', tag_views.tag_series),
     (r'/tags/tagMultiSeries', tag_views.tag_multi_series),
     (r'/tags/delSeries', tag_views.del_series),
@@ -55,23 +55,16 @@ ROUTES: list[tuple[str, View]] = [
     (r'/tags/autoComplete/values', tag_views.auto_complete_values),
     (r'/tags/(.+)', tag_views.tag_details),
     (r'/tags/?', tag_views.tag_list),
-    (r'/functions/(.+)', functions_views.function_details),
-    (r'/functions/?', functions_views.function_list),
+    (r'/functions/(.+)', function_views.function_details),
+    (r'/functions/?', function_views.function_list),
     (r'/version/?', version_view),
     (r'/events/get_data?', event_views.get_data_view),
     (r'/events/(\d+)/?', event_views.detail_view),
     (r'/events/?', event_views.events_view),
 ]
 _COMPILED = [(re.compile('^' + pattern + '$'), view) for pattern, view in ROUTES]
-_USER_ERRORS = (InputError, TargetSyntaxError, TagSpecError, FindLimitError)
-
-
-def _user_error_classes() -> tuple[type, ...]:
-    try:
-        from webapp.functions.registry import InputParameterError
-    except ImportError:  # pragma: no cover
-        return _USER_ERRORS
-    return _USER_ERRORS + (InputParameterError,)
+_USER_ERRORS = (InputError, InputParameterError, TargetSyntaxError, TagSpecError,
+                FindLimitError)
 
 
 class GraphiteApp:
@@ -88,7 +81,8 @@ class GraphiteApp:
             carbonlink.gate = self.gate
         self.prefix = '/' + settings.URL_PREFIX.strip('/') if settings.URL_PREFIX.strip('/') \
             else ''
-        self.user_errors = _user_error_classes()
+        self.user_errors = _USER_ERRORS
+        self.write_guard = WriteGuard(settings)
 
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""
@@ -115,10 +109,13 @@ class GraphiteApp:
         """The response to one request; never raises."""
         request: Optional[Request] = None
         try:
-            request = Request(environ, self.prefix)
+            request = Request(environ, self.prefix, int(self.settings.MAX_REQUEST_BYTES))
             view, args = self.resolve(request.path)
             if view is None:
                 return text_response('Not Found: %s' % request.path, 404)
+            if self.write_guard.enabled and is_write(request):
+                self.write_guard.check(request)
+            request.environ['webapp.budget'] = Budget(self.settings)
             request.environ['webapp.forward'] = self._forward_headers(request)
             response = view(request, self.store, self.settings, *args)
         except HttpError as err:
@@ -158,10 +155,21 @@ class GraphiteApp:
 
 
 def make_app(settings: WebSettings, store: Optional[Store] = None) -> GraphiteApp:
-    """The WSGI application for ``settings`` (a Store is built unless one is given)."""
+    """The WSGI application for ``settings`` (a Store is built unless one is given).
+
+    Logs one warning naming graphite-web settings given but not used, and registers the
+    FUNCTION_PLUGINS render functions.
+    """
+    warning = ignored_warning(settings)
+    if warning:
+        log.warning(warning)
+    if settings.get("FUNCTION_PLUGINS"):
+        added = load_function_plugins(settings.FUNCTION_PLUGINS)
+        log.info("FUNCTION_PLUGINS: added %s", ", ".join(added) or "nothing")
     if store is None:
         carbonlink = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS \
             else None
-        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink)
+        finder = WhisperFinder(settings.WHISPER_DIR, carbonlink,
+                               max_entries=settings.FIND_MAX_ENTRIES)
         store = Store(settings, finder, make_tagdb(settings), events=make_event_store(settings))
     return GraphiteApp(settings, store)

@@ -68,7 +68,9 @@ def _recode(text: str) -> str:
 class Request:
     """The parts of a WSGI request the views use."""
 
-    def __init__(self, environ: dict[str, Any], script_prefix: str = '') -> None:
+    def __init__(self, environ: dict[str, Any], script_prefix: str = '',
+                 max_body: int = MAX_BODY) -> None:
+        self.max_body = max_body
         self.environ = environ
         self.method = environ.get('REQUEST_METHOD', 'GET').upper()
         path = _recode(environ.get('PATH_INFO', '') or '/')
@@ -95,8 +97,9 @@ class Request:
             length = int(self.environ.get('CONTENT_LENGTH') or 0)
         except ValueError:
             raise HttpError('invalid Content-Length') from None
-        if length > MAX_BODY:
-            raise HttpError('request body too large', 413)
+        if length > self.max_body:
+            raise HttpError('request body too large (%d bytes, MAX_REQUEST_BYTES is %d)'
+                            % (length, self.max_body), 413)
         if length <= 0:
             return b''
         stream = self.environ['wsgi.input']

@@ -15,8 +15,9 @@ import sys
 from typing import Optional, Sequence
 
 from carbon.config.errors import ConfigError
-from webapp.allocator import freeze_startup_objects, keep_large_buffers
+from webapp.process_tuning import freeze_startup_objects, keep_large_buffers
 from webapp.app import make_app
+from webapp.channel import bounded_channel
 from webapp.settings import load_settings
 
 
@@ -61,7 +62,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     freeze_startup_objects()
     pool = reactor.getThreadPool()
     pool.adjustPoolsize(minthreads=2, maxthreads=max(2, args.threads))
-    site = Site(WSGIResource(reactor, pool, app))
+    # idle connections close after twice the arrival deadline; a request must arrive whole
+    # within CLIENT_REQUEST_TIMEOUT (webapp.channel)
+    seconds = float(settings.CLIENT_REQUEST_TIMEOUT)
+    site = Site(WSGIResource(reactor, pool, app), timeout=max(2 * seconds, 60.0))
+    site.protocol = bounded_channel(seconds, int(settings.MAX_REQUEST_BYTES))
     site.displayTracebacks = False
     try:
         port = reactor.listenTCP(args.port, site, interface=args.bind)

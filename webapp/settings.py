@@ -9,6 +9,7 @@ global: :func:`load_settings` returns a :class:`WebSettings` that is passed to
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import logging
 import os
 from typing import Any
@@ -20,12 +21,12 @@ log = logging.getLogger("webapp")
 WEBAPP_VERSION = "1.1.10"
 
 DEFAULTS: dict[str, Any] = dict(
-    STORAGE_DIR="/opt/graphite/storage",
+    GRAPHITE_ROOT="",                # default: $GRAPHITE_ROOT or /opt/graphite
+    STORAGE_DIR="",                  # default: $GRAPHITE_STORAGE_DIR or GRAPHITE_ROOT/storage
     WHISPER_DIR="",                  # default: STORAGE_DIR/whisper
     TIME_ZONE="UTC",
     DEFAULT_XFILES_FACTOR=0,
     DEFAULT_CACHE_DURATION=60,
-    DEFAULT_CACHE_POLICY=[],
     URL_PREFIX="",
     # carbonlink (queries to carbon-cache instances)
     CARBONLINK_HOSTS=["127.0.0.1:7002"],
@@ -59,7 +60,17 @@ DEFAULTS: dict[str, Any] = dict(
     TAGDB_AUTOCOMPLETE_LIMIT=100,
     # rendering
     ENFORCE_INPUT_VALIDATION=False,
+    FUNCTION_PLUGINS=[],             # modules exporting SeriesFunctions / PieFunctions
     CPU_SLOTS=1,                     # requests running Python work at once (0 = no limit)
+    # bounded work per request (webapp/limits.py, docs/webapp.md)
+    MAX_REQUEST_BYTES=2621440,       # body size (Django's DATA_UPLOAD_MAX_MEMORY_SIZE); 413
+    RENDER_MAX_DATAPOINTS=5000000,   # datapoints one render request may read; 400
+    FIND_MAX_ENTRIES=1000000,        # directory entries one find may read; 400
+    MAX_REQUEST_SECONDS=60,          # evaluation time of one render request; 400
+    CLIENT_REQUEST_TIMEOUT=30,       # seconds to send a whole request; 408
+    WRITE_ALLOWED_ADDRESSES=[],      # addresses/networks that may write tags and events
+    WRITE_TOKEN="",                  # or: writing needs "Authorization: Bearer <token>"
+    GRAPHTEMPLATES_CONF="",          # default: CONF_DIR/graphTemplates.conf (graph templates)
     LOG_LEVEL="INFO",
 )
 
@@ -70,15 +81,18 @@ _NUMBER_KEYS = {"CARBONLINK_TIMEOUT", "CARBONLINK_RETRY_DELAY", "REMOTE_RETRY_DE
                 "DEFAULT_XFILES_FACTOR", "DEFAULT_CACHE_DURATION", "REPLICATION_FACTOR",
                 "MAX_FETCH_RETRIES", "POOL_MAX_WORKERS", "TAGDB_CACHE_DURATION",
                 "TAGDB_AUTOCOMPLETE_LIMIT", "METRICS_FIND_WARNING_THRESHOLD",
-                "METRICS_FIND_FAILURE_THRESHOLD", "CARBONLINK_PICKLE_PROTOCOL", "CPU_SLOTS"}
-# graphite-web keys that are accepted and ignored (Django, memcache, rendering hosts ...).
+                "METRICS_FIND_FAILURE_THRESHOLD", "CARBONLINK_PICKLE_PROTOCOL", "CPU_SLOTS",
+                "MAX_REQUEST_BYTES", "RENDER_MAX_DATAPOINTS", "FIND_MAX_ENTRIES",
+                "MAX_REQUEST_SECONDS", "CLIENT_REQUEST_TIMEOUT"}
+# graphite-web keys that are accepted and not used; a settings file that sets any of
+# them gets one warning naming them (``WebSettings.ignored``).
 _IGNORED = {"SECRET_KEY", "DATABASES", "MEMCACHE_HOSTS", "CACHES", "LOG_DIR", "DEBUG",
             "ALLOWED_HOSTS", "USE_WORKER_POOL", "REMOTE_STORE_MERGE_RESULTS", "STORAGE_FINDERS",
             "FIND_CACHE_DURATION", "FIND_TOLERANCE", "LOG_RENDERING_PERFORMANCE",
-            "LOG_CACHE_PERFORMANCE", "GRAPHITE_ROOT", "CONF_DIR", "CONTENT_DIR", "INDEX_FILE",
+            "LOG_CACHE_PERFORMANCE", "CONF_DIR", "CONTENT_DIR", "INDEX_FILE",
             "LOG_ROTATION", "LOG_ROTATION_COUNT", "LOG_FILE_INFO", "LOG_FILE_EXCEPTION",
             "LOG_FILE_CACHE", "LOG_FILE_RENDERING", "STANDARD_DIRS", "CERES_DIR", "RRD_DIR",
-            "FUNCTION_PLUGINS", "REMOTE_BUFFER_SIZE", "DASHBOARD_CONF", "GRAPHTEMPLATES_CONF",
+            "REMOTE_BUFFER_SIZE", "DASHBOARD_CONF",
             "MAX_TAG_LENGTH", "TAGDB_REDIS_HOST", "TAGDB_REDIS_PORT", "TAGDB_REDIS_DB",
             "TAGDB_HTTP_URL", "TAGDB_HTTP_USER", "TAGDB_HTTP_PASSWORD", "TAGDB_HTTP_AUTOCOMPLETE",
             "CARBONLINK_HASHING_KEYFUNC", "DEFAULT_CACHE_POLICY"}
@@ -113,18 +127,42 @@ def parse_host(host: str) -> tuple[str, int, str | None]:
     return server, int(port), (instance or None)
 
 
-def make_settings(path: str | None = None, **overrides: Any) -> WebSettings:
-    """Defaults, then ``overrides``; derived paths and timeouts filled in, values checked."""
+def make_settings(path: str | None = None, environ: Any = None,
+                  **overrides: Any) -> WebSettings:
+    """Defaults, then ``overrides``; derived paths and timeouts filled in, values checked.
+
+    ``environ`` (default: none) supplies GRAPHITE_ROOT / GRAPHITE_STORAGE_DIR when the
+    settings do not, as graphite-web and the carbon daemons read them.
+    ``settings.ignored`` lists the graphite-web keys given that this app does not use.
+    """
     settings = WebSettings({k: (list(v) if isinstance(v, list) else v)
                             for k, v in DEFAULTS.items()})
+    ignored = []
     for key, value in overrides.items():
-        if key not in DEFAULTS and key not in _IGNORED:
+        if key in _IGNORED:
+            ignored.append(key)
+        elif key not in DEFAULTS:
             hint = difflib.get_close_matches(key, list(DEFAULTS), n=1, cutoff=0.7)
             if hint:
                 raise ConfigError("unknown setting (did you mean %s?)" % hint[0], path, key=key)
         settings[key] = value
+    settings.ignored = sorted(ignored)
+    env = environ or {}
+    if not settings.GRAPHITE_ROOT:
+        settings.GRAPHITE_ROOT = env.get("GRAPHITE_ROOT") or "/opt/graphite"
+    if not settings.STORAGE_DIR:
+        settings.STORAGE_DIR = env.get("GRAPHITE_STORAGE_DIR") or os.path.join(
+            settings.GRAPHITE_ROOT, "storage")
     _check(settings, path)
     return settings
+
+
+def ignored_warning(settings: WebSettings) -> str | None:
+    """The one warning line naming the accepted-but-unused settings, or None."""
+    if not settings.get("ignored"):
+        return None
+    return ("settings accepted but not used by this render app (graphite-web features it "
+            "does not have): %s" % ", ".join(settings.ignored))
 
 
 def _check(settings: WebSettings, path: str | None) -> None:
@@ -152,6 +190,11 @@ def _check(settings: WebSettings, path: str | None) -> None:
             parse_host(host)
         except ValueError as err:
             raise ConfigError(str(err), path, key="CARBONLINK_HOSTS") from None
+    for network in settings.WRITE_ALLOWED_ADDRESSES:
+        try:
+            ipaddress.ip_network(str(network).strip(), strict=False)
+        except ValueError as err:
+            raise ConfigError(str(err), path, key="WRITE_ALLOWED_ADDRESSES") from None
     if settings.CARBONLINK_HASHING_TYPE not in ("carbon_ch", "fnv1a_ch", "mmh3_ch"):
         raise ConfigError("unknown hashing type %r" % settings.CARBONLINK_HASHING_TYPE,
                           path, key="CARBONLINK_HASHING_TYPE")
@@ -171,11 +214,13 @@ def _check(settings: WebSettings, path: str | None) -> None:
                           key="TIME_ZONE") from None
 
 
-def load_settings(path: str | None = None, **overrides: Any) -> WebSettings:
+def load_settings(path: str | None = None, environ: Any = None,
+                  **overrides: Any) -> WebSettings:
     """Read a graphite-web style Python settings file (UPPERCASE assignments).
 
     ``overrides`` win over the file. A syntax or runtime error in the file is
-    reported as a :class:`ConfigError` naming the file and line.
+    reported as a :class:`ConfigError` naming the file and line. ``environ`` defaults
+    to ``os.environ`` (GRAPHITE_ROOT, GRAPHITE_STORAGE_DIR).
     """
     values: dict[str, Any] = {}
     if path:
@@ -195,7 +240,7 @@ def load_settings(path: str | None = None, **overrides: Any) -> WebSettings:
             raise ConfigError("%s: %s" % (type(err).__name__, err), path, line) from None
         values = {k: v for k, v in namespace.items() if k.isupper() and not k.startswith("_")}
     values.update(overrides)
-    return make_settings(path, **values)
+    return make_settings(path, os.environ if environ is None else environ, **values)
 
 
 def _error_line(err: BaseException, path: str) -> int | None:

@@ -2,14 +2,14 @@
 
 The settings file is named by the GRAPHITE_SETTINGS environment variable (graphite-web
 ``local_settings.py`` syntax); without it the built-in defaults are used. Importing it
-also tunes the process for rendering (``webapp.allocator``).
+also tunes the process for rendering (``webapp.process_tuning``).
 """
 
 from __future__ import annotations
 
 import os
 
-from webapp.allocator import freeze_startup_objects, keep_large_buffers
+from webapp.process_tuning import freeze_startup_objects, keep_large_buffers
 from webapp.app import make_app
 from webapp.settings import load_settings
 

@@ -3,10 +3,11 @@
 carbon 1.1.10 offers sum, avg, min, max, count and the percentiles p50, p75,
 p80, p90, p95, p99 and p999. It keeps every value of an interval in a list and
 applies a function to the list. Here sum/avg/min/max/count keep O(1) running
-state instead; the results are bit-for-bit those of the reference on CPython 3.11:
+state instead; the results are bit-for-bit those of the reference on the same CPython:
 
-* sum is sequential float addition starting at 0.0 (what builtin ``sum`` does
-  for floats before Python 3.12), avg is that sum divided by the count;
+* sum is what builtin ``sum`` gives: sequential float addition from 0.0 before
+  Python 3.12, Neumaier-compensated addition from 3.12 (streamed: the running
+  correction is kept); avg is that sum divided by the count;
 * min/max replace the running value only when a new value compares strictly
   smaller/larger, exactly like builtin ``min``/``max`` (so NaN handling matches);
 * percentile(f) sorts the values, takes rank = f * (n - 1) and interpolates
@@ -28,35 +29,59 @@ _SEQUENTIAL_SUM = sys.version_info < (3, 12)
 
 
 class SumAccumulator:
-    """Running count and sequential float sum."""
+    """Running count and the float sum builtin ``sum`` gives for the same values in order.
 
-    __slots__ = ("n", "total", "dirty")
+    Before Python 3.12 that is sequential addition. From 3.12 ``sum`` compensates
+    (Neumaier): a running total and a running correction, added once at the end when it
+    is finite. Both are kept here, so a streamed sum equals the reference's
+    ``sum(values)`` on the Python it would run on.
+    """
+
+    __slots__ = ("n", "total", "comp", "dirty")
 
     def __init__(self) -> None:
         self.n = 0
         self.total = 0.0
+        self.comp = 0.0
         self.dirty = False
 
     def add(self, value: float) -> None:
         self.n += 1
-        self.total += value
         self.dirty = True
+        if _SEQUENTIAL_SUM:
+            self.total += value
+            return
+        total = self.total
+        t = total + value
+        if abs(total) >= abs(value):
+            self.comp += (total - t) + value
+        else:
+            self.comp += (value - t) + total
+        self.total = t
 
     def add_many(self, values: list[float]) -> None:
         """``add`` each value in order (the same float result)."""
         if not values:
             return
         self.n += len(values)
+        self.dirty = True
         if _SEQUENTIAL_SUM:
             self.total = sum(values, self.total)
-        else:
-            total = self.total
-            for value in values:
-                total += value
-            self.total = total
-        self.dirty = True
+            return
+        total, comp = self.total, self.comp
+        for value in values:
+            t = total + value
+            if abs(total) >= abs(value):
+                comp += (total - t) + value
+            else:
+                comp += (value - t) + total
+            total = t
+        self.total, self.comp = total, comp
 
     def value(self) -> float:
+        comp = self.comp
+        if comp and math.isfinite(comp):
+            return self.total + comp
         return self.total
 
 
@@ -66,7 +91,7 @@ class AvgAccumulator(SumAccumulator):
     __slots__ = ()
 
     def value(self) -> float:
-        return self.total / self.n
+        return SumAccumulator.value(self) / self.n
 
 
 class CountAccumulator(SumAccumulator):

@@ -14,13 +14,13 @@ lean path for a read (complete lines). It returns:
   to every list of its name's tuple, in line order, and a list receiving its first
   value was appended to ``touched``.
 
-The C accelerator ``carbon.aggregator._accumulate`` implements it when built;
+The C accelerator ``carbon.aggregator._staging`` implements it when built;
 ``stage_chunk`` below is the pure-Python twin, with identical results.
 """
 
 from __future__ import annotations
 
-from carbon.receivers.lineparse import canonical_lines
+from carbon.formats.plaintext import canonical_lines
 
 _NOT_STAGING = "staging entries must be tuples of lists"
 
@@ -69,6 +69,6 @@ def append_values(found: list[tuple[list, ...]], values: list[bytes], touched: l
 
 
 try:
-    from carbon.aggregator._accumulate import stage
+    from carbon.aggregator._staging import stage
 except ImportError:  # the C accelerator was not built
     stage = stage_chunk

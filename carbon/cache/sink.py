@@ -4,27 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from carbon.cache.journal import Journal
 from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Batch
 from carbon.receivers.flow import FlowControl
-
-
-def _normalise_tagged(batch: Batch, stats: Stats, bad_log: IntervalLog) -> Batch:
-    from carbon.tags import normalize as normalize_name
-
-    out: Batch = []
-    for metric, stamp, value in batch:
-        if ";" in metric:
-            try:
-                metric = normalize_name(metric)
-            except ValueError as exc:
-                stats.increment("invalidLines")
-                bad_log.record("invalid tagged metric %r: %s" % (metric, exc))
-                continue
-        out.append((metric, stamp, value))
-    return out
+from carbon.tags import normalize_batch
 
 
 class CacheSink:
@@ -35,11 +21,18 @@ class CacheSink:
     still stored, so nothing is dropped. Without flow control, points beyond
     MAX_CACHE_SIZE are dropped and counted in ``cache.overflow`` with one
     summary log line per interval.
+
+    With a ``journal`` every batch is appended to it before it enters the cache; a
+    journal over CACHE_JOURNAL_MAX_BYTES, or one the disk refuses, pauses the
+    receivers (the batch in hand is still cached and kept in the journal's backlog).
     """
 
     def __init__(self, cache: MetricCache, settings: Any, stats: Stats, flow: FlowControl,
-                 log: CarbonLog) -> None:
+                 log: CarbonLog, journal: Journal | None = None) -> None:
         self.cache = cache
+        self.journal = journal
+        self.journal_log = IntervalLog(log.msg, "journal writes failed", samples=1)
+        self.journal_paused = False
         self.settings = settings
         self.stats = stats
         self.flow = flow
@@ -52,28 +45,64 @@ class CacheSink:
         self.bad_names = IntervalLog(log.listener, "invalid metric names")
         self.full = False
 
+    def invalid_name(self, metric: str, error: ValueError) -> None:
+        """A name carbon's tag parser rejects: counted and skipped (carbon 1.1.10 stores it
+        under the raw name and then fails to tag it)."""
+        self.stats.increment("invalidLines")
+        self.bad_names.record("invalid tagged metric %r: %s" % (metric, error))
+
     def put_many(self, batch: Batch) -> None:
-        for metric, _, _ in batch:
-            if ";" in metric:
-                batch = _normalise_tagged(batch, self.stats, self.bad_names)
-                break
-        if self.flow_control:
-            self.cache.add_batch(batch)
-        else:
-            accepted = self.cache.add_batch(batch, self.max_size)
-            if accepted < len(batch):
-                dropped = len(batch) - accepted
+        # every name as carbon's cache stores it (TaggedSeries.parse(name).path)
+        batch = normalize_batch(batch, self.invalid_name)
+        if not self.flow_control:
+            room = self.max_size - self.cache.size
+            if room < len(batch):
+                dropped = len(batch) - max(int(room), 0)
+                batch = batch[:max(int(room), 0)]
                 self.stats.increment("cache.overflow", dropped)
                 self.overflow_log.record("size=%d" % self.cache.size, dropped)
+        if self.journal is not None:
+            self._journal(batch)
+        self.cache.add_batch(batch)
         if self.cache.size >= self.max_size and not self.full:
             self.full = True
             self.log.msg("MetricCache is full: self.size=%d" % self.cache.size)
             if self.flow_control:
                 self.flow.pause("cache")
 
+    def _journal(self, batch: Batch) -> None:
+        journal = self.journal
+        if not journal.append(batch):
+            self.stats.increment("errors")
+            self.journal_log.record("%s: %s (receivers paused until it can write)"
+                                    % (journal.directory, journal.write_error))
+            self._pause_for_journal()
+        elif journal.over_limit():
+            self._pause_for_journal()
+
+    def _pause_for_journal(self) -> None:
+        if not self.journal_paused:
+            self.journal_paused = True
+            self.log.msg("Journal paused the receivers: %d bytes (CACHE_JOURNAL_MAX_BYTES "
+                         "%.0f)%s" % (self.journal.size, self.journal.max_bytes,
+                                    ", disk full" if self.journal.backlog else ""))
+            self.flow.pause("journal")
+
     def store_internal(self, batch: Batch) -> None:
         """Self-metrics bypass limits: they are few and must not be lost."""
+        if self.journal is not None:
+            self._journal(batch)
         self.cache.add_batch(batch)
+
+    def check_journal(self) -> None:
+        """Periodic: the journal's tick, then resume receivers it paused once it is
+        below 90% of its bound and writing again."""
+        journal = self.journal
+        journal.tick()
+        if self.journal_paused and journal.below_resume_mark():
+            self.journal_paused = False
+            self.log.msg("Journal resumed the receivers: %d bytes" % journal.size)
+            self.flow.resume("journal")
 
     def check_space(self) -> None:
         """Called by the writer side after draining: resume receivers below the watermark."""

@@ -3,7 +3,7 @@
 Points of one metric live in one ``bytearray`` of native doubles, interleaved
 timestamp, value pairs (16 bytes a point plus one small object per metric), far
 smaller than a dict of float objects; a batch is appended by one C call
-(carbon.cache._points) and taken out as an ``array('d')``. Duplicates are resolved
+(carbon.cache._store) and taken out as an ``array('d')``. Duplicates are resolved
 when read or drained: the last value received for a timestamp wins, as in carbon.
 """
 
@@ -23,14 +23,14 @@ Points = list[tuple[float, float]]
 _PAIR = struct.Struct("=dd")
 
 try:  # optional C accelerator (setup.py builds it)
-    from carbon.cache._points import add_batch as _native_add_batch
+    from carbon.cache._store import add_batch as _native_add_batch
 except ImportError:  # pragma: no cover - built without a compiler
     _native_add_batch = None
 
 
 def add_points_py(data: dict[str, bytearray], batch: Batch, limit: int) -> int:
     """Append (metric, timestamp, value) points to their metrics' bytearrays, at most
-    ``limit`` when it is not negative; what carbon.cache._points.add_batch does."""
+    ``limit`` when it is not negative; what carbon.cache._store.add_batch does."""
     if 0 <= limit < len(batch):
         batch = batch[:limit]
     pack = _PAIR.pack
@@ -61,6 +61,11 @@ class SortedPoints(list):
         self.columns = (stamps, values)
 
 
+def _increasing(stamps: array) -> bool:
+    """Strictly increasing timestamps (checked at C level)."""
+    return all(map(lt, stamps, islice(stamps, 1, None)))
+
+
 def dedupe_sorted(raw: array) -> Points:
     """Interleaved (ts, value) pairs -> sorted unique points, last value winning.
 
@@ -69,8 +74,17 @@ def dedupe_sorted(raw: array) -> Points:
     repeated timestamp.
     """
     stamps = raw[::2]
-    if all(map(lt, stamps, islice(stamps, 1, None))):
+    if _increasing(stamps):
         return SortedPoints(stamps, raw[1::2])
+    return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
+
+
+def plain_points(raw: array) -> Points:
+    """``dedupe_sorted`` as a plain ``list`` of ``(float, float)`` tuples: the wire shape
+    carbonlink answers carry (graphite-web's unpickler takes no other class)."""
+    stamps = raw[::2]
+    if _increasing(stamps):
+        return list(zip(stamps, raw[1::2], strict=True))
     return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
 
 
@@ -171,7 +185,8 @@ class MetricCache:
                 writing.pop(metric, None)
 
     def get(self, metric: str) -> Points:
-        """The points of a metric (for carbonlink), without removing them.
+        """The points of a metric (for carbonlink), without removing them: a plain list
+        of (timestamp, value) tuples, time-ordered, duplicates resolved (``plain_points``).
 
         Includes points a writer is writing right now; newer cached values win.
         """
@@ -180,11 +195,11 @@ class MetricCache:
             raw = as_pairs(raw) if raw is not None else None
             writing = self.writing.get(metric)
         if writing is None:
-            return dedupe_sorted(raw) if raw is not None else []
+            return plain_points(raw) if raw is not None else []
         merged = array("d", writing)
         if raw is not None:
             merged.extend(raw)
-        return dedupe_sorted(merged)
+        return plain_points(merged)
 
     def count(self, metric: str) -> int:
         raw = self.data.get(metric)
@@ -203,6 +218,17 @@ class MetricCache:
     def names(self) -> list[str]:
         with self.lock:
             return list(self.data)
+
+    def pending_names(self) -> set[str]:
+        """Every metric with points not yet on disk: cached or being written (the
+        journal's retirement snapshot)."""
+        with self.lock:
+            return set(self.data).union(self.writing)
+
+    def is_empty(self) -> bool:
+        """No point cached and none being written."""
+        with self.lock:
+            return not self.data and not self.writing
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())

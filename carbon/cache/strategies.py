@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import Any
+from typing import Any, Container
 
 from carbon.cache.store import MetricCache
 from carbon.plugins import WRITE_STRATEGIES
 
 
 class Strategy:
-    """Base: ``choose()`` returns the next metric to write, or None if the cache is empty."""
+    """Base: ``choose()`` returns the next metric to write, or None if the cache is empty.
+
+    Strategies with ``logs_sorts`` (sorted, timesorted: the ones carbon 1.1.10 logs for)
+    write carbon's two LOG_CACHE_QUEUE_SORTS lines: "Sorted N cache queues in S seconds"
+    when a pass of N metrics starts, and "Queue consumed in S seconds" (since that pass
+    started) right before the next pass that has metrics is sorted.
+    """
+
+    logs_sorts = False
 
     def __init__(self, cache: MetricCache, settings: Any = None, log: Any = None) -> None:
         self.cache = cache
@@ -25,6 +33,11 @@ class Strategy:
         self.log = log
         self.queue: list[str] = []
         self.passes = 0
+        self.pass_started = 0.0
+        self.pass_size = 0
+        # Metrics the writer cannot take now (with the creator, or being written by
+        # another writer thread): left out of a pass, so a pass holds what it will write.
+        self.skip: Container[str] = ()
 
     def snapshot(self) -> list[str]:
         """Metric names in the order this pass will write them (last is next)."""
@@ -32,19 +45,27 @@ class Strategy:
 
     def _refill(self) -> None:
         started = time.time()
-        self.queue = self.snapshot()
+        queue = self.snapshot()
+        skip = self.skip
+        self.queue = [metric for metric in queue if metric not in skip] if skip else queue
         self.passes += 1
-        if self.log is not None and self.settings is not None and self.queue \
-                and self.settings.get("LOG_CACHE_QUEUE_SORTS"):
+        if not self.queue:
+            return
+        log_sorts = self.logs_sorts and self.log is not None and self.settings is not None \
+            and self.settings.get("LOG_CACHE_QUEUE_SORTS")
+        if log_sorts and self.pass_size:
+            self.log.msg("Queue consumed in %.6f seconds" % (started - self.pass_started))
+        self.pass_started, self.pass_size = started, len(self.queue)
+        if log_sorts:
             self.log.msg("Sorted %d cache queues in %.6f seconds"
                          % (len(self.queue), time.time() - started))
 
     def choose(self) -> str | None:
-        cache = self.cache
+        cache, skip = self.cache, self.skip
         for _attempt in range(2):
             while self.queue:
                 metric = self.queue.pop()
-                if metric in cache:
+                if metric in cache and metric not in skip:
                     return metric
             if not cache:
                 return None
@@ -66,6 +87,8 @@ class NaiveStrategy(Strategy):
 class SortedStrategy(Strategy):
     """The metrics with most pending points first (carbon's default)."""
 
+    logs_sorts = True
+
     def snapshot(self) -> list[str]:
         data = self.cache.data
         empty: tuple = ()
@@ -77,6 +100,8 @@ class SortedStrategy(Strategy):
 @WRITE_STRATEGIES.register("timesorted")
 class TimeSortedStrategy(Strategy):
     """Metrics whose oldest pending point is oldest first; honours MIN_TIMESTAMP_LAG."""
+
+    logs_sorts = True
 
     def snapshot(self) -> list[str]:
         oldest = self.cache.oldest()

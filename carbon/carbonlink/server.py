@@ -2,7 +2,10 @@
 
 Framing as carbon 1.1.10: a 4-byte big-endian length, then a pickle. Requests
 go through the safe unpickler; responses are pickles (protocol 2) of the
-reference's exact shapes.
+reference's exact shapes, made of plain types only (list, tuple, dict, str, int,
+float, None): graphite-web's unpickler refuses every other class. Cached points
+come plain from ``MetricCache.get``; metadata values from a storage backend go
+through ``plain_value``.
 """
 
 from __future__ import annotations
@@ -17,10 +20,31 @@ from twisted.internet.protocol import Factory, Protocol
 from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
-from carbon.receivers.framing import frame, split_frames
-from carbon.receivers.unpickler import PICKLE_ERRORS, loads
+from carbon.formats.pickled import frame, split_frames
+from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 MAX_REQUEST_LENGTH = 1024 ** 3
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` as plain types: subclasses of str/int/float become the base type,
+    numpy-style scalars their ``item()``, containers are copied, anything else ``str``."""
+    if type(value) in _PLAIN:
+        return value
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, dict):
+        return {plain_value(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(plain_value(v) for v in value)
+    if isinstance(value, (list, set, frozenset)):
+        return [plain_value(v) for v in value]
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return plain_value(item())
+    return str(value)
 
 
 class CarbonLinkHandler:
@@ -57,7 +81,8 @@ class CarbonLinkHandler:
             return {"datapointsByMetric": by_metric}
         if kind == "get-metadata":
             try:
-                return {"value": self.database.get_metadata(request["metric"], request["key"])}
+                value = self.database.get_metadata(request["metric"], request["key"])
+                return {"value": plain_value(value)}
             except Exception:
                 self.log.err()
                 return {"error": traceback.format_exc()}
@@ -65,11 +90,16 @@ class CarbonLinkHandler:
             try:
                 old = self.database.set_metadata(request["metric"], request["key"],
                                                  request["value"])
-                return {"old_value": old, "new_value": request["value"]}
+                return {"old_value": plain_value(old), "new_value": plain_value(request["value"])}
             except Exception:
                 self.log.err()
                 return {"error": traceback.format_exc()}
         return {"error": 'Invalid request type "%s"' % kind}
+
+    def respond(self, request: Any, peer: str = "peer") -> bytes:
+        """The answer to ``request`` as it goes on the wire (a pickle, protocol 2, no
+        length prefix)."""
+        return pickle.dumps(self.handle(request, peer), protocol=2)
 
 
 class CarbonLinkProtocol(Protocol):
@@ -102,7 +132,7 @@ class CarbonLinkProtocol(Protocol):
                 self.handler.log.query("[%s] invalid request: %s; closing" % (self.peer, exc))
                 self.transport.loseConnection()
                 return
-            out.append(frame(pickle.dumps(self.handler.handle(request, self.peer), protocol=2)))
+            out.append(frame(self.handler.respond(request, self.peer)))
         if oversized is not None:
             self.transport.loseConnection()
             return

@@ -116,6 +116,21 @@ DEFAULTS = dict(
     LINE_RECEIVER_MAX_LENGTH=16384,
     SHUTDOWN_FLUSH_TIMEOUT=30,
     SPOOL_MAX_BYTES=1024 ** 3,
+    # At-least-once relaying: per destination, the last bytes written are kept and sent
+    # again (or spooled) when its connection ends other than by our own clean close.
+    # Bounded by size and by age; either at 0 turns it off. 4 MiB covers a loopback
+    # peer's receive buffer plus our send buffer in the common case.
+    DESTINATION_RESEND_WINDOW_BYTES=4 * 1024 * 1024,
+    DESTINATION_RESEND_WINDOW_SECONDS=10.0,
+    # At shutdown each receiver connection is half-closed and read until its sender
+    # closes (or is quiet for half a second); connections still open after this many
+    # seconds are cut.
+    RECEIVER_SHUTDOWN_DRAIN_SECONDS=5.0,
+    # Descriptors receivers leave free for carbonlink, new whisper files, logs and
+    # self-metrics (an eighth of a small open-file limit at most). Past the limit this
+    # leaves, or MAX_RECEIVER_CONNECTIONS, new receiver connections are closed at once
+    # and counted; one listener.log line per BAD_LINE_LOG_INTERVAL gives the counts.
+    RECEIVER_FD_RESERVE=64,
     RELAY_HASH_CACHE_SIZE=100000,
     AGGREGATION_RULE_CACHE_SIZE=100000,
     BAD_LINE_LOG_INTERVAL=60,
@@ -124,6 +139,24 @@ DEFAULTS = dict(
     RATE_LIMITER="token_bucket",
     WRITER_THREADS=1,
     RELAY_WORKERS=1,
+    # The cache journal (write-ahead log, carbon/cache/journal.py): every batch the cache
+    # accepts is appended to a segment file first, so a killed daemon loses nothing; the
+    # next start replays it before listening.
+    CACHE_JOURNAL=True,
+    # Where the segments go; empty: STORAGE_DIR/cache-journal/<program>-<instance>.
+    CACHE_JOURNAL_DIR="",
+    # Seconds between fdatasync calls: what a power loss (not a process kill) can take.
+    # 0 never syncs.
+    CACHE_JOURNAL_FSYNC_INTERVAL=1.0,
+    # Journal bytes (segments not yet fully in whisper) at which the receivers are paused,
+    # as MAX_CACHE_SIZE does; they resume below 90%.
+    CACHE_JOURNAL_MAX_BYTES=4 * 1024 ** 3,
+    # A segment is closed (and can be retired) at this size.
+    CACHE_JOURNAL_SEGMENT_BYTES=64 * 1024 ** 2,
+    # SIGTERM writes the whole cache to whisper at MAX_UPDATES_PER_SECOND_ON_SHUTDOWN
+    # before exiting (as carbon). With CACHE_JOURNAL on, False exits as soon as the
+    # journal is flushed: nothing is lost, the next start replays it.
+    SHUTDOWN_DRAIN_CACHE=True,
 )
 
 # Keys whose values are paths; derived from STORAGE_DIR when not set.

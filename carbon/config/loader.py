@@ -15,9 +15,27 @@ from carbon.config.errors import ConfigError
 from carbon.config.inifile import Section, read_ini
 from carbon.config.settings import Settings, nearest_key
 
-# Keys the reference example file documents that our code does not use.
+# Keys the reference example file documents that have no code default.
 EXTRA_KNOWN_KEYS = ("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT",
                     "DESTINATIONS_POOL_REPLICAS", "GRAPHITE_ROOT")
+
+# carbon 1.1.10 keys accepted but not implemented here -> what they would enable. A value
+# other than the default gets a start-up warning naming file, line and key.
+NOT_IMPLEMENTED = {
+    "CERES_MAX_SLICE_GAP": "ceres storage", "CERES_NODE_CACHING_BEHAVIOR": "ceres storage",
+    "CERES_SLICE_CACHING_BEHAVIOR": "ceres storage", "CERES_LOCK_WRITES": "ceres storage",
+    "PROTOBUF_RECEIVER_INTERFACE": "the protobuf receiver",
+    "PROTOBUF_RECEIVER_PORT": "the protobuf receiver",
+    "DESTINATION_POOL_REPLICAS": "pooled replicas",
+    "DESTINATIONS_POOL_REPLICAS": "pooled replicas",
+    "USE_RATIO_RESET": "ratio-based connection resets",
+    "MIN_RESET_STAT_FLOW": "ratio-based connection resets",
+    "MIN_RESET_RATIO": "ratio-based connection resets",
+    "MIN_RESET_INTERVAL": "ratio-based connection resets",
+    "CACHE_METRIC_NAMES_MAX": "the aggregator's metric-name cache",
+    "CACHE_METRIC_NAMES_TTL": "the aggregator's metric-name cache",
+    "RAVEN_DSN": "Sentry error reporting",
+}
 
 
 def section_for(program: str) -> str:
@@ -39,6 +57,10 @@ def _apply_section(settings: Settings, section: Section, path: str,
             settings[key] = entry.value
         else:
             settings.set_from_text(key, entry.value, path, entry.line)
+        if key in NOT_IMPLEMENTED and (key not in DEFAULTS or settings[key] != DEFAULTS[key]):
+            warnings.append("%s line %d: %s is not implemented by this carbon (%s); the "
+                            "setting has no effect" % (path, entry.line, key,
+                                                       NOT_IMPLEMENTED[key]))
 
 
 def load_settings(program: str, instance: str | None = "a", config: str | None = None,
@@ -107,6 +129,11 @@ def load_settings(program: str, instance: str | None = "a", config: str | None =
     if settings.MAX_UPDATES_PER_SECOND_ON_SHUTDOWN is None:
         settings["MAX_UPDATES_PER_SECOND_ON_SHUTDOWN"] = settings.MAX_UPDATES_PER_SECOND
     settings["CACHE_SIZE_LOW_WATERMARK"] = settings.MAX_CACHE_SIZE * 0.95
+    if program == "carbon-aggregator" and settings.RELAY_METHOD != "consistent-hashing" \
+            and "RELAY_METHOD" in provided:
+        warnings.append("%s: RELAY_METHOD = %s has no effect on carbon-aggregator, which always "
+                        "uses consistent-hashing (as carbon 1.1.10)" % (config,
+                                                                        settings.RELAY_METHOD))
     settings["config_file"] = config
     settings["config_warnings"] = warnings
     return settings

@@ -9,12 +9,14 @@ from twisted.internet import defer, task
 
 from carbon.config.patternlist import PatternList
 from carbon.config.settings import Settings
+from carbon.daemon.manhole import listen_manhole
 from carbon.instrumentation.reporter import Reporter
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.pipeline import Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
 from carbon.receivers.context import ReceiverContext
+from carbon.receivers.drain import drain_connections
 from carbon.receivers.flow import FlowControl
 from carbon.receivers.listeners import start_receivers
 
@@ -76,7 +78,11 @@ class Daemon:
     def start(self) -> None:
         """Start the sink's services, then the receivers, then periodic tasks."""
         self.start_sink()
+        self.receivers.limit.plan(self.descriptor_claims())
         self.ports = start_receivers(self.reactor, self.receivers)
+        if self.settings.ENABLE_MANHOLE:
+            self.ports.append(listen_manhole(self.reactor, self.settings,
+                                             {"daemon": self, "settings": self.settings}))
         if self.settings.ENABLE_AMQP:
             from carbon.receivers.amqp import start_amqp_listener
 
@@ -92,6 +98,11 @@ class Daemon:
     def start_sink(self) -> None:
         """Start whatever the sink needs (writer thread, destination clients)."""
 
+    def descriptor_claims(self) -> int:
+        """Descriptors the sink may still open besides receiver connections (the
+        receivers leave them free; see ``carbon.receivers.limits``)."""
+        return 0
+
     def flush_logs(self) -> None:
         self.receivers.flush_logs()
 
@@ -103,6 +114,10 @@ class Daemon:
             if loop.running:
                 loop.stop()
         waits = [defer.maybeDeferred(port.stopListening) for port in self.ports]
+        # What senders already wrote is read before their connections close.
+        waits.append(drain_connections(
+            self.receivers.connections, self.reactor,
+            limit=float(self.settings.get("RECEIVER_SHUTDOWN_DRAIN_SECONDS", 5.0))))
         return defer.DeferredList(waits)
 
     @defer.inlineCallbacks

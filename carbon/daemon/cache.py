@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import sys
 from typing import Any
 
 from twisted.internet import defer, threads
+from twisted.python import failure
 
+from carbon.cache.journal import Journal, journal_dir
 from carbon.cache.sink import CacheSink
 from carbon.cache.store import MetricCache
 from carbon.cache.strategies import make_strategy
@@ -15,7 +19,8 @@ from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
-from carbon.plugins import STORAGE_BACKENDS, WRITE_STRATEGIES
+from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
+from carbon.receivers.limits import listen_tcp
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
 
@@ -25,7 +30,8 @@ SWITCH_INTERVAL = 0.001
 def open_database(settings: Any) -> Any:
     name = settings.DATABASE
     if name not in STORAGE_BACKENDS:
-        raise ConfigError("No database plugin implemented for '%s'" % name,
+        raise ConfigError("No database plugin implemented for '%s' (known: %s)"
+                          % (name, ", ".join(STORAGE_BACKENDS.names())),
                           settings.get("config_file"), key="DATABASE")
     return STORAGE_BACKENDS.get(name)(settings)
 
@@ -43,6 +49,8 @@ class CacheDaemon(Daemon):
                               % (strategy_name, ", ".join(WRITE_STRATEGIES.names())),
                               settings.get("config_file"), key="CACHE_WRITE_STRATEGY")
         self.log.msg("Using %s write strategy for cache" % strategy_name)
+        RATE_LIMITERS.resolve(settings.get("RATE_LIMITER", "token_bucket"), "RATE_LIMITER",
+                              settings.get("config_file"))
         self.cache = MetricCache()
         self.database = open_database(settings)
         self.schemas = SchemaFiles(settings.get("CONF_DIR", "."))
@@ -51,8 +59,24 @@ class CacheDaemon(Daemon):
         self.strategy = make_strategy(strategy_name, self.cache, settings, self.log)
         self.writer = Writer(self.cache, self.strategy, self.database, self.schemas, settings,
                              self.stats, self.log)
-        self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log)
+        self.journal = self.make_journal()
+        self.writer.journal = self.journal
+        self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log,
+                                    journal=self.journal)
         return self.cache_sink
+
+    def make_journal(self) -> Journal | None:
+        settings = self.settings
+        if not settings.CACHE_JOURNAL:
+            return None
+        owner = None
+        if settings.USER and os.getuid() == 0:  # the daemon drops to USER once started
+            owner = tuple(pwd.getpwnam(settings.USER)[2:4])
+        return Journal(journal_dir(settings), self.cache, self.log,
+                       segment_bytes=int(settings.CACHE_JOURNAL_SEGMENT_BYTES),
+                       max_bytes=float(settings.CACHE_JOURNAL_MAX_BYTES),
+                       fsync_interval=float(settings.CACHE_JOURNAL_FSYNC_INTERVAL),
+                       owner=owner)
 
     def make_processors(self) -> list:
         return self.extra_processors()
@@ -69,15 +93,23 @@ class CacheDaemon(Daemon):
             "cache.size": lambda: self.cache.size,
             "cache.queues": lambda: len(self.cache),
             "activeConnections": lambda: len(self.receivers.connections),
+            "cache.journal.bytes": lambda: self.journal.size if self.journal else 0,
         }, extra=cache_extra)
 
     def start_sink(self) -> None:
         settings = self.settings
+        journal = self.journal
+        if journal is not None:
+            journal.open()  # replays what an earlier run left, before anything listens
+            self.every(0.5, self.cache_sink.check_journal)
+            if journal.fsync_interval > 0:
+                self.every(journal.fsync_interval, self.sync_journal)
         handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log)
         port = int(settings.CACHE_QUERY_PORT or 0)
         if port:
-            self.carbonlink_port = self.reactor.listenTCP(
-                port, CarbonLinkFactory(handler), backlog=int(settings.CACHE_QUERY_BACKLOG),
+            self.carbonlink_port = listen_tcp(
+                self.reactor, port, CarbonLinkFactory(handler),
+                backlog=int(settings.CACHE_QUERY_BACKLOG),
                 interface=settings.CACHE_QUERY_INTERFACE)
         if settings.ENABLE_TAGS:
             self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
@@ -91,14 +123,34 @@ class CacheDaemon(Daemon):
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)
 
+    def descriptor_claims(self) -> int:
+        """The whisper descriptor cache's room (it opens files as it writes)."""
+        return int(getattr(self.database, "descriptor_capacity", 0))
+
     def flush_logs(self) -> None:
         """One summary line per interval for every bounded log of the cache daemon."""
         super().flush_logs()
         self.cache_sink.overflow_log.flush()
         self.cache_sink.bad_names.flush()
         self.writer.errors.flush()
+        self.writer.disk_errors.flush()
+        self.cache_sink.journal_log.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
+
+    def sync_journal(self) -> Any:
+        """fdatasync the journal on a pool thread (one at a time)."""
+        if getattr(self, "syncing", None) is not None:
+            return None
+        self.syncing = threads.deferToThread(self.journal.sync)
+
+        def finished(result: Any) -> None:
+            self.syncing = None
+            if isinstance(result, failure.Failure):
+                self.log.msg("Journal sync failed: %s" % result.getErrorMessage())
+
+        self.syncing.addBoth(finished)
+        return None
 
     def reload_schemas(self) -> None:
         problem = self.schemas.reload_if_changed()
@@ -110,11 +162,22 @@ class CacheDaemon(Daemon):
         port = getattr(self, "carbonlink_port", None)
         self.writer.stop_event.set()
         yield threads.deferToThread(self.writer.stop, 5.0)
-        self.log.msg("Draining %d datapoints of %d metrics to disk before exit"
-                     % (self.cache.size, len(self.cache)))
-        drained = yield threads.deferToThread(self.writer.drain)
-        if not drained:
-            self.log.msg("Could not write %d datapoints before exit" % self.cache.size)
+        journal = self.journal
+        if getattr(self, "syncing", None) is not None:
+            yield self.syncing
+        if journal is not None and not self.settings.SHUTDOWN_DRAIN_CACHE:
+            journal.close(remove=self.cache.is_empty())
+            self.log.msg("Journal flushed with %d datapoints of %d metrics in the cache: "
+                         "the next start writes them (SHUTDOWN_DRAIN_CACHE = False)"
+                         % (self.cache.size, len(self.cache)))
+        else:
+            self.log.msg("Draining %d datapoints of %d metrics to disk before exit"
+                         % (self.cache.size, len(self.cache)))
+            drained = yield threads.deferToThread(self.writer.drain)
+            if not drained:
+                self.log.msg("Could not write %d datapoints before exit" % self.cache.size)
+            if journal is not None:
+                journal.close(remove=drained and self.cache.is_empty())
         if port is not None:
             yield port.stopListening()
         close = getattr(self.database, "close", None)

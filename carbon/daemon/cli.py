@@ -15,6 +15,7 @@ from typing import Any
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.daemon.process import daemonize, handle_action, remove_pidfile, write_pidfile
+from carbon.receivers.limits import raise_open_file_limit
 from carbon.logs import CarbonLog, log_twisted_errors
 
 DAEMONS = {
@@ -116,18 +117,6 @@ def run(program: str, argv: list[str] | None = None, script: str | None = None) 
         raise
 
 
-def _raise_fd_limit() -> None:
-    """Open-file limit up to the hard limit: the whisper descriptor cache wants room."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            pass
-
-
 def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foreground: bool,
            report: Any) -> None:
     from twisted.internet import epollreactor
@@ -142,7 +131,7 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
         log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.ENABLE_LOGROTATION))
 
     log_twisted_errors(log)
-    _raise_fd_limit()
+    raise_open_file_limit(log.msg)
     for warning in settings.get("config_warnings", []):
         log.msg("WARNING: %s" % warning)
     try:

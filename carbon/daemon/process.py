@@ -112,6 +112,10 @@ def daemonize() -> Callable[[int, str], None]:
     exits with its status, so ``start`` fails visibly when, say, a port is
     taken. Returns ``report(status, message)`` for the daemon to call once.
     """
+    # What was printed so far ("Starting ...") leaves with the original process, which
+    # ends with os._exit (no flush): flush before the children inherit a copy of it.
+    sys.stdout.flush()
+    sys.stderr.flush()
     read_end, write_end = os.pipe()
     if os.fork() > 0:
         os.close(write_end)

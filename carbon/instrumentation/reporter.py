@@ -104,7 +104,6 @@ def cache_extra(counters: dict, samples: dict, record: Callable[[str, float], No
     record("updateOperations", len(update_times))
     record("committedPoints", committed)
     record("creates", counters.get("creates", 0))
-    record("droppedCreates", counters.get("droppedCreates", 0))
     record("deferredCreates", counters.get("deferredCreates", 0))
     record("errors", counters.get("errors", 0))
     record("cache.queries", counters.get("cacheQueries", 0))

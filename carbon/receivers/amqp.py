@@ -23,7 +23,7 @@ from carbon.amqp.fields import AMQPError, short_wire, text
 from carbon.amqp.spec import load_spec
 from carbon.pipeline import Batch
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.lineparse import parse_lines, printable
+from carbon.formats.plaintext import parse_lines, printable
 
 PREFETCH = 256
 CONSUMER_TAG = "graphite_consumer"

@@ -9,6 +9,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Pipeline
 from carbon.receivers.flow import FlowControl
+from carbon.receivers.limits import ConnectionLimit
 
 
 class ReceiverContext:
@@ -26,7 +27,7 @@ class ReceiverContext:
         self.log = log
         self.connections: set[Any] = set()
         self.ports: list[Any] = []
-        self.accepting = True
+        self.limit = ConnectionLimit(settings, log.listener)
         # hand_off(conn, kind, factory): set by a daemon that spreads inbound TCP
         # connections over worker processes ("line" or "pickle"; see listeners).
         self.hand_off: Any = None
@@ -36,33 +37,20 @@ class ReceiverContext:
         self.max_length = int(settings.get("LINE_RECEIVER_MAX_LENGTH", 16384))
         self.resolution = int(settings.MIN_TIMESTAMP_RESOLUTION or 0)
 
+    def admit(self) -> bool:
+        """May one more receiver connection open? (counted and logged when not)."""
+        return self.limit.admit(len(self.connections))
+
     def connection_opened(self, protocol: Any) -> None:
         self.connections.add(protocol)
         self.flow.register(protocol.transport)
-        self._check_accepting()
 
     def connection_closed(self, protocol: Any) -> None:
         self.connections.discard(protocol)
         self.flow.unregister(protocol.transport)
-        self._check_accepting()
-
-    def _check_accepting(self) -> None:
-        limit = self.settings.MAX_RECEIVER_CONNECTIONS
-        full = len(self.connections) >= limit
-        if full and self.accepting:
-            self.accepting = False
-            for port in self.ports:
-                self.log.listener("Pausing %s (%d/%s connections)" % (
-                    port, len(self.connections), limit))
-                port.pauseProducing()
-        elif not full and not self.accepting:
-            self.accepting = True
-            for port in self.ports:
-                self.log.listener("Resuming %s (%d/%s connections)" % (
-                    port, len(self.connections), limit))
-                port.resumeProducing()
 
     def flush_logs(self) -> None:
         self.bad_lines.flush()
         self.bad_pickles.flush()
         self.failed_batches.flush()
+        self.limit.flush(len(self.connections))

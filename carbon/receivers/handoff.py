@@ -17,6 +17,8 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IReadDescriptor
 from zope.interface import implementer
 
+from carbon.receivers.limits import BACKOFF_SECONDS, EXHAUSTED, ConnectionLimit
+
 Dispatch = Callable[[socket.socket], None]
 
 
@@ -25,14 +27,17 @@ class HandOffPort:
     """Listen on ``interface:port``; every accepted socket goes to ``dispatch``.
 
     Offers what the receivers need of a port: ``stopListening``, ``pauseProducing`` /
-    ``resumeProducing`` (MAX_RECEIVER_CONNECTIONS) and ``getHost``.
+    ``resumeProducing`` and ``getHost``; backs off for a second when accept() runs out of
+    descriptors.
     """
 
     def __init__(self, reactor: Any, port: int, dispatch: Dispatch, backlog: int = 1024,
-                 interface: str = "0.0.0.0", log: Callable[[str], None] | None = None) -> None:
+                 interface: str = "0.0.0.0", limit: ConnectionLimit | None = None) -> None:
         self.reactor = reactor
         self.dispatch = dispatch
-        self.log = log or (lambda message: None)
+        self.limit = limit
+        self.paused = False
+        self._backoff: Any = None
         self.family = socket.AF_INET6 if ":" in interface else socket.AF_INET
         sock = socket.socket(self.family, socket.SOCK_STREAM)
         try:
@@ -68,8 +73,11 @@ class HandOffPort:
             except BlockingIOError:
                 return
             except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    self.log("%s: cannot accept: %s" % (self, exc))
+                if exc.errno in EXHAUSTED:  # back off instead of a busy loop
+                    if self.limit is not None:
+                        self.limit.descriptors_exhausted(self, exc)
+                    self._stop_reading()
+                    self._backoff = self.reactor.callLater(BACKOFF_SECONDS, self._retry)
                     return
                 if exc.errno in (errno.ECONNABORTED, errno.EPERM, errno.EPROTO):
                     continue
@@ -82,15 +90,29 @@ class HandOffPort:
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
         self.socket.close()
 
-    def pauseProducing(self) -> None:  # noqa: N802
+    def _stop_reading(self) -> None:
         if self.reading:
             self.reading = False
             self.reactor.removeReader(self)
 
+    def _retry(self) -> None:
+        self._backoff = None
+        if not self.paused and self.socket.fileno() >= 0:
+            self.startReading()
+
+    def pauseProducing(self) -> None:  # noqa: N802
+        self.paused = True
+        self._stop_reading()
+
     def resumeProducing(self) -> None:  # noqa: N802
-        self.startReading()
+        self.paused = False
+        if self._backoff is None:
+            self.startReading()
 
     def stopListening(self) -> defer.Deferred:  # noqa: N802
+        if self._backoff is not None and self._backoff.active():
+            self._backoff.cancel()
+        self._backoff = None
         self.pauseProducing()
         self.socket.close()
         return defer.succeed(None)

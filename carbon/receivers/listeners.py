@@ -6,6 +6,7 @@ from typing import Any
 
 from carbon.receivers.context import ReceiverContext
 from carbon.receivers.handoff import HandOffPort
+from carbon.receivers.limits import listen_tcp
 from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory, UDPReceiver
 
 
@@ -13,9 +14,10 @@ def start_receivers(reactor: Any, context: ReceiverContext) -> list[Any]:
     """Listen on LINE_RECEIVER_PORT, PICKLE_RECEIVER_PORT and (if enabled) UDP.
 
     A port of 0 in the settings disables that receiver (as in carbon). Returns
-    the listening ports; TCP ones are also kept in ``context.ports`` so
-    MAX_RECEIVER_CONNECTIONS can pause accepting. With ``context.hand_off`` set, TCP
-    ports accept themselves and hand each connection to it (``HandOffPort``).
+    the listening ports; TCP ones are also kept in ``context.ports``. TCP ports back off
+    when accept() runs out of descriptors (``limits.GuardedPort``). With
+    ``context.hand_off`` set, TCP ports accept themselves and hand each connection to it
+    (``HandOffPort``).
     """
     settings = context.settings
     ports = []
@@ -30,9 +32,10 @@ def start_receivers(reactor: Any, context: ReceiverContext) -> list[Any]:
             kind = prefix.lower()
             listening: Any = HandOffPort(
                 reactor, port, lambda conn, k=kind, f=factory: context.hand_off(conn, k, f),
-                backlog=backlog, interface=interface, log=context.log.listener)
+                backlog=backlog, interface=interface, limit=context.limit)
         else:
-            listening = reactor.listenTCP(port, factory, backlog=backlog, interface=interface)
+            listening = listen_tcp(reactor, port, factory, backlog=backlog,
+                                   interface=interface, limit=context.limit)
         context.ports.append(listening)
         ports.append(listening)
     if settings.ENABLE_UDP_LISTENER and int(settings.UDP_RECEIVER_PORT or 0):

@@ -14,14 +14,9 @@ from twisted.protocols.policies import TimeoutMixin
 
 from carbon.pipeline import Batch
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.framing import split_frames
-from carbon.receivers.lineparse import canonical_lines, parse_lines, printable, split_buffer
-from carbon.receivers.unpickler import PICKLE_ERRORS, loads
-
-try:  # optional C accelerator (setup.py builds it): reads the common message directly
-    from carbon.receivers._pickled import points as _native_pickled
-except ImportError:  # pragma: no cover - built without a compiler
-    _native_pickled = None
+from carbon.formats.pickled import native_points, points_from_pickle, split_frames
+from carbon.formats.plaintext import canonical_lines, parse_lines, printable, split_buffer
+from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 
 def _enable_keepalive(transport: Any, settings: Any) -> None:
@@ -46,6 +41,7 @@ class MetricReceiver(Protocol, TimeoutMixin):
     def __init__(self, context: ReceiverContext) -> None:
         self.context = context
         self.peer = "peer"
+        self.draining: Any = None  # a ConnectionDrain once shutdown has begun
 
     def connectionMade(self) -> None:  # noqa: N802
         settings = self.context.settings
@@ -73,6 +69,15 @@ class MetricReceiver(Protocol, TimeoutMixin):
     def flush_tail(self) -> None:
         """Called when the connection ends; receivers with buffered input override it."""
 
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        self.received(data)
+        if self.draining is not None:
+            self.draining.touch()
+
+    def received(self, data: bytes) -> None:
+        """Handle one read; each receiver kind implements it."""
+        raise NotImplementedError
+
     def deliver(self, batch: Batch) -> None:
         if batch:
             self.context.stats.increment("metricsReceived", len(batch))
@@ -89,7 +94,7 @@ class LineReceiver(MetricReceiver):
         self.buffer = b""
         self.skipping = False
 
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+    def received(self, data: bytes) -> None:
         self.resetTimeout()
         if self.skipping:
             cut = data.find(b"\n")
@@ -152,31 +157,6 @@ class LineReceiver(MetricReceiver):
             self._parse([tail])
 
 
-def points_from_pickle(items: Any) -> tuple[Batch, int]:
-    """Convert an unpickled ``[(metric, (timestamp, value)), ...]`` list to a batch."""
-    batch: Batch = []
-    bad = 0
-    if not isinstance(items, (list, tuple)):
-        return batch, 1
-    for item in items:
-        try:
-            metric, (stamp, value) = item
-            stamp = float(stamp)
-            value = float(value)
-            if isinstance(metric, bytes):
-                metric = metric.decode("utf-8")
-            elif not isinstance(metric, str):
-                raise TypeError("metric name is not a string")
-        except (TypeError, ValueError, UnicodeDecodeError):
-            bad += 1
-            continue
-        if value - value != 0.0 or stamp - stamp != 0.0 or not metric:
-            bad += 1
-            continue
-        batch.append((metric, stamp, value))
-    return batch, bad
-
-
 class PickleReceiver(MetricReceiver):
     """4-byte big-endian length, then a pickle of ``[(metric, (timestamp, value)), ...]``."""
 
@@ -188,7 +168,7 @@ class PickleReceiver(MetricReceiver):
         self.max_length = int(context.settings.PICKLE_RECEIVER_MAX_LENGTH)
         self.insecure = bool(context.settings.USE_INSECURE_UNPICKLER)
 
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+    def received(self, data: bytes) -> None:
         self.resetTimeout()
         frames, self.buffer, oversized = split_frames(self.buffer + data, self.max_length)
         batch: Batch = []
@@ -196,7 +176,7 @@ class PickleReceiver(MetricReceiver):
         # The C reader answers for plain lists of (metric, (timestamp, value)) exactly as
         # the safe unpickler and points_from_pickle would; anything else (and the
         # insecure unpickler, whose str decoding differs) goes the general way.
-        fast = None if self.insecure else _native_pickled
+        fast = None if self.insecure else native_points
         for payload in frames:
             read = fast(payload) if fast is not None else None
             if read is None:
@@ -245,14 +225,15 @@ class UDPReceiver(DatagramProtocol):
 
 
 class ReceiverFactory(Factory):
-    """Builds one protocol per connection, refusing past MAX_RECEIVER_CONNECTIONS."""
+    """Builds one protocol per connection; past the connection limit (MAX_RECEIVER_CONNECTIONS
+    or the open-file limit less a reserve) the connection is closed at once."""
 
     def __init__(self, protocol_class: type, context: ReceiverContext) -> None:
         self.protocol_class = protocol_class
         self.context = context
 
     def buildProtocol(self, addr: Any) -> Any:  # noqa: N802
-        if len(self.context.connections) >= self.context.settings.MAX_RECEIVER_CONNECTIONS:
+        if not self.context.admit():
             return None
         protocol = self.protocol_class(self.context)
         protocol.factory = self

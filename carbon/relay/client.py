@@ -15,19 +15,29 @@ sending and the queue grows:
 
 Reconnects back off exponentially up to ``max_delay`` seconds. When the peer closes
 its side (a draining carbon daemon), what was written is flushed before closing.
+
+At least once: carbon's protocols have no acknowledgements, so what was written to a
+connection that then ended is unknown. The last bytes written are kept (a
+``ResendWindow``, bounded by DESTINATION_RESEND_WINDOW_BYTES and _SECONDS); when the
+connection ends other than by our own clean close, they are resent first on the next
+connection, or spooled. Duplicates are harmless downstream (same timestamp, same value)
+and are counted in ``destinations.<dest>.resent``.
 """
 
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any
 
 from twisted.internet import defer
+from twisted.internet.error import ConnectionDone
 
 from carbon.pipeline import Batch
 from carbon.relay.connection import SenderProtocol, SenderFactory
 from carbon.relay.destinations import Destination
 from carbon.relay.queues import LineQueue, PointQueue
+from carbon.relay.resend import ResendWindow
 from carbon.relay.spool import Spool
 from carbon.relay.wire import DECODERS, encoder_for
 
@@ -61,6 +71,10 @@ class DestinationClient:
         self.state_changed = state_changed  # called (client, up) for DYNAMIC_ROUTER
         self.queue = LineQueue() if self.protocol_name == "line" else PointQueue(
             self.per_message)
+        self.window = ResendWindow(int(settings.get("DESTINATION_RESEND_WINDOW_BYTES", 0)),
+                                   float(settings.get("DESTINATION_RESEND_WINDOW_SECONDS", 0)))
+        self.resend: deque[tuple[bytes, int]] = deque()  # (payload, points) to send again
+        self.resend_points = 0
         self.protocol: SenderProtocol | None = None
         self.flow_reason = "relay:%s" % (destination,)
         self.paused_since: float | None = None
@@ -74,12 +88,17 @@ class DestinationClient:
         self.stat = {key: name + key for key in (
             "sent", "batchesSent", "attemptedRelays", "queuedUntilConnected",
             "queuedUntilReady", "relayMaxQueueLength", "fullQueueDrops", "spooled",
-            "dropped", "replayed")}
+            "dropped", "replayed", "resent")}
 
     @property
     def queued(self) -> int:
-        """Points in the memory queue."""
-        return self.queue.queued
+        """Points in the memory queue (including those waiting to be resent)."""
+        return self.queue.queued + self.resend_points
+
+    @property
+    def pending(self) -> bool:
+        """Anything in memory waiting to be sent."""
+        return bool(self.queue) or bool(self.resend)
 
     def __repr__(self) -> str:
         return "CarbonClientFactory(%s:%d:%s)" % tuple(self.destination)
@@ -128,6 +147,9 @@ class DestinationClient:
         message = reason.getErrorMessage() if reason is not None else "closed"
         self.log.clients("%s::clientConnectionLost (%s:%d) %s" % (
             self, self.destination.host, self.destination.port, message))
+        clean = reason is None or reason.check(ConnectionDone) is not None
+        if not (protocol.closed_by_us and clean):
+            self._rewind("connection ended (%s)" % message)
         if self._closed is not None:
             closed, self._closed = self._closed, None
             closed.callback(None)
@@ -167,9 +189,33 @@ class DestinationClient:
 
     def take_all(self) -> Batch:
         """Empty the memory queue (DYNAMIC_ROUTER re-routes it elsewhere)."""
-        points = self.queue.take_points(self.queued)
+        points: Batch = []
+        decode = DECODERS[self.protocol_name]
+        while self.resend:
+            points.extend(decode(self.resend.popleft()[0])[0])
+        self.resend_points = 0
+        points.extend(self.queue.take_points(self.queue.queued))
         self._update_flow()
         return points
+
+    # -- at least once ------------------------------------------------------------------
+    def _write(self, protocol: SenderProtocol, payload: bytes, count: int) -> None:
+        """Write ``payload`` and keep it in the resend window."""
+        protocol.transport.write(payload)
+        self.window.add(payload, count, self.reactor.seconds())
+
+    def _rewind(self, why: str) -> None:
+        """The connection ended without proof of delivery: what the resend window holds
+        goes out again first (or to the spool)."""
+        records, seconds = self.window.take(self.reactor.seconds())
+        if not records:
+            return
+        points = sum(count for _, count in records)
+        self.resend.extend(records)
+        self.resend_points += points
+        self.stats.increment(self.stat["resent"], points)
+        self.log.clients("%s: %s; resending %d datapoints written in the last %.1f s"
+                         % (self, why, points, seconds))
 
     # -- sending ------------------------------------------------------------------------
     def flush(self) -> bool:
@@ -180,6 +226,8 @@ class DestinationClient:
         if protocol.paused:
             self.stats.max(self.stat["queuedUntilReady"], self.queued)
             return False
+        if self.resend:
+            self._send_resend(protocol)
         if self.spool.points:
             self._replay(protocol)
             if self.spool.points or protocol.paused:
@@ -187,11 +235,19 @@ class DestinationClient:
         queue = self.queue
         while queue and not protocol.paused and not protocol.closing:
             payload, messages, count = queue.take(self.write_points)
-            protocol.transport.write(payload)
+            self._write(protocol, payload, count)
             self.stats.increment(self.stat["sent"], count)
             self.stats.increment(self.stat["batchesSent"], messages)
         self._update_flow()
         return bool(self.queue) and not protocol.paused
+
+    def _send_resend(self, protocol: SenderProtocol) -> None:
+        """What the last connection may have lost, before anything newer."""
+        while self.resend and not protocol.closing:
+            payload, count = self.resend.popleft()
+            self.resend_points -= count
+            self._write(protocol, payload, count)
+            self.stats.increment(self.stat["sent"], count)
 
     def _replay(self, protocol: SenderProtocol) -> None:
         records = self.spool.read(max(256 * 1024, self.write_points * 40))
@@ -208,7 +264,7 @@ class DestinationClient:
             sent += count
             messages += -(-count // self.per_message) if self.protocol_name == "pickle" else count
         if payloads:
-            protocol.transport.write(b"".join(payloads))
+            self._write(protocol, b"".join(payloads), sent)
             self.stats.increment(self.stat["sent"], sent)
             self.stats.increment(self.stat["replayed"], sent)
             self.stats.increment(self.stat["batchesSent"], messages)
@@ -220,6 +276,7 @@ class DestinationClient:
         A live destination whose spool is nearly full holds receivers paused instead
         of spilling: points are only dropped for a destination that is down.
         """
+        self.window.expire(now)
         queued = self.queued
         if queued and not (self.expected_up and self.spool.nearly_full) and (
                 queued >= self.hard
@@ -242,8 +299,12 @@ class DestinationClient:
     def spill(self) -> int:
         """Move the whole memory queue to the end of the spool; returns points moved."""
         moved = 0
-        while self.queue:
-            payload, _, count = self.queue.take(self.write_points)
+        while self.resend or self.queue:
+            if self.resend:
+                payload, count = self.resend.popleft()
+                self.resend_points -= count
+            else:
+                payload, _, count = self.queue.take(self.write_points)
             try:
                 stored = not count or self.spool.append(payload, count)
                 why = "spool full (%d bytes)" % self.spool.max_bytes
@@ -282,7 +343,7 @@ class DestinationClient:
             self.spill()
 
     def drained(self) -> bool:
-        return not self.queue
+        return not self.pending
 
     def close(self, abort: bool = False) -> defer.Deferred:
         """Close the connection (flushing its buffer unless ``abort``); fires when closed."""
@@ -295,7 +356,9 @@ class DestinationClient:
         if abort:
             protocol.closing = True
             protocol.transport.abortConnection()
+            self._rewind("connection aborted at shutdown")
         elif not protocol.closing:
+            protocol.closed_by_us = True
             protocol.finish_writing()
         return closed
 

@@ -20,6 +20,7 @@ class SenderProtocol(Protocol):
         self.client = client
         self.paused = False
         self.closing = False
+        self.closed_by_us = False  # our clean close: nothing written needs resending
 
     def connectionMade(self) -> None:  # noqa: N802
         _enable_keepalive(self.transport, self.client.settings)

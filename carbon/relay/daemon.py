@@ -62,6 +62,10 @@ class RelayDaemon(Daemon):
             self.pool.start()
             self.receivers.hand_off = self.pool.dispatch
 
+    def descriptor_claims(self) -> int:
+        """A connection and two spool files per destination."""
+        return 3 * len(self.relay.clients)
+
     def stop_sink(self) -> Any:
         waits = [self.relay.stop()]
         if self.pool is not None:

@@ -17,8 +17,8 @@ from collections import deque
 from typing import Any
 
 from carbon.pipeline import Batch
-from carbon.relay.wire import (WireItems, decode_line_stream, encode_line,
-                               encode_pickle_items, wire_items)
+from carbon.formats.pickled import WireItems, encode_pickle_items, wire_items
+from carbon.formats.plaintext import decode_line_stream, encode_line
 
 
 class PointQueue:

@@ -12,6 +12,8 @@ A connection stays in the process that took it, so a sender's order is kept.
 Workers stop when asked (SIGTERM: flush, spool, exit) or when the master is gone
 (its end of the Unix socket closes). The master restarts a worker that dies, and on
 shutdown stops the workers and waits for them (SHUTDOWN_FLUSH_TIMEOUT plus 10 s).
+This module is the master's side; a worker process runs
+:mod:`carbon.relay.worker_process`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import sys
 from typing import Any
 
 from twisted.internet import defer, task
-from twisted.internet.interfaces import IReadDescriptor
-from zope.interface import implementer
 
 from carbon.config.errors import ConfigError
 from carbon.receivers.handoff import adopt
@@ -97,7 +97,7 @@ class WorkerPool:
 
     def _spawn(self, index: int) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = "from carbon.relay.workers import worker_main; worker_main()"
+        code = "from carbon.relay.worker_process import worker_main; worker_main()"
         proc = subprocess.Popen(
             [sys.executable, "-c", code, str(theirs.fileno()), str(index),
              "fg" if self.foreground else "bg"],
@@ -160,84 +160,3 @@ class WorkerPool:
 
         poll()
         return done
-
-
-@implementer(IReadDescriptor)
-class ChannelReader:
-    """A worker's side of the Unix socket: adopt each connection the master passes."""
-
-    def __init__(self, reactor: Any, channel: socket.socket, factories: dict[str, Any],
-                 log: Any) -> None:
-        self.reactor = reactor
-        self.channel = channel
-        self.factories = factories
-        self.log = log
-        channel.setblocking(False)
-
-    def fileno(self) -> int:
-        return self.channel.fileno()
-
-    def logPrefix(self) -> str:  # noqa: N802
-        return "RelayWorkerChannel"
-
-    def doRead(self) -> None:  # noqa: N802
-        while True:
-            try:
-                message, fds, _, _ = socket.recv_fds(self.channel, 16, 4)
-            except BlockingIOError:
-                return
-            except OSError:
-                message, fds = b"", []
-            if not message and not fds:  # the master is gone: stop like on SIGTERM
-                self.reactor.removeReader(self)
-                self.log.msg("relay master went away; shutting down")
-                self.reactor.stop()
-                return
-            for fd in fds:
-                try:
-                    family = FAMILIES.get(message[1:2], socket.AF_INET)
-                    factory = self.factories[KINDS.get(message[:1], "line")]
-                    with socket.socket(family, socket.SOCK_STREAM, fileno=fd) as conn:
-                        adopt(self.reactor, conn, factory)
-                except OSError as exc:
-                    self.log.msg("cannot adopt a connection from the master: %s" % exc)
-
-    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
-        self.channel.close()
-
-
-def worker_main(argv: list[str] | None = None) -> None:
-    """Entry point of a worker process (started by WorkerPool; settings on stdin)."""
-    argv = sys.argv[1:] if argv is None else argv
-    channel_fd, index, mode = int(argv[0]), int(argv[1]), argv[2]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides when we stop
-    from carbon.config.settings import Settings
-    from carbon.logs import CarbonLog, log_twisted_errors
-
-    base = Settings()
-    base.update(json.loads(sys.stdin.read()))
-    settings = worker_settings(base, index)
-    from twisted.internet import epollreactor
-
-    epollreactor.install()
-    from twisted.internet import reactor
-
-    if mode == "fg":
-        log = CarbonLog(None, stream=sys.stdout, rotate=False)
-    else:
-        os.makedirs(settings.LOG_DIR, exist_ok=True)
-        log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION")))
-
-    log_twisted_errors(log)
-    from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
-    from carbon.relay.daemon import RelayDaemon
-
-    daemon = RelayDaemon(settings, log, reactor)
-    daemon.start()
-    channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
-    reactor.addReader(ChannelReader(reactor, channel, {
-        "line": ReceiverFactory(LineReceiver, daemon.receivers),
-        "pickle": ReceiverFactory(PickleReceiver, daemon.receivers)}, log))
-    log.msg("carbon-relay worker %d started" % index)
-    channel.send(READY)
-    reactor.run()

@@ -1,6 +1,6 @@
 /* Positional I/O and flock that retry on EINTR, shared by the whisper C accelerators
- * (_create.c, _update.c). Each returns 0, or the errno of the failing call (EIO for a
- * write that made no progress or a read that hit the end of the file). */
+ * (_whisper_create.c, _whisper_writer.c). Each returns 0, or the errno of the failing
+ * call (EIO for a write that made no progress or a read that hit the end of the file). */
 #ifndef CARBON_STORAGE_FILEIO_H
 #define CARBON_STORAGE_FILEIO_H
 

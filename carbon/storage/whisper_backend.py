@@ -8,7 +8,7 @@ parsed headers shared by files of one schema. Nothing global is touched: the
 WHISPER_* options apply to this instance only.
 
 ``write_batch`` updates many files in one call of the C accelerator
-(carbon.storage._update) with the GIL released, in the common case; the rest goes
+(carbon.storage._whisper_writer) with the GIL released, in the common case; the rest goes
 through ``write`` (the Python writer), which is the specification.
 
 Staleness: every write through a cached descriptor ``stat``s the path (~1 us; not the
@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 try:  # optional C accelerator (setup.py builds it)
-    from carbon.storage import _update as update_native
+    from carbon.storage import _whisper_writer as update_native
 except ImportError:  # pragma: no cover - built without a compiler
     update_native = None  # type: ignore[assignment]
 
@@ -220,7 +220,7 @@ class WhisperDatabase:
     def write_batch(self, items: Sequence[tuple[str, array]],
                     now: int | None = None) -> list[float | None]:
         """Write many metrics' cached points in one call that releases the GIL
-        (carbon.storage._update), in the common case.
+        (carbon.storage._whisper_writer), in the common case.
 
         ``items`` are (metric, points) with points as the metric cache holds them: an
         ``array('d')`` of interleaved timestamp, value pairs, not to be resized until
@@ -387,6 +387,11 @@ class WhisperDatabase:
     def validate_archive_list(self, archive_list: Sequence[tuple[int, int]]) -> None:
         """Raise ValueError if whisper would refuse this archive list."""
         validate_archive_list(archive_list)
+
+    @property
+    def descriptor_capacity(self) -> int:
+        """Descriptors this backend may hold open at once (cache plus fresh files)."""
+        return self._fds.capacity + self.created_keep
 
     @property
     def open_files(self) -> int:

@@ -1,6 +1,6 @@
 """Creating whisper files byte-identical to ``whisper.create``, one or a batch at a time.
 
-``create_many`` creates a batch in one call of the C accelerator carbon.storage._create,
+``create_many`` creates a batch in one call of the C accelerator carbon.storage._whisper_create,
 with the GIL released for the whole batch (a thread that makes four file-system calls a
 file and has to win the GIL back after each one is starved by a busy thread), or with
 the pure-Python ``create_one`` loop when the accelerator is not built. Both behave alike:
@@ -20,7 +20,7 @@ from carbon.storage.whisper_format import (
 )
 
 try:
-    from carbon.storage import _create as native
+    from carbon.storage import _whisper_create as native
 except ImportError:  # the accelerator is optional
     native = None  # type: ignore[assignment]
 

@@ -3,23 +3,30 @@
 File = metadata (aggregation type, max retention, xFilesFactor, archive count: ``!2LfL``),
 then one ``!3L`` (offset, seconds per point, points) per archive, then the archives,
 each a ring of ``!Ld`` (timestamp, value) points. Everything is big-endian.
+
+The one home of the format: carbon's writer (carbon.storage.whisper_*), the render app's
+reader (webapp.storage.whisper_read) and the C update (carbon/storage/_whisper_writer.c, which
+mirrors ``parse_header`` and ``aggregate``) all take it from here.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from functools import lru_cache
+from typing import BinaryIO, Sequence
 
 __all__ = [
     "WhisperError", "CorruptWhisperFile", "InvalidConfiguration", "InvalidAggregationMethod",
     "InvalidXFilesFactor", "AGGREGATION_TYPES", "AGGREGATION_METHODS", "AGGREGATORS", "Archive",
-    "Header",
-    "parse_header", "pack_metadata", "validate_archive_list", "aggregate", "build_header",
+    "Header", "InvalidTimeInterval", "POINT_FORMAT", "run_struct", "header_size",
+    "parse_header", "read_header_from", "pack_metadata", "validate_archive_list", "aggregate",
+    "build_header",
 ]
 
 METADATA = struct.Struct("!2LfL")
 ARCHIVE_INFO = struct.Struct("!3L")
-POINT = struct.Struct("!Ld")
+POINT_FORMAT = "!Ld"
+POINT = struct.Struct(POINT_FORMAT)
 POINT_SIZE = POINT.size
 METADATA_SIZE = METADATA.size
 ARCHIVE_INFO_SIZE = ARCHIVE_INFO.size
@@ -44,6 +51,10 @@ class CorruptWhisperFile(WhisperError):
 
     def __str__(self) -> str:
         return "%s (%s)" % (self.error, self.path)
+
+
+class InvalidTimeInterval(WhisperError, ValueError):
+    """A fetch whose from time is after its until time."""
 
 
 class InvalidConfiguration(WhisperError, ValueError):
@@ -129,6 +140,22 @@ def parse_header(raw: bytes, path: str) -> Header:
         archives.append(Archive(offset, step, points))
         pos += ARCHIVE_INFO_SIZE
     return Header(bytes(raw[:pos]), method, max_retention, xff, archives)
+
+
+def read_header_from(fh: BinaryIO, path: str) -> Header:
+    """The header of an open (possibly gzip) file object, read from its start."""
+    fh.seek(0)
+    head = fh.read(METADATA_SIZE)
+    size = header_size(head)
+    if size == 0:
+        raise CorruptWhisperFile("Unable to read header", path)
+    return parse_header(head + fh.read(size - METADATA_SIZE), path)
+
+
+@lru_cache(maxsize=512)
+def run_struct(count: int) -> struct.Struct:
+    """The packing of ``count`` consecutive points (``!LdLd...``)."""
+    return struct.Struct("!" + "Ld" * count)
 
 
 def pack_metadata(aggregation_method: str, max_retention: int, xff: float,

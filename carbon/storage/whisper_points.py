@@ -7,21 +7,14 @@ arithmetic. Used by carbon.storage.whisper_writer.
 
 from __future__ import annotations
 
-import struct
-from functools import lru_cache
 from itertools import chain, compress, islice
 from operator import itemgetter, lt
 from typing import Iterable, Sequence
 
 from carbon.storage.whisper_format import Header
 
-__all__ = ["run_struct", "prepare_points", "split_by_archive", "consecutive_intervals",
+__all__ = ["prepare_points", "split_by_archive", "consecutive_intervals",
            "contiguous_runs", "runs_as_whisper", "lower_candidate", "read_span"]
-
-
-@lru_cache(maxsize=512)
-def run_struct(count: int) -> struct.Struct:
-    return struct.Struct("!" + "Ld" * count)
 
 
 def prepare_points(datapoints: Iterable[tuple[float, float]]) -> list[tuple[int, float]]:

@@ -30,10 +30,10 @@ from operator import eq
 
 from carbon.storage.whisper_format import (
     ARCHIVE_INFO_SIZE, METADATA_SIZE, POINT, POINT_SIZE, CorruptWhisperFile, Header,
-    header_size, parse_header,
+    header_size, parse_header, run_struct,
 )
 from carbon.storage.whisper_points import (
-    consecutive_intervals, contiguous_runs, lower_candidate, read_span, run_struct,
+    consecutive_intervals, contiguous_runs, lower_candidate, read_span,
     runs_as_whisper, split_by_archive,
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import time
 from typing import Any
@@ -11,12 +13,39 @@ from carbon.cache.strategies import Strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
+                                           parse_header)
 from carbon.writer.creator import DEFERRED, EXISTED, Creator
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
 KNOWN_FILES = 100_000
 BATCH_SIZE = 64  # metrics a write batch at most
+# Errors that mean the disk (not the file) is in trouble: the points are kept and the
+# writer waits DISK_RETRY_SECONDS before it tries again.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+DISK_RETRY_SECONDS = 1.0
+MAX_TORN_HEADER = 65536  # a file shorter than a header this long is an interrupted create
+
+
+def disk_trouble(error: BaseException) -> bool:
+    """Whether ``error`` says the file system cannot take writes now (full, failing)."""
+    return isinstance(error, OSError) and error.errno in DISK_ERRNOS
+
+
+class _Unavailable:
+    """Metrics the writer cannot take now: with the creator or in flight (live sets)."""
+
+    __slots__ = ("busy", "in_flight")
+
+    def __init__(self, busy: set[str], in_flight: set[str]) -> None:
+        self.busy, self.in_flight = busy, in_flight
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self.busy or metric in self.in_flight
+
+    def __bool__(self) -> bool:
+        return bool(self.busy or self.in_flight)
 
 
 class Writer:
@@ -44,6 +73,10 @@ class Writer:
         self.create_limiter = make_limiter(limiter, per_minute / 60.0 if per_minute != INF
                                            else INF, capacity=per_minute)
         self.errors = IntervalLog(log.msg, "write errors")
+        self.disk_errors = IntervalLog(log.msg, "writes refused by the disk (points kept)",
+                                       samples=1)
+        self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
+        self.journal: Any = None  # carbon.cache.journal.Journal: told what is on disk
         self.stop_event = threading.Event()
         self.idle_event = threading.Event()
         self.throttled_streak = 0
@@ -53,12 +86,15 @@ class Writer:
         self.thread_count = max(1, int(settings.get("WRITER_THREADS", 1)))
         self.choose_lock = threading.Lock()
         self.in_flight: set[str] = set()
+        self.held: list[str] = []  # chosen (in flight) while no update token was free
+        self.spare = 0  # update tokens paid for and not used yet
         self.threads: list[threading.Thread] = []
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
         # a file deleted since shows as FileNotFoundError on write).
         self.creator = Creator(database, schemas, settings, log, self._may_create)
         self.known: set[str] = set()
+        strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
 
     # -- one step -------------------------------------------------------
     def _choose(self) -> tuple[str | bool, bool]:
@@ -70,6 +106,8 @@ class Writer:
         skipping metrics other threads hold or the creator has. A metric whose file is
         not known to exist goes to the creator, and the choice goes on.
         """
+        if self.held:
+            return self.held.pop(), False
         creator = self.creator
         handled = creator.take_ready()
         if handled is not None:
@@ -105,18 +143,22 @@ class Writer:
             return metric, submitted
         return False, submitted
 
-    def _take(self, limit: int) -> tuple[list[str], bool]:
+    def _take(self, limit: int, paid: bool) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
-        than a write was done. With MAX_UPDATES_PER_SECOND, each metric after the first
-        needs an update token that is free at once."""
+        than a write was done. With MAX_UPDATES_PER_SECOND every metric taken costs one
+        update token: the first one ``paid`` for (blocking) by the caller, each further
+        one a token free at once. A token buys a write only: handing metrics to the
+        creator or taking back a deferred create costs none, a metric chosen when no
+        token is free is held for the next call, and a paid token left unused is kept
+        (``spare``): otherwise creates waiting for tokens (shutdown) would eat the
+        update rate."""
         limiter = self.update_limiter
         limited = not getattr(limiter, "unlimited", False)
         taken: list[str] = []
         did = False
         with self.choose_lock:
+            tokens = 1 if paid else 0
             while len(taken) < limit:
-                if (taken or did) and limited and not limiter.take(blocking=False):
-                    break
                 choice, submitted = self._choose()
                 did = did or submitted
                 if choice is True:
@@ -124,9 +166,25 @@ class Writer:
                     continue
                 if choice is False:
                     break
+                if limited:
+                    if tokens:
+                        tokens -= 1
+                    elif not limiter.take(blocking=False):
+                        self.in_flight.add(choice)
+                        self.held.append(choice)
+                        break
                 self.in_flight.add(choice)
                 taken.append(choice)
+            self.spare += tokens
             return taken, did
+
+    def _spare_token(self) -> bool:
+        """Use a token an earlier call paid for and did not use."""
+        with self.choose_lock:
+            if self.spare:
+                self.spare -= 1
+                return True
+            return False
 
     def _known(self, metric: str) -> None:
         """Remember that ``metric``'s file exists (bounded: forgotten all at once)."""
@@ -144,10 +202,21 @@ class Writer:
             self.tag_feed.created(metric)
 
     def _create_failed(self, metric: str, error: Exception) -> None:
-        """As carbon: the points of a metric whose file cannot be created are dropped."""
-        self.cache.pop(metric)
+        """As carbon: the points of a metric whose file cannot be created are dropped,
+        unless the disk is full or failing: then they stay for a later try."""
         self.stats.increment("errors")
+        if disk_trouble(error):
+            self._disk_trouble("Error creating %s: %s" % (metric, error))
+            return
+        mark = self.journal.mark() if self.journal is not None else 0
+        self.cache.pop(metric)
+        if self.journal is not None:
+            self.journal.done([metric], mark)
         self.errors.record("Error creating %s: %s" % (metric, error))
+
+    def _disk_trouble(self, message: str) -> None:
+        self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
+        self.disk_errors.record(message)
 
     def write_one(self) -> bool:
         """Write the next metric. Returns False when there was nothing to do."""
@@ -157,6 +226,8 @@ class Writer:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""
         creator = self.creator
+        if self.retry_at and time.monotonic() < self.retry_at:
+            return False  # the disk refused writes a moment ago
         if not creator.ready:
             if not self.cache:
                 return False
@@ -166,27 +237,36 @@ class Writer:
         # Wait for the update token before taking a metric, so points waiting on the rate
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
         waited = 0.0
-        if not getattr(self.update_limiter, "unlimited", False):
+        limited = not getattr(self.update_limiter, "unlimited", False)
+        kept_token = limited and self._spare_token()
+        if limited and not kept_token:
             started = time.time()
             self.update_limiter.take()
             waited = time.time() - started
-        metrics, busy = self._take(limit)
-        if not metrics:
+        metrics, busy = self._take(limit, limited)
+        if not metrics and kept_token and not busy:
+            return False  # a kept token and still nothing to write: idle
             if self.throttled_streak >= max(len(self.cache), 1):
                 # every metric waits for a create token (they keep their points)
                 time.sleep(0.05)
                 self.throttled_streak = 0
             return busy
+        journal = self.journal
+        mark = journal.mark() if journal is not None else 0
         try:
-            self._write(metrics, self.cache.pop_raw_for_write(metrics), waited)
+            kept = self._write(metrics, self.cache.pop_raw_for_write(metrics), waited)
         finally:
             self.cache.written(*metrics)
             self.in_flight.difference_update(metrics)
+        if journal is not None:
+            journal.done([metric for metric in metrics if metric not in kept] if kept
+                         else metrics, mark)
         return True
 
-    def _write(self, metrics: list[str], taken: list, waited: float) -> None:
+    def _write(self, metrics: list[str], taken: list, waited: float) -> set[str]:
         """Store each metric's points: the backend's batch call where it has one, then
-        ``write`` for what the batch left."""
+        ``write`` for what the batch left. Returns the metrics whose points went back
+        to the cache."""
         batch = getattr(self.database, "write_batch", None)
         times: list = [None] * len(metrics)
         if batch is not None:
@@ -197,10 +277,17 @@ class Writer:
         stats, log, feed = self.stats, self.log, self.tag_feed
         log_updates = self.settings.LOG_UPDATES
         committed = 0
+        kept: set[str] = set()
         for metric, raw, took in zip(metrics, taken, times, strict=True):
             if took is None:
+                if self.retry_at and time.monotonic() < self.retry_at and len(raw):
+                    self.cache.restore_raw(metric, raw)  # the disk refused the last one
+                    kept.add(metric)
+                    continue
                 count, took = self._store_one(metric, raw)
                 if took is None:
+                    if count < 0:
+                        kept.add(metric)
                     continue
             else:
                 count = len(raw) >> 1
@@ -220,10 +307,11 @@ class Writer:
                 waited = 0.0
         if committed:
             stats.increment("committedPoints", committed)
+        return kept
 
     def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
-        when nothing was written."""
+        when nothing was written, and then points -1 when they went back to the cache."""
         points = dedupe_sorted(raw)
         if not points:
             return 0, None
@@ -235,12 +323,49 @@ class Writer:
             # deleted since we knew it: keep the points, the creator makes it again
             self.known.discard(metric)
             self.cache.restore_raw(metric, raw)
-            return 0, None
+            return -1, None
         except Exception as exc:  # a broken file must not stop the writer
             self.stats.increment("errors")
+            if disk_trouble(exc):
+                self._disk_trouble("Error writing to %s: %s" % (metric, exc))
+                self.cache.restore_raw(metric, raw)
+                return -1, None
+            if self._torn_create(metric):
+                self.known.discard(metric)  # looked for (and made) again by the creator
+                self.cache.restore_raw(metric, raw)
+                return -1, None
             self.errors.record("Error writing to %s: %s" % (metric, exc))
             return 0, None
         return len(points), took
+
+    def _torn_create(self, metric: str) -> bool:
+        """Whether the file is a create the process died in, now mended: one without its
+        whole header is removed (to be made again); one whose body stops short of what
+        its header gives is extended with zeroes, as the create would have filled it."""
+        path_of = getattr(self.database, "get_filesystem_path", None)
+        if path_of is None:
+            return False
+        path = path_of(metric)
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_TORN_HEADER)
+                size = os.fstat(handle.fileno()).st_size
+            need = header_size(raw)
+            if size < METADATA_SIZE or size < need <= MAX_TORN_HEADER:
+                os.unlink(path)
+                self.log.msg("Removed %s: %d bytes left by an interrupted create"
+                             % (path, size))
+                return True
+            header = parse_header(raw[:need], path)
+            end = max((archive.end for archive in header.archives), default=need)
+            if size >= end:
+                return False
+            os.truncate(path, end)
+        except (OSError, CorruptWhisperFile):
+            return False
+        self.log.msg("Extended %s from %d to %d bytes: its create was interrupted"
+                     % (path, size, end))
+        return True
 
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
@@ -286,7 +411,8 @@ class Writer:
         try:
             while (self.cache or self.creator.ready) and time.monotonic() < deadline:
                 if not self.alive():
-                    self.write_some()
+                    if not self.write_some():
+                        time.sleep(0.02)  # the disk refused writes: it gets a moment
                 else:
                     time.sleep(0.02)
         finally:

@@ -13,7 +13,7 @@ from carbon.aggregator.staging import stage, stage_chunk
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.pipeline import Pipeline
-from carbon.receivers.lineparse import canonical_lines, parse_lines
+from carbon.formats.plaintext import canonical_lines, parse_lines
 from carbon.rewrite import RewriteProcessor, parse_rewrite_rules
 
 RULES = """\
@@ -132,9 +132,9 @@ def test_lines_are_staged_then_settled_in_arrival_order():
     proc, stats, pipeline = make(RULES, FORWARD_ALL=False)
     feed(pipeline, b"in.a.x.sum 0.1 1000\nin.a.y.sum 0.2 1001\nin.a.x.sum 0.3 1002\n", True)
     assert proc.buffers.outputs == {}  # staged, not yet added
-    assert proc.flush(1010.0) == [("agg.a.sum", 1000.0, 0.1 + 0.2 + 0.3)]
+    assert proc.flush(1010.0) == [("agg.a.sum", 1000.0, sum([0.1, 0.2, 0.3]))]
     feed(pipeline, b"in.a.x.sum 2 1003\n", True)  # that interval is still buffered
-    assert proc.flush(1020.0) == [("agg.a.sum", 1000.0, 0.1 + 0.2 + 0.3 + 2)]
+    assert proc.flush(1020.0) == [("agg.a.sum", 1000.0, sum([0.1, 0.2, 0.3, 2.0]))]
 
 
 def test_forward_all_lines_continue_as_tuples():
@@ -148,9 +148,9 @@ def test_whole_reads_are_staged_then_settled_in_arrival_order():
     read = b"in.a.x.sum 0.1 1000\nin.a.y.sum 0.2 1001\nin.a.x.sum 0.3 1002\nother 5 1003\n"
     assert pipeline.accepts_chunks and pipeline.process_chunk(read) == 4
     assert proc.buffers.outputs == {}  # staged, not yet added
-    assert proc.flush(1010.0) == [("agg.a.sum", 1000.0, 0.1 + 0.2 + 0.3)]
+    assert proc.flush(1010.0) == [("agg.a.sum", 1000.0, sum([0.1, 0.2, 0.3]))]
     assert pipeline.process_chunk(b"in.a.x.sum 2 1003\n") == 1
-    assert proc.flush(1020.0) == [("agg.a.sum", 1000.0, 0.1 + 0.2 + 0.3 + 2)]
+    assert proc.flush(1020.0) == [("agg.a.sum", 1000.0, sum([0.1, 0.2, 0.3, 2.0]))]
 
 
 def test_reads_the_chunk_path_leaves_to_the_other_paths():

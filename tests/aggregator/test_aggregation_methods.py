@@ -2,6 +2,7 @@
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,19 @@ def test_every_reference_method_is_covered():
 @pytest.mark.parametrize("name", sorted(AGGREGATION_METHODS))
 def test_matches_values_computed_by_the_reference(name):
     for vector in REFERENCE["vectors"]:
-        assert AGGREGATION_METHODS[name].compute(vector["values"]) == vector["results"][name]
+        expected = vector["results"][name]
+        if name in ("sum", "avg") and sys.version_info >= (3, 12):
+            # The vectors were recorded with the reference on Python 3.11. Its sum and avg
+            # are builtin sum(values) (/ len), which compensates from 3.12: the reference
+            # running here gives PLAIN's value, equal to the recorded one when compensation
+            # changes nothing.
+            sequential = 0.0
+            for value in vector["values"]:
+                sequential += value
+            recorded = sequential if name == "sum" else sequential / len(vector["values"])
+            assert recorded == expected
+            expected = PLAIN[name](vector["values"])
+        assert AGGREGATION_METHODS[name].compute(vector["values"]) == expected
 
 
 @pytest.mark.parametrize("name", sorted(AGGREGATION_METHODS))

@@ -1,4 +1,4 @@
-"""The C read stager (carbon.aggregator._accumulate) gives exactly the results of its
+"""The C read stager (carbon.aggregator._staging) gives exactly the results of its
 pure-Python twin (staging.stage_chunk, built on canonical_lines) on any input."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from carbon.aggregator.staging import stage_chunk
-from carbon.receivers.lineparse import canonical_lines
+from carbon.formats.plaintext import canonical_lines
 
-native = pytest.importorskip("carbon.aggregator._accumulate")
+native = pytest.importorskip("carbon.aggregator._staging")
 
 NAMES = [b"a", b"in.x.sum", b"in.y.sum", b"\xc3\xafn.\xc3\xa9", b"in.\xf0\x9f\x98\x80",
          b"in.\x01ctl", b"in.\x7f", b"x" * 30,

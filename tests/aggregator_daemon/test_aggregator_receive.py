@@ -21,7 +21,7 @@ from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
 from carbon.receivers.context import ReceiverContext
 from carbon.receivers.flow import FlowControl
-from carbon.receivers.lineparse import parse_lines
+from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from carbon.rewrite import RewriteProcessor, parse_rewrite_rules
 from tests.relay.harness import run_reactor, wait_for

@@ -1,4 +1,4 @@
-"""MetricCache storage: the C batch append (carbon.cache._points) against its Python twin."""
+"""MetricCache storage: the C batch append (carbon.cache._store) against its Python twin."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from carbon.receivers.framing import frame, split_frames
+from carbon.formats.pickled import frame, split_frames
 
 
 def test_complete_frames_and_the_unfinished_rest():

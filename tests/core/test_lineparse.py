@@ -6,8 +6,8 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from carbon.receivers.lineparse import parse_lines, split_buffer
-from carbon.receivers.protocols import points_from_pickle
+from carbon.formats.plaintext import parse_lines, split_buffer
+from carbon.formats.pickled import points_from_pickle
 
 
 def test_valid_and_invalid_lines():

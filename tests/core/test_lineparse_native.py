@@ -8,9 +8,9 @@ import os
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from carbon.receivers import lineparse
+from carbon.formats import plaintext
 
-native = lineparse._native_parse_lines
+native = plaintext._native_parse_lines
 
 pytestmark = pytest.mark.skipif(
     native is None and not os.environ.get("CARBON_REQUIRE_NATIVE"),
@@ -20,12 +20,12 @@ pytestmark = pytest.mark.skipif(
 def test_accelerator_is_built_where_required():
     # tools/test.sh builds with CARBON_REQUIRE_NATIVE=1: there the C path is what runs.
     assert native is not None
-    assert lineparse.parse_lines.__module__ == "carbon.receivers.lineparse"
+    assert plaintext.parse_lines.__module__ == "carbon.formats.plaintext"
 
 
 def same(lines: list[bytes], now: float = 1234.5, resolution: int = 0) -> None:
     got_batch, got_bad = native(lines, now, resolution)
-    want_batch, want_bad = lineparse.parse_lines_py(lines, now, resolution)
+    want_batch, want_bad = plaintext.parse_lines_py(lines, now, resolution)
     assert got_bad == want_bad
     assert len(got_batch) == len(want_batch)
     for got, want in zip(got_batch, want_batch, strict=True):

@@ -15,24 +15,37 @@ def cached(instance: CarbonInstance, names: list[str]) -> dict:
                                             "metrics": names})["datapointsByMetric"]
 
 
-def test_max_receiver_connections_pauses_accepting(tmp_path):
-    instance = CarbonInstance(tmp_path, MAX_RECEIVER_CONNECTIONS=2, **PAUSED)
+def test_max_receiver_connections_refuses_and_recovers(tmp_path):
+    instance = CarbonInstance(tmp_path, MAX_RECEIVER_CONNECTIONS=2, BAD_LINE_LOG_INTERVAL=1,
+                              **PAUSED)
     instance.start_foreground()
     try:
+        # start_foreground's probe connection counts until the daemon sees it close
+        wait_for(lambda: "closed cleanly" in instance.output(), what="probe closed")
         first = socket.create_connection(("127.0.0.1", instance.line_port))
         second = socket.create_connection(("127.0.0.1", instance.pickle_port))
-        wait_for(lambda: "Pausing" in instance.output(), what="pause log")
+        wait_for(lambda: instance.output().count("established") == 3, what="both accepted")
         third = socket.create_connection(("127.0.0.1", instance.line_port), timeout=5)
-        third.sendall(b"conn.third 1 100\n")
-        time.sleep(0.5)
-        assert cached(instance, ["conn.third"])["conn.third"] == []  # not accepted yet
+        # over the limit: closed at once (the sender knows, unlike a silent backlog)
+        try:
+            assert third.recv(10) == b""
+        except ConnectionResetError:
+            pass
+        third.close()
+        wait_for(lambda: "connection refused: 2 receiver connections open, limit 2 "
+                 "(MAX_RECEIVER_CONNECTIONS)" in instance.output(), what="refusal logged")
         first.sendall(b"conn.first 1 100\n")
         first.close()
-        # a slot frees: the waiting connection is accepted and its line is read
-        wait_for(lambda: cached(instance, ["conn.third"])["conn.third"], what="third accepted")
-        assert cached(instance, ["conn.first"])["conn.first"] == [(100.0, 1.0)]
+        # a slot frees: a new connection is served
+        wait_for(lambda: cached(instance, ["conn.first"])["conn.first"], what="first read")
+
+        def fourth_served() -> bool:
+            with socket.create_connection(("127.0.0.1", instance.line_port)) as fourth:
+                fourth.sendall(b"conn.fourth 1 100\n")
+            return bool(cached(instance, ["conn.fourth"])["conn.fourth"])
+
+        wait_for(fourth_served, what="fourth served")
         second.close()
-        third.close()
     finally:
         instance.kill()
 

@@ -47,7 +47,7 @@ class Relay:
         return sum(v for k, v in self.stats.counters.items() if k.endswith("." + suffix))
 
     def idle(self) -> bool:
-        return all(not c.queue and not c.spool.points for c in self.sink.clients.values())
+        return all(not c.pending and not c.spool.points for c in self.sink.clients.values())
 
 
 def make_points(count: int, names: int = 500, start: float = 1_600_000_000.0) -> list:

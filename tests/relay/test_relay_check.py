@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from carbon.relay.check import main
+from carbon.relay.routing_dry_run import main
 
 ROOT = Path(__file__).parents[2]
 VECTORS = json.loads((ROOT / "tests" / "data" / "hashing-vectors.json").read_text())

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
-import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,18 @@ from carbon.hashing import (ConsistentHashRing, CRelayHashRing, JumpHashRing, ca
                             compactHash, fnv32a, jump_bucket)
 from carbon.plugins import HASH_RINGS
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from common import reference_package_dir  # noqa: E402
+
 VECTORS = json.loads((Path(__file__).parents[1] / "data" / "hashing-vectors.json").read_text())
-REFERENCE_HASHING = "/work/refenv/lib/python3.11/site-packages/carbon/hashing.py"
 
 
+@functools.lru_cache(maxsize=1)
 def _reference_module():
-    if not os.path.exists(REFERENCE_HASHING):
-        pytest.skip("reference carbon not installed")
-    spec = importlib.util.spec_from_file_location("_reference_hashing", REFERENCE_HASHING)
+    """carbon 1.1.10's hashing.py (it imports only the standard library and mmh3), loaded
+    from the reference venv that bench/common.py installs on first use."""
+    path = reference_package_dir("carbon") / "hashing.py"
+    spec = importlib.util.spec_from_file_location("_reference_hashing", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -11,12 +11,12 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.pipeline import LineBatch, Pipeline
 from carbon.processors.filters import ListFilter
-from carbon.receivers.lineparse import canonical_lines, parse_lines
+from carbon.formats.plaintext import canonical_lines, parse_lines
 from carbon.relay.destinations import Destination
 from carbon.relay.index import RouteIndex
 from carbon.relay.linefilter import LineListFilter
 from carbon.relay.queues import LineQueue
-from carbon.relay.wire import encode_line
+from carbon.formats.plaintext import encode_line
 from carbon.routers import make_router
 from test_relay_routers import CASES, _settings
 

@@ -16,10 +16,10 @@ from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
 from carbon.receivers.context import ReceiverContext
 from carbon.receivers.flow import FlowControl
-from carbon.receivers.lineparse import parse_lines
+from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from carbon.relay.sink import RelaySink
-from carbon.relay.wire import encode_line
+from carbon.formats.plaintext import encode_line
 from countsink import CountingSink
 from harness import run_reactor, wait_for
 from relayutil import relay_settings

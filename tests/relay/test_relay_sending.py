@@ -9,7 +9,7 @@ import struct
 import pytest
 from twisted.internet import defer
 
-from carbon.relay.wire import format_value
+from carbon.formats.plaintext import format_value
 from countsink import CountingSink
 from harness import run_reactor, sleep, wait_for
 from relayutil import (Relay, expected_per_destination, feed, free_port, make_points,

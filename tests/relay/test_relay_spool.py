@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 from twisted.internet import defer
 
 from carbon.relay.destinations import parse_destination
-from carbon.relay.sink import spool_directory
+from carbon.relay.client_set import spool_directory
 from carbon.relay.spool import Spool
-from carbon.relay.wire import (decode_line_stream, decode_pickle_stream, encode_line,
-                               encode_pickle, encoder_for, format_value)
+from carbon.formats.pickled import decode_pickle_stream, encode_pickle, frame
+from carbon.formats.plaintext import decode_line_stream, encode_line, format_value
+from carbon.relay.wire import encoder_for
 from countsink import CountingSink
 from harness import run_reactor, wait_for
 from relayutil import Relay, make_points, relay_settings
@@ -43,6 +44,22 @@ def test_line_format_matches_reference():
     assert decoded == [("x", 2.0, 1.0)] and tail == b"y 3" and bad == 0
     with pytest.raises(ValueError, match="DESTINATION_PROTOCOL must be one of"):
         encoder_for("protobuf2")
+
+
+def pickle_frame(items: list) -> bytes:
+    return frame(pickle.dumps(items, 2))
+
+
+def test_decoders_keep_only_finite_points_and_count_the_rest():
+    stream = b"a nan 2\nb 1 inf\nc -inf 3\nd 1 2 3\n\xff 1 2\ne 5 6\n"
+    decoded, tail, bad = decode_line_stream(stream + b"f 7")
+    assert decoded == [("e", 6.0, 5.0)] and tail == b"f 7" and bad == 5
+    bad_points = [("a", (1.0, float("nan"))), ("b", (float("inf"), 1.0)), ("", (1.0, 2.0)),
+                  ("c", ("x", 1.0)), ("d", (3.0, 4.0))]
+    payload, _, _ = encode_pickle([("e", 6.0, 5.0)])
+    items_payload = pickle_frame(bad_points)
+    decoded, tail, bad = decode_pickle_stream(items_payload + b"\0\0\0\2xx" + payload)
+    assert decoded == [("d", 3.0, 4.0), ("e", 6.0, 5.0)] and tail == b"" and bad == 5
 
 
 def _record(points):

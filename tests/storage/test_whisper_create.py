@@ -28,7 +28,7 @@ from .test_whisper_identity import METHODS, schemas
 
 NATIVE = [True, False] if whisper_create.native is not None else [False]
 if os.environ.get("CARBON_REQUIRE_NATIVE"):
-    assert whisper_create.native is not None, "carbon.storage._create was not built"
+    assert whisper_create.native is not None, "carbon.storage._whisper_create was not built"
 
 VARIANTS = {
     "default": (CreateOptions(), {}),

@@ -38,14 +38,16 @@ def create_whisper_with(path: str, archives: list, writes: list, now: int) -> No
 def stop_server(proc: subprocess.Popen) -> None:
     """SIGTERM a server process a test started (killed if not gone in 10 s); its pipes
     are closed."""
-    proc.send_signal(signal.SIGTERM)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
-    proc.stdout.close()
-    proc.stderr.close()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def aligned_now(step: int = 3600) -> int:
@@ -113,8 +115,10 @@ def http_get(url: str, timeout: float = 10.0, data: Optional[bytes] = None,
 
 def call(app: Callable, path: str, params: Any = None, method: str = 'GET',
          body: Optional[bytes] = None, headers: Optional[dict] = None,
-         content_type: str = 'application/x-www-form-urlencoded') -> tuple[int, dict, bytes]:
-    """Call a WSGI app in-process; (status, headers, body)."""
+         content_type: str = 'application/x-www-form-urlencoded',
+         environ: Optional[dict] = None) -> tuple[int, dict, bytes]:
+    """Call a WSGI app in-process; (status, headers, body). ``environ`` adds WSGI keys."""
+    extra = environ
     environ = {
         'REQUEST_METHOD': method, 'PATH_INFO': path, 'SCRIPT_NAME': '',
         'QUERY_STRING': urlencode(params, doseq=True) if params else '',
@@ -124,6 +128,7 @@ def call(app: Callable, path: str, params: Any = None, method: str = 'GET',
     }
     for name, value in (headers or {}).items():
         environ['HTTP_' + name.upper().replace('-', '_')] = value
+    environ.update(extra or {})
     captured: dict[str, Any] = {}
 
     def start_response(status: str, hdrs: list) -> None:

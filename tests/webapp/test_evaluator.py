@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from tests.webapp.helpers import call
 from webapp.functions.registry import Param, RenderFunction
 from webapp.render.grammar import Const, PathExpr

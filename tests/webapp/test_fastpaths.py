@@ -18,6 +18,7 @@ import pytest
 import whisper
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from carbon.storage.whisper_format import CorruptWhisperFile
 from tests.webapp.json_oracle import Series, plain_sum, render_json_body
 from tests.webapp.helpers import STEP, aligned_now, call, create_whisper_with, make_whisper
 from webapp.app import make_app
@@ -82,7 +83,8 @@ def test_read_many_reports_corrupt_and_missing_files(tmp_path: Any) -> None:
         fh.write(b'\x00\x00\x00\x09' + b'\x00' * 20)
     answers = whisper_read.read_many([bad, str(tmp_path / 'missing.wsp'), good],
                                      now - 600, now - 1, now)
-    assert isinstance(answers[0], whisper.CorruptWhisperFile)
+    assert isinstance(answers[0], CorruptWhisperFile)
+    assert str(answers[0]) == 'Unable to read header (%s)' % bad
     assert isinstance(answers[1], FileNotFoundError)
     assert packed.to_list(answers[2][0][1])[-1] == 1.0
 
@@ -193,7 +195,7 @@ def test_app_bytes_same_with_and_without_numpy(decimal_tree: tuple[str, int], ma
     assert fast[1]['Content-Length'] == str(len(fast[2]))
 
 
-def test_fused_sum_is_the_sequential_sum(decimal_tree: tuple[str, int],
+def test_fused_sum_is_builtin_sum(decimal_tree: tuple[str, int],
                                          make_web_settings: Any) -> None:
     root, base = decimal_tree
     app = make_app(make_web_settings(WHISPER_DIR=root))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from tests.webapp.helpers import call
 
 

@@ -7,9 +7,11 @@ import os
 import shutil
 import tempfile
 
+import pytest
 import whisper
 from hypothesis import given, settings, strategies as st
 
+from carbon.storage.whisper_format import InvalidTimeInterval
 from tests.webapp.helpers import create_whisper_with
 from webapp.storage import whisper_read
 
@@ -40,6 +42,7 @@ def test_same_as_whisper_fetch(archives: list, writes: list, start: int, length:
             dst.write(src.read())
         with gzip.open(gz, 'rb') as fh:
             assert whisper_read.file_fetch(fh, from_time, until_time, now)[0] == expected
+        assert whisper_read.read_info(path) == whisper_read.read_info(gz) == whisper.info(path)
     finally:
         shutil.rmtree(tmp)
 
@@ -47,9 +50,8 @@ def test_same_as_whisper_fetch(archives: list, writes: list, start: int, length:
 def test_invalid_interval_raises_like_whisper(tmp_path: object) -> None:
     path = str(tmp_path / 'x.wsp')
     whisper.create(path, [(60, 10)])
-    try:
+    with pytest.raises(whisper.InvalidTimeInterval) as reference:
+        whisper.fetch(path, NOW, NOW - 10, now=NOW)
+    with pytest.raises(InvalidTimeInterval) as ours:
         whisper_read.fetch(path, NOW, NOW - 10, now=NOW)
-    except whisper.InvalidTimeInterval:
-        pass
-    else:
-        raise AssertionError('expected InvalidTimeInterval')
+    assert str(ours.value) == str(reference.value)

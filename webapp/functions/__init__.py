@@ -1,10 +1,10 @@
 """Built-in render functions; importing this package registers all of them.
 
-``carbon.plugins.RENDER_FUNCTIONS`` imports it lazily on first lookup.  Pie functions
+``webapp.plugins.RENDER_FUNCTIONS`` imports it lazily on first lookup.  Pie functions
 live in ``webapp.functions.registry.PIE_FUNCTIONS``.
 """
 
 from webapp.functions import (  # noqa: F401  (imported for registration)
-    alias, calculate, combine, filter, graph, grouping, holtwinters, pie, sorting, special,
+    alias, calculate, combine, filter_series, graph, grouping, holtwinters, pie, sorting, special,
     timefuncs, transform,
 )

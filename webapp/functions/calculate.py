@@ -10,7 +10,8 @@ from webapp.functions.common import (
     epoch, evaluate_first_arg, get_agg_func, interval_seconds, parse_at_time, percentile,
     safe_avg, safe_len, xff,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 
@@ -42,7 +43,7 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
     tag = 'moving' + func.capitalize()
     wider = evaluate_first_arg(requestContext,
                                startTime=requestContext['startTime'] - timedelta(seconds=preview))
-    results = []
+    plans = []
     for series in wider:
         if isinstance(windowSize, str):
             name = '%s(%s,"%s")' % (tag, series.name, windowSize)
@@ -52,13 +53,72 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
             points = int(windowSize)
         series.tags[tag] = windowSize
         ratio = xFilesFactor if xFilesFactor is not None else series.xFilesFactor
-        raw = list(series)
-        values = []
-        for i in range(points + 1, len(raw) + 1):
-            window = [v for v in raw[i - points:i] if v is not None]
-            values.append(agg(window) if window and xff(len(window), points, ratio) else None)
+        plans.append((series, name, points, ratio, list(series)))
+    computed: dict[int, list] = {}
+    if func in _ARRAY_WINDOWS:   # series of one window and length together, with numpy
+        groups: dict[tuple, list[int]] = {}
+        for i, plan in enumerate(plans):
+            groups.setdefault((plan[2], len(plan[4])), []).append(i)
+        for (points, _length), members in groups.items():
+            out = _array_windows([plans[i][4] for i in members], points,
+                                 [plans[i][3] for i in members], _ARRAY_WINDOWS[func])
+            if out is not None:
+                computed.update(zip(members, out, strict=True))
+    results = []
+    for i, (series, name, points, ratio, raw) in enumerate(plans):
+        values = computed.get(i)
+        if values is None:
+            values = []
+            for end in range(points + 1, len(raw) + 1):
+                window = [v for v in raw[end - points:end] if v is not None]
+                values.append(agg(window) if window and xff(len(window), points, ratio)
+                              else None)
         results.append(series.copy(name=name, start=series.start + preview, values=values))
     return results
+
+
+_ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
+_FLOATS_OR_NONE = frozenset([float, type(None)])
+
+
+def _array_window(raw: list, points: int, ratio: Optional[float],
+                  average: bool) -> Optional[list]:
+    """:func:`_array_windows` of one series."""
+    out = _array_windows([raw], points, [ratio], average)
+    return None if out is None else out[0]
+
+
+def _array_windows(raws: list[list], points: int, ratios: list[Optional[float]],
+                   average: bool) -> Optional[list[list]]:
+    """Window sums (or averages) of ``points`` values ending before each point after the
+    first ``points``, for series of one length, with numpy: the known values of a window
+    are added one after the other from 0, as ``sum()`` adds them in graphite-web
+    (Python < 3.12), so the results are the same floats. None (use the Python loop)
+    without numpy, for values other than floats and None, for NaN values and for windows
+    too wide to be worth it."""
+    from webapp.storage import packed
+    np = packed.np
+    outputs = len(raws[0]) - points
+    if np is None or points < 1 or points > 4096 or outputs < 1 or \
+            any(not frozenset(map(type, raw)) <= _FLOATS_OR_NONE for raw in raws):
+        return None
+    rows = np.array(raws, dtype=np.float64).reshape(len(raws), -1)   # None -> NaN
+    known = ~np.isnan(rows)
+    if int(known.sum()) != sum(len(raw) - raw.count(None) for raw in raws):
+        return None                      # a real NaN value: Python's NaN rules apply
+    zeroed = np.where(known, rows, 0.0)
+    total = np.zeros((len(raws), outputs))
+    count = np.zeros((len(raws), outputs), dtype=np.int64)
+    limits = np.array([ratio or 0.0 for ratio in ratios]).reshape(-1, 1)
+    with np.errstate(all='ignore'):       # overflow to inf, inf - inf: as in Python
+        for j in range(1, points + 1):
+            total += zeroed[:, j:j + outputs]
+            count += known[:, j:j + outputs]
+        ok = (count > 0) & (count / points >= limits)
+        result = total / np.maximum(count, 1) if average else total
+    cells = result.astype(object)
+    cells[~ok] = None
+    return cells.tolist()
 
 
 def _moving(name: str, func: str, doc: str) -> None:

@@ -6,9 +6,10 @@ from typing import Any, Optional
 
 from webapp.functions.common import (
     NormalizeEmptyResultError, format_path_expressions, get_agg_func, normalize, percentile,
-    rows, safe_pow, xff_values,
+    rows, safe_avg, safe_max, safe_min, safe_pow, safe_sum, xff_values,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 
@@ -43,8 +44,62 @@ def aggregate(requestContext: dict, seriesList: Any, func: str,
     if xFilesFactor is None:
         xFilesFactor = requestContext.get('xFilesFactor')
     name, tags = aggregate_name_tags(series_list, func)
-    values = [agg(row) if xff_values(row, xFilesFactor) else None for row in rows(series_list)]
+    values = None
+    if agg in _ARRAY_AGGREGATES:
+        values = array_aggregate(series_list, _ARRAY_AGGREGATES[agg], xFilesFactor)
+    if values is None:
+        values = [agg(row) if xff_values(row, xFilesFactor) else None
+                  for row in rows(series_list)]
     return [TimeSeries(name, start, end, step, values, xFilesFactor=xFilesFactor, tags=tags)]
+
+
+_FLOATS_OR_NONE = frozenset([float, type(None)])
+_ARRAY_AGGREGATES = {safe_sum: 'sum', safe_avg: 'average', safe_max: 'max', safe_min: 'min'}
+
+
+def array_aggregate(series_list: list, how: Any,
+                    x_files_factor: Optional[float]) -> Optional[list]:
+    """Point-by-point sum, average, max or min (``how``; True/False also mean average/sum)
+    of the known values with numpy, the same floats as graphite-web's Python: sums add the
+    series one after the other from 0 as its ``sum()`` does, and a max/min of zero is
+    taken again with Python's max/min (which keeps the first of 0.0 and -0.0). None (use
+    the Python rows) without numpy or for values other than floats/None."""
+    from webapp.storage import packed
+    np = packed.np
+    how = {True: 'average', False: 'sum'}.get(how, how)
+    if np is None or len(series_list) < 2:
+        return None
+    lists = [list(series) for series in series_list]
+    if any(not frozenset(map(type, values)) <= _FLOATS_OR_NONE for values in lists):
+        return None
+    width = max(map(len, lists))
+    if all(len(values) == width for values in lists):
+        grid = np.array(lists, dtype=np.float64).reshape(len(lists), width)   # None -> NaN
+    else:
+        grid = np.full((len(lists), width), np.nan)
+        for i, values in enumerate(lists):
+            grid[i, :len(values)] = np.array(values, dtype=np.float64)
+    known = ~np.isnan(grid)
+    if int(known.sum()) != sum(len(values) - values.count(None) for values in lists):
+        return None                       # a real NaN: Python's rules apply
+    count = known.sum(axis=0)
+    with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
+        if how in ('sum', 'average'):
+            total = np.zeros(width)
+            for row in np.where(known, grid, 0.0):
+                total += row
+            if how == 'average':
+                total = total / np.maximum(count, 1)
+        else:
+            total = (np.fmax if how == 'max' else np.fmin).reduce(grid, axis=0)
+        ok = (count > 0) & (count / len(series_list) >= (x_files_factor or 0.0))
+    cells = total.astype(object)
+    cells[~ok] = None
+    if how in ('max', 'min'):
+        pick = max if how == 'max' else min
+        for i in np.flatnonzero(ok & (total == 0)).tolist():
+            cells[i] = pick(v[i] for v in lists if i < len(v) and v[i] is not None)
+    return cells.tolist()
 
 
 def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, dict]:
@@ -183,14 +238,17 @@ def percentileOfSeries(requestContext: dict, seriesList: list, n: float,
 @render_function('countSeries', COMBINE, [P('seriesLists', 'seriesList', multiple=True)],
                  aggregator=True)
 def countSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """A constant series holding the number of series given."""
-    try:
-        series_list, start, end, step = normalize(seriesLists)
-    except NormalizeEmptyResultError:
+    """A constant series holding the number of series given.
+
+    With no argument it is a line at 0; with arguments matching nothing the answer is
+    empty (normalize's NormalizeEmptyResultError, as graphite-web 1.1.10 answers ``[]``).
+    """
+    if not seriesLists:
         from webapp.functions.special import constantLine
         series = constantLine(requestContext, 0)[0]
         series.pathExpression = 'countSeries()'
         return [series]
+    series_list, start, end, step = normalize(seriesLists)
     name = 'countSeries(%s)' % format_path_expressions(series_list)
     values = [len(row) for row in rows(series_list)]
     return [TimeSeries(name, start, end, step, values,

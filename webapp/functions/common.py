@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from webapp.functions.registry import InputParameterError
+from webapp.render import attime
+from webapp.render.attime import parse_time_offset
+from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries
 
 INF = float('inf')
@@ -233,59 +235,13 @@ def agg_key(series: TimeSeries, nodes: Sequence, pathExpression: Optional[str] =
     return '.'.join(node_or_tag(series, n, pathExpression) for n in nodes)
 
 
-_UNITS = (('s', 'seconds'), ('min', 'minutes'), ('h', 'hours'), ('d', 'days'),
-          ('w', 'weeks'), ('mon', 'months'), ('y', 'years'))
-
-
-def unit_string(unit: str) -> str:
-    """Canonical unit name for an interval unit prefix (``min`` -> ``minutes``)."""
-    for prefix, full in _UNITS:
-        if unit.startswith(prefix):
-            return full
-    raise ValueError("Invalid offset unit '%s'" % unit)
-
-
 def parse_interval(offset: str) -> timedelta:
-    """A signed offset such as ``-1d``, ``5min`` or ``1h30min`` as a timedelta.
-
-    Raises InputParameterError (a ValueError) for malformed offsets.
-    """
+    """A signed offset such as ``-1d``, ``5min`` or ``1h30min`` as a timedelta
+    (graphite's ``parseTimeOffset``); InputParameterError for malformed offsets."""
     try:
-        return _parse_interval(offset)
-    except InputParameterError:
-        raise
+        return parse_time_offset(str(offset)) if offset else timedelta()
     except (ValueError, TypeError, KeyError) as err:
         raise InputParameterError('Invalid interval %r: %s' % (offset, err)) from None
-
-
-def _parse_interval(offset: str) -> timedelta:
-    if not offset:
-        return timedelta()
-    offset = str(offset)
-    sign = 1
-    if not offset[0].isdigit():
-        if offset[0] not in '+-':
-            raise ValueError('Invalid offset: %s' % offset)
-        sign = -1 if offset[0] == '-' else 1
-        offset = offset[1:]
-    total = timedelta()
-    while offset:
-        i = 0
-        while i < len(offset) and offset[i].isdigit():
-            i += 1
-        num = int(offset[:i])
-        offset = offset[i:]
-        j = 0
-        while j < len(offset) and offset[j].isalpha():
-            j += 1
-        unit = unit_string(offset[:j])
-        offset = offset[j:]
-        if unit == 'months':
-            unit, num = 'days', num * 30
-        elif unit == 'years':
-            unit, num = 'days', num * 365
-        total += timedelta(**{unit: sign * num})
-    return total
 
 
 def interval_seconds(offset: str) -> int:
@@ -308,20 +264,9 @@ def parse_at_time(value: Any, requestContext: dict) -> datetime:
         value = str(int(value))
     now = requestContext.get('now') or datetime.now(tz)
     try:
-        from webapp.render.attime import parse_at_time as parse
-    except ImportError:  # pragma: no cover - app time parser missing
-        parse = None
-    try:
-        if parse is not None:
-            return parse(value, tz, now)
-        text = str(value).strip().lower()
-        if text.isdigit():
-            return datetime.fromtimestamp(int(text), tz)
-        if text == 'now' or text.startswith(('now+', 'now-')):
-            return now + parse_interval(text[3:])
+        return attime.parse_at_time(value, tz, now)
     except (ValueError, KeyError, TypeError) as err:
         raise InputParameterError('Invalid time %r: %s' % (value, err)) from None
-    raise InputParameterError('Invalid time %r' % (value,))
 
 
 def evaluate_first_arg(requestContext: dict, **changes: Any) -> list[TimeSeries]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from webapp.functions.common import epoch, parse_at_time
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 

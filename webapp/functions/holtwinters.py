@@ -66,6 +66,14 @@ def holt_winters(values: list, step: int, seasonality: str = '1d') -> tuple[list
     return predictions, deviations
 
 
+def _analysed(series: TimeSeries, seasonality: str) -> tuple[list, list]:
+    """holt_winters of ``series``; its tags gain holtWintersForecast and holtWintersDeviation
+    as graphite-web's analysis marks them (the results share that tags object)."""
+    series.tags['holtWintersForecast'] = 1
+    series.tags['holtWintersDeviation'] = 1
+    return holt_winters(list(series), series.step, seasonality)
+
+
 def _bootstrapped(requestContext: dict, bootstrapInterval: str) -> tuple[int, list]:
     preview = interval_seconds(bootstrapInterval)
     wider = evaluate_first_arg(requestContext,
@@ -80,9 +88,8 @@ def holtWintersForecast(requestContext: dict, seriesList: list, bootstrapInterva
     preview, wider = _bootstrapped(requestContext, bootstrapInterval)
     results = []
     for series in wider:
-        predictions, _ = holt_winters(list(series), series.step, seasonality)
+        predictions, _ = _analysed(series, seasonality)
         skip = preview // series.step
-        series.tags['holtWintersForecast'] = 1
         results.append(TimeSeries('holtWintersForecast(%s)' % series.name,
                                   series.start + preview, series.end, series.step,
                                   predictions[skip:], tags=series.tags,
@@ -98,7 +105,7 @@ def holtWintersConfidenceBands(requestContext: dict, seriesList: list, delta: in
     preview, wider = _bootstrapped(requestContext, bootstrapInterval)
     results = []
     for series in wider:
-        predictions, deviations = holt_winters(list(series), series.step, seasonality)
+        predictions, deviations = _analysed(series, seasonality)
         skip = preview // series.step
         upper, lower = [], []
         for forecast, deviation in zip(predictions[skip:], deviations[skip:], strict=True):
@@ -109,9 +116,11 @@ def holtWintersConfidenceBands(requestContext: dict, seriesList: list, delta: in
                 upper.append(forecast + delta * deviation)
                 lower.append(forecast - delta * deviation)
         start = series.start + preview
+        # graphite-web gives both bands the one (shared) tags object, marked twice
+        series.tags['holtWintersConfidenceUpper'] = 1
+        series.tags['holtWintersConfidenceLower'] = 1
         for kind, values in (('Lower', lower), ('Upper', upper)):
-            tags = dict(series.tags)
-            tags['holtWintersConfidence' + kind] = 1
+            tags = series.tags
             band = TimeSeries('holtWintersConfidence%s(%s)' % (kind, series.name), start,
                               series.end, series.step, values, tags=tags,
                               xFilesFactor=series.xFilesFactor)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterable, Optional
 
-from carbon.plugins import RENDER_FUNCTIONS, Registry
+from carbon.plugins import Registry
+from webapp.plugins import RENDER_FUNCTIONS
+from webapp.render.attime import parse_time_offset
+from webapp.render.errors import InputParameterError
+from webapp.render.series import TimeSeries
 
 PIE_FUNCTIONS = Registry("pie function", "carbon.pie_functions", ("webapp.functions",))
 
@@ -18,10 +22,6 @@ PARAM_TYPES = frozenset([
     'intOrInterval', 'intOrInf', 'node', 'nodeOrTag', 'series', 'seriesList', 'seriesLists',
     'string', 'tag',
 ])
-
-
-class InputParameterError(ValueError):
-    """A render function was called with arguments it cannot accept (HTTP 400)."""
 
 
 class Param:
@@ -139,13 +139,11 @@ def _int_or_inf(value: Any) -> Any:
 
 
 def _interval(value: Any) -> Any:
-    from webapp.functions.common import parse_interval
-    parse_interval(value)
+    parse_time_offset(str(value))
     return value
 
 
 def _series_list(value: Any) -> list:
-    from webapp.render.series import TimeSeries
     if not isinstance(value, list) or not all(isinstance(s, TimeSeries) for s in value):
         raise ValueError(value)
     return value

@@ -8,10 +8,11 @@ from typing import Any, Optional
 
 from webapp.functions.common import (
     DAY, HOUR, MINUTE, epoch, evaluate_first_arg, get_agg_func, interval_seconds,
-    parse_at_time, parse_interval, rename, unit_string, xff,
+    parse_at_time, parse_interval, rename, xff,
 )
 from webapp.functions.registry import render_function
 from webapp.functions.registry import Param as P
+from webapp.render.attime import get_unit_string
 from webapp.render.series import TimeSeries
 
 TRANSFORM = 'Transform'
@@ -73,7 +74,7 @@ def summarize(requestContext: dict, seriesList: list, intervalString: str, func:
 
 
 def _align_start(start: datetime, alignTo: str) -> datetime:
-    unit = unit_string(alignTo.lstrip('0123456789'))
+    unit = get_unit_string(alignTo.lstrip('0123456789'))
     tz = start.tzinfo
     if unit == 'years':
         return datetime(start.year, 1, 1, tzinfo=tz)

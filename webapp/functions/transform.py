@@ -6,7 +6,7 @@ import math
 from typing import Any, Callable, Optional
 
 from webapp.functions.common import (
-    INF, rename, rows, safe_max, safe_min, safe_mul, safe_pow,
+    INF, rename, rows, safe_max, safe_min, safe_pow,
 )
 from webapp.functions.registry import render_function
 from webapp.functions.registry import Param as P
@@ -28,8 +28,9 @@ def _pointwise(seriesList: list, name: str, tag: tuple, func: Callable[[Any], An
 @render_function('scale', TRANSFORM, [SL, P('factor', 'float', required=True)])
 def scale(requestContext: dict, seriesList: list, factor: float) -> list[TimeSeries]:
     """Multiply each value by ``factor``."""
-    return _pointwise(seriesList, 'scale(%%s,%g)' % float(factor), ('scale', factor),
-                      lambda v: safe_mul(v, factor))
+    times = float(factor)   # safe_mul(v, factor) inlined: float(v) * float(factor)
+    return _pointwise(seriesList, 'scale(%%s,%g)' % times, ('scale', factor),
+                      lambda v: None if v is None else float(v) * times)
 
 
 @render_function('scaleToSeconds', TRANSFORM, [SL, P('seconds', 'float', required=True)])

@@ -6,12 +6,16 @@ import math
 from datetime import datetime, UTC
 from typing import Any, Optional
 
-from matplotlib.dates import AutoDateLocator, DateFormatter
+from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.lines import Line2D
+from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter
 
 from webapp.functions.common import format_units
+from webapp.graphs.axis import linear_scale, parse_divisors, tick_values
 from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.storage import packed
 
 DEFAULT_LINE_WIDTH = 1.2
 
@@ -27,21 +31,66 @@ def _tz(options: GraphOptions) -> Any:
     return UTC
 
 
-def _consolidate(series_list: list, plot_width: int) -> None:
-    """Merge points so a series never has more points than the plot has pixels."""
+def _consolidate(series_list: list, plot_width: int, min_x_step: float) -> None:
+    """Merge points so drawn points lie at least ``min_x_step`` pixels apart (graphite's
+    minXStep, default 1: never more points than the plot has pixels)."""
+    drawable = max(1, int(plot_width / min_x_step)) if min_x_step > 0 else plot_width
     for series in series_list:
         count = len(series)
-        if plot_width > 0 and count > plot_width:
-            series.consolidate(math.ceil(count / float(plot_width)))
+        if drawable > 0 and count > drawable:
+            series.consolidate(math.ceil(count / float(drawable)))
+            _merge_points(series)
+
+
+def _date_num(stamp: float) -> float:
+    """matplotlib's date number (days since its epoch) of a Unix time."""
+    return date2num(datetime.fromtimestamp(stamp, UTC))
 
 
 def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
+    """(date numbers, values) of a series; numbers, not datetimes, for speed."""
     step = series.step * series.valuesPerPoint
     values = list(series)
     if options.bool('drawNullAsZero'):
         values = [0 if v is None else v for v in values]
-    times = [datetime.fromtimestamp(series.start + i * step, tz) for i in range(len(values))]
-    return times, values
+    first, per_step = _date_num(series.start), step / 86400.0
+    return [first + i * per_step for i in range(len(values))], values
+
+
+_FLOATS_OR_NONE = frozenset([float, type(None)])
+
+
+def _merge_points(series: Any) -> None:
+    """Apply a series' valuesPerPoint now, with numpy when its values are floats/None and
+    its consolidation is average/sum/min/max (what the drawing shows is the same)."""
+    vpp = series.valuesPerPoint
+    raw = list.__iter__(series)
+    values = list(raw)
+    func = series.consolidationFunc
+    np = packed.np
+    if vpp <= 1 or np is None or func not in ('average', 'avg', 'sum', 'min', 'max') or \
+            not frozenset(map(type, values)) <= _FLOATS_OR_NONE:
+        return
+    count = len(values)
+    groups = -(-count // vpp)
+    grid = np.full(groups * vpp, np.nan)
+    grid[:count] = np.array(values, dtype=np.float64)        # None -> NaN
+    grid = grid.reshape(groups, vpp)
+    known = (~np.isnan(grid)).sum(axis=1)
+    with np.errstate(all='ignore'):
+        if func in ('average', 'avg'):
+            merged = np.nansum(grid, axis=1) / np.maximum(known, 1)
+        elif func == 'sum':
+            merged = np.nansum(grid, axis=1)
+        else:
+            merged = (np.nanmin if func == 'min' else np.nanmax)(
+                np.where(known[:, None] > 0, grid, 0.0), axis=1)
+    ok = (known > 0) & (known / float(vpp) >= (series.xFilesFactor or 0.0))
+    cells = merged.astype(object)
+    cells[~ok] = None
+    series[:] = cells.tolist()
+    series.step = series.step * vpp
+    series.valuesPerPoint = 1
 
 
 def _nan(values: list) -> list:
@@ -123,6 +172,7 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
     alpha_area = options.float('areaAlpha')
     drawstyle = 'steps-post' if line_mode == 'staircase' else 'default'
     handles = []
+    plain: list = []
     previous_stack: Optional[list] = None
     for offset, series in enumerate(series_list):
         index = index_offset + offset
@@ -152,9 +202,29 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
                             step='post' if drawstyle == 'steps-post' else None)
         if stacked:
             previous_stack = ys
-        (line,) = ax.plot(times, ys, drawstyle=drawstyle, **style)
-        handles.append((line, series))
+        if fill or drawstyle != 'default':
+            (line,) = ax.plot(times, ys, drawstyle=drawstyle, **style)
+            handles.append((line, series))
+        else:   # plain lines are drawn together as one collection (one artist, not N)
+            plain.append((times, ys, style))
+            handles.append((style, series))   # a legend proxy is made only if shown
+    if plain:
+        _add_lines(ax, plain)
     return handles
+
+
+def _add_lines(ax: Any, lines: list) -> None:
+    """Plain lines as one LineCollection (NaN breaks a line, as in a plotted one)."""
+    np = packed.np
+    segments = [np.column_stack((np.asarray(times, dtype=float), np.asarray(ys, dtype=float)))
+                for times, ys, _style in lines]
+    collection = LineCollection(
+        segments, colors=[style['color'] for _t, _y, style in lines],
+        linewidths=[style['linewidth'] for _t, _y, style in lines],
+        linestyles=[style.get('linestyle', 'solid') for _t, _y, style in lines],
+        capstyle='projecting', joinstyle='round')
+    ax.add_collection(collection, autolim=True)
+    ax.autoscale_view()
 
 
 def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> None:
@@ -168,15 +238,18 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     height = options.int('height')
     colors = color_list(options)
     ax = fig.add_subplot(1, 1, 1)
+    ax.xaxis_date(tz)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     if not series_list:
         ax.set_axis_off()
         ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
                 fontsize=font_size * 1.5, transform=ax.transAxes)
         return
-    _consolidate(series_list, max(1, width - 60))
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]
+    frame = _Frame(options, width, height, bool(right) and not hide_axes, hide_axes)
+    _consolidate(series_list, max(1, int(frame.plot_width)),
+                 options.float('minXStep', 1.0) or 1.0)
     _stack_area_mode(left, options)
     _stack_area_mode(right, options)
     handles = _draw_series(ax, left, options, tz, colors)
@@ -190,18 +263,18 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
         if ax2 is not None:
             ax2.set_axis_off()
     if options.has('title') and not graph_only:
-        fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2)
+        fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2,
+                     y=1.0 - frame.margin / float(height), va='top')
     too_many = len(handles) > options.int('legendMaxItems', 10)
     show_legend = not graph_only and not options.bool('hideLegend', too_many)
-    right_margin = 0.86 if ax2 is not None and not hide_axes else 0.95
-    _legend(fig, handles, options, fg, font_size, show_legend, width, height, right_margin)
+    _legend(fig, handles, options, fg, font_size, show_legend, frame)
 
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
                     fg: tuple, font_size: float) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
-    ax.set_xlim(datetime.fromtimestamp(start, tz), datetime.fromtimestamp(end, tz))
+    ax.set_xlim(_date_num(start), _date_num(end))
     locator = AutoDateLocator(tz=tz, minticks=3, maxticks=8)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(DateFormatter(options.str('xFormat') or _x_format(end - start),
@@ -216,14 +289,17 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         log_base = options.float('logBase')
         if log_base and log_base > 1:
             axis.set_yscale('log', base=log_base)
-    low = _first(options, 'yMin', 'min', 'yMinLeft')
-    high = _first(options, 'yMax', 'max', 'yMaxLeft')
-    if low is not None or high is not None:
-        ax.set_ylim(bottom=low, top=high)
+    left = [s for s in series_list if not s.options.get('secondYAxis')]
+    right = [s for s in series_list if s.options.get('secondYAxis')]
+    if ax2 is None:
+        _scale_y(ax, left, options, ('yMin', 'min', 'yMinLeft'), ('yMax', 'max', 'yMaxLeft'),
+                 ('yLimit', 'yLimitLeft'), ('yStep', 'yStepLeft'))
+    else:
+        _scale_y(ax, left, options, ('yMinLeft',), ('yMaxLeft',), ('yLimitLeft',),
+                 ('yStepLeft',))
+        _scale_y(ax2, right, options, ('yMinRight',), ('yMaxRight',), ('yLimitRight',),
+                 ('yStepRight',))
     if ax2 is not None:
-        low2, high2 = options.float('yMinRight'), options.float('yMaxRight')
-        if low2 is not None or high2 is not None:
-            ax2.set_ylim(bottom=low2, top=high2)
         if options.has('vtitleRight'):
             ax2.set_ylabel(options.str('vtitleRight'), color=fg, fontsize=font_size)
     if options.has('vtitle'):
@@ -235,11 +311,12 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
     if not options.bool('hideGrid'):
         ax.grid(True, which='major', color=parse_color(options.str('majorGridLineColor')),
                 linewidth=0.6)
-        if options.bool('minorY', True):
-            ax.minorticks_on()
+        minor = options.int('minorY', 1) or 0
+        if minor > 0 and ax.get_yscale() == 'linear':
+            ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
             ax.grid(True, which='minor', axis='y',
                     color=parse_color(options.str('minorGridLineColor')), linewidth=0.3)
-            ax.tick_params(which='minor', left=False, bottom=False)
+            ax.tick_params(which='minor', left=False, right=False, bottom=False)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
 
@@ -259,11 +336,43 @@ def _x_format(span: float) -> str:
     return '%m/%d'
 
 
+class _Frame:
+    """Pixel room around the plot: ``margin`` (graphite's, default 10) on every side, plus
+    room for tick labels, a right axis, the title and the legend."""
+
+    def __init__(self, options: GraphOptions, width: int, height: int, right_axis: bool,
+                 hide_axes: bool) -> None:
+        margin = options.int('margin', 10)
+        if margin is None or margin < 0:
+            margin = 10
+        if options.bool('graphOnly'):
+            margin = 0
+        self.margin, self.width, self.height = margin, width, height
+        labels = 0 if hide_axes else 1
+        self.left = margin + 43 * labels
+        self.right = margin + (36 if right_axis else 14) * labels
+        self.top = margin + 7 * labels
+        if options.has('title') and not options.bool('graphOnly'):
+            self.top += options.float('fontSize') * 1.2 * 1.5 + 4
+        self.bottom = margin + 20 * labels
+
+    @property
+    def plot_width(self) -> float:
+        return self.width - self.left - self.right
+
+    def apply(self, fig: Figure, legend_px: float = 0.0) -> None:
+        width, height = float(self.width), float(self.height)
+        left = min(self.left / width, 0.45)
+        right = max(1.0 - self.right / width, left + 0.05)
+        bottom = min((self.bottom + legend_px) / height, 0.6)
+        top = max(1.0 - self.top / height, bottom + 0.05)
+        fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
+
+
 def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_size: float,
-            show: bool, width: int, height: int, right: float) -> None:
-    top = 0.88 if options.has('title') else 0.95
+            show: bool, frame: _Frame) -> None:
     if not show or not handles:
-        fig.subplots_adjust(left=0.16, right=right, top=top, bottom=0.12)
+        frame.apply(fig)
         return
     seen, artists, labels = set(), [], []
     for artist, series in handles:
@@ -273,13 +382,52 @@ def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_s
         if options.bool('hideNullFromLegend') and all(v is None for v in series):
             continue
         seen.add(name)
-        artists.append(artist)
+        artists.append(Line2D([], [], **artist) if isinstance(artist, dict) else artist)
         labels.append(name)
-    columns = max(1, min(len(labels), int(width // 160)))
+    columns = max(1, min(len(labels), int(frame.width // 160)))
     rows = math.ceil(len(labels) / columns) if labels else 0
-    legend_px = rows * font_size * 1.5 + 8
-    bottom = min(0.6, (legend_px + 24) / float(height))
-    fig.subplots_adjust(left=0.16, right=right, top=top, bottom=bottom)
+    legend_px = rows * font_size * 1.5 + 8 if labels else 0
+    frame.apply(fig, legend_px + 4 if labels else 0)
     if labels:
         fig.legend(artists, labels, loc='lower center', ncol=columns, frameon=False,
-                   fontsize=font_size, labelcolor=fg, borderaxespad=0.2)
+                   fontsize=font_size, labelcolor=fg, borderaxespad=0.0,
+                   bbox_to_anchor=(0.5, frame.margin / float(frame.height)))
+
+
+def _data_limits(series_list: list, options: GraphOptions) -> tuple[float, float]:
+    """(lowest, highest) drawn value, as graphite's dataLimits (0..1 with no data)."""
+    finite = [s for s in series_list if not s.options.get('drawAsInfinite')]
+    values = [v for s in finite for v in s if v is not None and v == v]
+    if not values:
+        return 0.0, 1.0
+    low, high = min(values), max(values)
+    if options.bool('drawNullAsZero') and any(None in list(s) for s in finite):
+        low, high = min(low, 0.0), max(high, 0.0)
+    return float(low), float(high)
+
+
+def _axis_value(options: GraphOptions, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if options.has(key):
+            if options.str(key) == 'max':
+                return 'max'
+            return options.float(key)
+    return None
+
+
+def _scale_y(axis: Any, series_list: list, options: GraphOptions, min_keys: tuple,
+             max_keys: tuple, limit_keys: tuple, step_keys: tuple) -> None:
+    """Range and ticks of one y axis from yMin/yMax/yLimit/yStep/yDivisors."""
+    axis_min, axis_max = _axis_value(options, min_keys), _axis_value(options, max_keys)
+    if axis.get_yscale() != 'linear':
+        if axis_min is not None or (axis_max is not None and axis_max != 'max'):
+            axis.set_ylim(bottom=axis_min, top=None if axis_max == 'max' else axis_max)
+        return
+    low, high = _data_limits(series_list, options)
+    scale = linear_scale(low, high, axis_min=axis_min, axis_max=axis_max,
+                         axis_limit=_axis_value(options, limit_keys),
+                         step=_axis_value(options, step_keys),
+                         divisors=parse_divisors(options.raw('yDivisors', '4,5,6')),
+                         binary=options.str('yUnitSystem') == 'binary')
+    axis.set_ylim(scale.bottom, scale.top)
+    axis.yaxis.set_major_locator(FixedLocator(tick_values(scale)))

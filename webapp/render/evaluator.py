@@ -14,27 +14,15 @@ import re
 from datetime import datetime
 from typing import Any, Optional, Union
 
-from carbon.plugins import RENDER_FUNCTIONS
-from webapp.render.attime import epoch
+from webapp.plugins import RENDER_FUNCTIONS
+from webapp.render.errors import INPUT_ERRORS, InputError
+from webapp.render.fetch import fetch_series, prefetch
 from webapp.render.fused import fused_aggregate
 from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
-from webapp.render.series import PackedSeries, TimeSeries
-from webapp.storage.packed import PackedValues
+from webapp.render.series import TimeSeries
 
 log = logging.getLogger("webapp.render")
 _NUMERIC = re.compile(r'^-?[\d.]+$')
-
-
-class InputError(ValueError):
-    """A user error in a target: unknown function, bad arguments (HTTP 400)."""
-
-
-def _input_error_classes() -> tuple[type, ...]:
-    try:
-        from webapp.functions.registry import InputParameterError
-    except ImportError:  # pragma: no cover - functions package missing
-        return (InputError,)
-    return (InputError, InputParameterError)
 
 
 def make_context(store: Any, settings: Any, start: datetime, end: datetime, now: datetime,
@@ -53,10 +41,6 @@ def make_context(store: Any, settings: Any, start: datetime, end: datetime, now:
         ctx['findEvents'] = events.event_times
     ctx.update(extra)
     return ctx
-
-
-def timebounds(ctx: dict[str, Any]) -> tuple[int, int, int]:
-    return epoch(ctx['startTime']), epoch(ctx['endTime']), epoch(ctx['now'])
 
 
 def _as_node(target: Union[str, Node]) -> Optional[Node]:
@@ -128,52 +112,6 @@ def extract_path_expressions(ctx: dict[str, Any], nodes: list[Node]) -> list[str
     return sorted(found)
 
 
-def prefetch(ctx: dict[str, Any], path_expressions: list[str]) -> None:
-    """Fetch all ``path_expressions`` for the context's time range in one Store call."""
-    if not path_expressions:
-        return
-    start, end, now = timebounds(ctx)
-    cache = ctx.setdefault('prefetched', {}).setdefault((start, end, now), {})
-    missing = [p for p in path_expressions if p not in cache]
-    if not missing:
-        return
-    for p in missing:
-        cache[p] = []
-    for result in ctx['store'].fetch(missing, start, end, now, ctx):
-        cache.setdefault(result['pathExpression'], []).append(
-            (result['name'], result['time_info'], result['values']))
-
-
-def fetch_series(ctx: dict[str, Any], path_expression: str,
-                 packed: bool = False) -> list[TimeSeries]:
-    """Series of one path expression for the context's range, sorted by name.
-
-    With ``packed``, series whose values are packed rows come back as PackedSeries.
-    """
-    start, end, now = timebounds(ctx)
-    cache = ctx.setdefault('prefetched', {}).get((start, end, now))
-    if cache is None or path_expression not in cache:
-        prefetch(ctx, [path_expression])
-        cache = ctx['prefetched'][(start, end, now)]
-    xff = ctx.get('xFilesFactor')
-    out = []
-    seen = set()
-    for name, (s, e, step), values in sorted(cache.get(path_expression, []),
-                                             key=lambda item: item[0]):
-        if name in seen:
-            continue
-        seen.add(name)
-        if isinstance(values, PackedValues):
-            if packed:
-                out.append(PackedSeries(name, s, e, step, values, xFilesFactor=xff,
-                                        pathExpression=path_expression))
-                continue
-            values = values.tolist()
-        out.append(TimeSeries(name, s, e, step, values, xFilesFactor=xff,
-                              pathExpression=path_expression))
-    return out
-
-
 def evaluate_tokens(ctx: dict[str, Any], node: Node,
                     replacements: Optional[dict[str, Any]] = None) -> Any:
     """Value of one syntax node: series list for paths and calls, Python value for literals."""
@@ -204,6 +142,9 @@ def evaluate_tokens(ctx: dict[str, Any], node: Node,
 
 def _evaluate_call(ctx: dict[str, Any], node: Call,
                    replacements: Optional[dict[str, Any]]) -> Any:
+    budget = ctx.get('budget')
+    if budget is not None:
+        budget.check_time()
     if node.name == 'seriesByTag':
         return fetch_series(ctx, node.raw)
     try:
@@ -222,7 +163,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
     if validate is not None:
         try:
             args, kwargs = validate(args, kwargs)
-        except _input_error_classes() as err:
+        except INPUT_ERRORS as err:
             if ctx['settings'].ENFORCE_INPUT_VALIDATION:
                 raise
             log.info('Validation Error: %s (func %s)', err, node.name)
@@ -232,7 +173,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
     except Exception as err:
         if type(err).__name__ == 'NormalizeEmptyResultError':
             return []
-        if invalid is not None and not isinstance(err, _input_error_classes()):
+        if invalid is not None and not isinstance(err, INPUT_ERRORS):
             # graphite-web would answer 500 here; the arguments were invalid, so say so
             raise InputError(str(invalid)) from err
         if isinstance(err, TypeError) and _is_call_error(err, fn.func):
@@ -249,11 +190,3 @@ def _is_call_error(err: TypeError, func: Any) -> bool:
         tb = tb.tb_next
     name = getattr(func, '__name__', '')
     return depth <= 1 and name in str(err)
-
-
-def format_input_error(err: Exception, targets: list[str]) -> str:
-    """graphite-web's message for a 400: ``Invalid parameters (...); targets: "..."``."""
-    msg = 'Invalid parameters (%s)' % err
-    if targets:
-        msg += '; targets: "%s"' % ', '.join(targets)
-    return msg

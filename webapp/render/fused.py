@@ -4,14 +4,18 @@
 path and the fetched series are packed rows of one length and time range, the sum is
 done on the arrays instead of on per-point Python lists. The result is the one
 ``webapp.functions.combine.aggregate`` gives: same name, tags and xFilesFactor rule,
-and the same sequential addition order per point (series in name order, starting
-from 0, empty slots skipped), so the floats are bit-identical.
+and the same addition per point as builtin sum() (series in name order, starting from
+0, empty slots skipped; compensated from Python 3.12 as sum() is), so the floats are
+bit-identical.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from webapp.functions.combine import aggregate_name_tags
+from webapp.render.fetch import fetch_series
+from webapp.render import pysum
 from webapp.render.grammar import Call, PathExpr
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed
@@ -23,7 +27,6 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     if func is None or not packed.ENABLED or node.kwargs or not node.args or \
             any(type(arg) is not PathExpr for arg in node.args):
         return None
-    from webapp.render.evaluator import fetch_series
     series: list[TimeSeries] = []
     for arg in node.args:
         series.extend(fetch_series(ctx, arg.path, packed=True))
@@ -41,8 +44,10 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     count = valid.sum(axis=0)
     xff = ctx.get('xFilesFactor')
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
+        comp = np.zeros_like(acc)
         for row in np.where(valid, values, 0.0):
-            acc += row
+            pysum.add_into(np, acc, comp, row)
+        acc = pysum.result(np, acc, comp)
         ok = (count > 0) & (count / len(series) >= (xff or 0.0))
         if func == 'average':
             acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
@@ -50,7 +55,6 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     if not ok.all():
         for i in np.flatnonzero(~ok).tolist():
             result[i] = None
-    from webapp.functions.combine import aggregate_name_tags
     ctx['args'] = node.args
     name, tags = aggregate_name_tags(series, func)
     return [TimeSeries(name, first.start, first.end, first.step, result, xFilesFactor=xff,

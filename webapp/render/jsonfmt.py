@@ -17,14 +17,30 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from webapp.render import pysum
 from webapp.render.series import PackedSeries
 from webapp.storage import packed
+
+try:  # pragma: no cover - exercised by whichever environment runs the tests
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
+try:  # pragma: no cover - the optional C accelerator (setup.py NATIVE)
+    from webapp.render import _rows
+except ImportError:  # pragma: no cover
+    _rows = None
 
 _ENCODE = json.JSONEncoder(allow_nan=True).encode
 _QUOTE = json.encoder.encode_basestring_ascii
 FEW_DISTINCT = 1024
 _FLOAT_LISTS = (frozenset([float]), frozenset([type(None)]), frozenset([float, type(None)]))
 MAX_FAST_VPP = 64
+# rows are formatted in blocks of about this many values, so the temporary arrays stay
+# small next to the body itself (1,000 series x 1,440 points: 23 blocks)
+BLOCK_CELLS = 1 << 16
+# orjson prints the same shortest round-trip digits as float.__repr__; outside this range
+# of magnitudes their exponent styles differ (1e-05 / 1e-5), so those go through repr
+FAST_LOW, FAST_HIGH = 1e-3, 1e15
 
 
 def _quirks(text: str) -> str:
@@ -109,6 +125,47 @@ def _hashed_codes(distinct: Any, bits: Any) -> Optional[Any]:
     return None
 
 
+def _many(matrix: Any) -> bool:
+    """Whether the cells are printed by orjson (many values) rather than one by one."""
+    return orjson is not None and matrix.size > FEW_DISTINCT * 4
+
+
+def _orjson_cells(matrix: Any) -> tuple[Any, bytes, Any, list]:
+    """(flat values, orjson's comma-separated cell texts, indexes of the cells orjson
+    writes differently from float.__repr__ (magnitudes outside FAST_LOW..FAST_HIGH in
+    exponent form; infinities, which it writes null), their repr texts as bytes)."""
+    np = packed.np
+    flat = np.ascontiguousarray(matrix, dtype=np.float64).ravel()
+    text = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    with np.errstate(invalid='ignore'):
+        size = np.abs(flat)
+        odd = np.flatnonzero(np.isinf(flat) | ((size != 0) & ((size < FAST_LOW) |
+                                                             (size >= FAST_HIGH))))
+    fixes = [t.encode() for t in _texts(flat[odd])] if len(odd) else []
+    return flat, text, odd, fixes
+
+
+def _cell_texts(matrix: Any) -> Any:
+    """The JSON text of every cell (bytes array shaped like ``matrix``), as float.__repr__
+    writes it: distinct values formatted once when few, else all cells by orjson."""
+    np = packed.np
+    if not _many(matrix):
+        distinct, codes = _codes(matrix)
+        texts = _texts(distinct)
+        width = next((w for w in (8, 16, 32) if w >= max(map(len, texts))),
+                     max(map(len, texts)))
+        # numpy's take() has fast loops for 8/16/32-byte items only
+        return np.take(np.array(texts, dtype='S%d' % width), codes)
+    flat, text, odd, fixes = _orjson_cells(matrix)
+    cells = np.array(text.split(b','))
+    if len(odd):
+        width = max(cells.dtype.itemsize, max(map(len, fixes)))
+        if width > cells.dtype.itemsize:
+            cells = cells.astype('S%d' % width)
+        cells[odd] = fixes
+    return cells.reshape(matrix.shape)
+
+
 def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = '',
                 after: str = '') -> bytes:
     """``before`` + ``header[[v, t], ...]]}`` per row of ``matrix`` (NaN = null) + ``after``.
@@ -120,21 +177,22 @@ def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = ''
     rows, points = matrix.shape
     if points == 0:
         return (before + ', '.join(h + '[]}' for h in headers) + after).encode()
-    distinct, codes = _codes(matrix)
-    texts = _texts(distinct)
     suffixes = [b', %d], [' % t for t in stamps[:points - 1]]
     suffixes.append(b', %d]]}' % stamps[points - 1])
     heads = [((', ' if i else before) + h).encode() + b'[[' for i, h in enumerate(headers)]
+    if _rows is not None and _many(matrix):
+        _flat, text, odd, fixes = _orjson_cells(matrix)
+        return _rows.join_rows(text, points, heads, suffixes, odd.tolist(), fixes,
+                               after.encode())
+    cells = _cell_texts(matrix)
     tails = [b''] * (rows - 1) + [after.encode()]
-    # numpy's take() has fast loops for 8/16/32-byte items only
-    width = next((w for w in (8, 16, 32) if w >= max(map(len, texts))), max(map(len, texts)))
     swidth = max(map(len, suffixes))
-    cell = np.dtype([('v', 'S%d' % width), ('s', 'S%d' % swidth)])
+    cell = np.dtype([('v', cells.dtype), ('s', 'S%d' % swidth)])
     record = np.dtype([('h', 'S%d' % max(map(len, heads))), ('p', cell, (points,)),
                        ('t', 'S%d' % max(1, len(tails[-1])))])
     out = np.empty(rows, record)
     out['h'] = heads
-    out['p']['v'] = np.take(np.array(texts, dtype='S%d' % width), codes)
+    out['p']['v'] = cells
     out['p']['s'] = np.array(suffixes, dtype='S%d' % swidth)
     out['t'] = tails
     return out.tobytes().translate(None, b'\0')
@@ -156,32 +214,40 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
     points = values.shape[1]
     buckets = -(-points // vpp)
     acc = np.zeros((len(group), buckets))
+    comp = np.zeros_like(acc)
     count = np.zeros((len(group), buckets), dtype=np.int64)
     zeroed = np.where(valid, values, 0.0)
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
         for j in range(min(vpp, points)):
             width = len(range(j, points, vpp))
-            acc[:, :width] += zeroed[:, j::vpp]
+            pysum.add_into(np, acc[:, :width], comp[:, :width], zeroed[:, j::vpp])
             count[:, :width] += valid[:, j::vpp]
+        acc = pysum.result(np, acc, comp)
         ok = (count > 0) & (count / vpp >= (first.xFilesFactor or 0.0))
         mean = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
     return np.where(ok, mean, np.nan)
 
 
-def _list_row(series: Any) -> Optional[Any]:
-    """A float64 row for a list series of floats/None (consolidated), else None."""
-    values = list(series)
-    if frozenset(map(type, values)) not in _FLOAT_LISTS and values:
+def _list_rows(group: list[Any]) -> Optional[Any]:
+    """Float64 rows (NaN = null) of list series of floats/None of one length (consolidated
+    values), else None."""
+    rows = [list(series) for series in group]
+    if any(frozenset(map(type, values)) not in _FLOAT_LISTS for values in rows if values):
         return None
-    return packed.np.array(values, dtype=packed.np.float64).reshape(1, -1)
+    if len({len(values) for values in rows}) != 1:
+        return None
+    return packed.np.array(rows, dtype=packed.np.float64).reshape(len(rows), -1)
 
 
 def _group_key(series: Any) -> Optional[tuple]:
-    if isinstance(series, PackedSeries) and series.packed is not None and \
-            series.consolidationFunc == 'average':
-        return (id(series.packed.block), series.drop, series.valuesPerPoint, series.start,
-                series.end, series.step, series.xFilesFactor)
-    return None
+    """Series with equal keys are formatted together as rows of one matrix."""
+    if isinstance(series, PackedSeries) and series.packed is not None:
+        if series.consolidationFunc == 'average':
+            return (id(series.packed.block), series.drop, series.valuesPerPoint, series.start,
+                    series.end, series.step, series.xFilesFactor)
+        return None
+    return ('list', series.start, series.end, series.step, series.valuesPerPoint,
+            list.__len__(series))
 
 
 def _generic(series: Any) -> bytes:
@@ -197,10 +263,11 @@ def _chunk(group: list[Any], before: str, after: str) -> bytes:
     """The text of a run of series (one group of packed rows, or a single series)."""
     head = group[0]
     matrix = None
-    if _group_key(head) is not None and head.valuesPerPoint <= MAX_FAST_VPP:
+    key = _group_key(head)
+    if key is not None and key[0] == 'list':
+        matrix = _list_rows(group)
+    elif key is not None and head.valuesPerPoint <= MAX_FAST_VPP:
         matrix = _packed_matrix(group)
-    elif len(group) == 1 and not isinstance(head, PackedSeries):
-        matrix = _list_row(head)
     if matrix is None:
         return before.encode() + b', '.join(_generic(s) for s in group) + after.encode()
     stamps = _timestamps(head)
@@ -218,12 +285,17 @@ def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
                 (']' + suffix).encode()]
     groups: list[list[Any]] = []
     last_key: Optional[tuple] = None
+    cells = 0
     for series in data:
         key = _group_key(series)
-        if key is not None and key == last_key:
+        size = list.__len__(series) if key is None or key[0] == 'list' else \
+            len(series.packed)
+        if key is not None and key == last_key and cells + size <= BLOCK_CELLS:
             groups[-1].append(series)
+            cells += size
         else:
             groups.append([series])
+            cells = size
         last_key = key
     chunks: list[bytes] = []
     for i, group in enumerate(groups):

@@ -13,7 +13,7 @@ from typing import Any
 from webapp.http import (HttpError, Request, Response, add_never_cache_headers,
                          patch_response_headers)
 from webapp.render.attime import parse_at_time, request_timezone
-from webapp.render import jsonfmt
+from webapp.render import jsonfmt, msgpackfmt
 from webapp.render.evaluator import evaluate_target, make_context
 from webapp.render.series import PackedSeries
 
@@ -113,7 +113,8 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
                        opts['tzinfo'], localOnly=opts['localOnly'], template=opts['template'],
                        xFilesFactor=opts['xFilesFactor'], targets=opts['targets'],
                        maxDataPoints=opts.get('maxDataPoints'), maxStep=opts.get('maxStep'),
-                       forwardHeaders=_forward_headers(request, settings))
+                       forwardHeaders=_forward_headers(request, settings),
+                       budget=request.environ.get('webapp.budget'))
     request.environ['webapp.context'] = ctx
     data: list[Any] = ctx['data']
     response = None
@@ -126,7 +127,7 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
         if writer is not None:
             response = writer(opts, data)
     if response is None:
-        response = _render_image(graph, opts, data)
+        response = _render_image(graph, opts, data, settings)
     if opts.get('noCache'):
         add_never_cache_headers(response)
     else:
@@ -167,10 +168,13 @@ def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[Any]:
     return data
 
 
-def _render_image(graph: dict[str, Any], opts: dict[str, Any], data: list) -> Response:
+def _render_image(graph: dict[str, Any], opts: dict[str, Any], data: list,
+                  settings: Any) -> Response:
     from webapp.graphs import render_graph
+    from webapp.graphs.templates import apply_template, templates_path
     fmt = graph.get('outputFormat', 'png')
-    image, content_type = render_graph(data, graph, fmt)
+    image, content_type = render_graph(data, apply_template(graph, templates_path(settings)),
+                                       fmt)
     if fmt == 'svg' and 'jsonp' in opts:
         text = image.decode('utf-8') if isinstance(image, bytes) else image
         return Response('%s(%s)' % (opts['jsonp'], json.dumps(text)), 'text/javascript')
@@ -292,15 +296,27 @@ def render_raw(opts: dict[str, Any], data: list) -> Response:
     return Response(''.join(lines), 'text/plain')
 
 
-def render_pickle(opts: dict[str, Any], data: list) -> Response:
-    """format=pickle: a list of series dicts, as graphite-web front ends expect."""
+def _infos(data: list) -> list[dict[str, Any]]:
+    """graphite-web's ``series.getInfo()`` of each series, values as plain Python numbers."""
     infos = []
     for series in data:
         info = series.getInfo()
         info['values'] = [None if v is None else (float(v) if not isinstance(v, (int, float))
                                                   else v) for v in info['values']]
         infos.append(info)
-    return Response(pickle.dumps(infos, protocol=PICKLE_PROTOCOL), 'application/pickle')
+    return infos
 
 
-FORMATS = {'json': render_json, 'csv': render_csv, 'raw': render_raw, 'pickle': render_pickle}
+def render_pickle(opts: dict[str, Any], data: list) -> Response:
+    """format=pickle: a list of series dicts, as graphite-web front ends expect."""
+    return Response(pickle.dumps(_infos(data), protocol=PICKLE_PROTOCOL), 'application/pickle')
+
+
+def render_msgpack(opts: dict[str, Any], data: list) -> Response:
+    """format=msgpack: the same dicts as format=pickle, MessagePack-encoded (graphite-web
+    1.1's other remote-fetch format)."""
+    return Response(msgpackfmt.dumps(_infos(data)), 'application/x-msgpack')
+
+
+FORMATS = {'json': render_json, 'csv': render_csv, 'raw': render_raw, 'pickle': render_pickle,
+           'msgpack': render_msgpack}

@@ -3,7 +3,8 @@
 One ``cache-query-bulk`` request per cache per render request (hosts queried in
 parallel), all within CARBONLINK_TIMEOUT. Metrics are placed on caches with the same
 consistent-hash ring carbon-relay uses (carbon.hashing), so each metric is asked of
-the cache that holds it. Framing: 4-byte big-endian length + pickle.
+the cache that holds it. Framing: carbon.formats.pickled (4-byte big-endian length +
+pickle).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
-import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from typing import Any, Optional
 
+from carbon.formats.pickled import frame, frame_length
 from carbon.hashing import ConsistentHashRing
 from webapp.cpu_gate import NO_GATE
 from webapp.settings import parse_host
@@ -172,8 +173,7 @@ class CarbonLinkPool:
         """Send one framed pickle request to ``host`` and return its decoded answer."""
         if deadline is None:
             deadline = time.monotonic() + self.timeout
-        payload = pickle.dumps(request, protocol=self.protocol)
-        packet = struct.pack('!L', len(payload)) + payload
+        packet = frame(pickle.dumps(request, protocol=self.protocol))
         for attempt in (0, 1):
             conn, reused = self._connection(host, deadline)
             try:
@@ -213,7 +213,7 @@ class CarbonLinkPool:
     @staticmethod
     def _receive(conn: socket.socket, deadline: float) -> Any:
         header = _recv_exactly(conn, 4, deadline)
-        size = struct.unpack('!L', header)[0]
+        size = frame_length(header)
         if size > MAX_RESPONSE:
             raise CarbonLinkError('answer too large (%d bytes)' % size)
         return safe_loads(_recv_exactly(conn, size, deadline))

@@ -104,7 +104,7 @@ def decode_block(chunks: list[Optional[bytes]], time_info: tuple[int, int, int],
     """Decode whisper point bytes (``!Ld`` records) of several files into one Block.
 
     A None chunk is an empty archive (every slot empty). A slot is valid when its
-    stored timestamp is the one expected there, as in ``whisper.__archive_fetch``.
+    stored timestamp is the one expected there, as ``whisper.fetch`` decides.
     """
     from_interval, _, step = time_info
     size = points * 12

@@ -18,16 +18,14 @@ from concurrent.futures import Future
 from os.path import isdir, isfile, join
 from typing import Any, Iterator, Optional
 
-import whisper
-
 from carbon import tags as carbon_tags
 from webapp.storage import whisper_read
 from webapp.storage.carbonlink import CarbonLinkPool, merge_with_cache
 from webapp.storage.nodes import Node, expand_braces, match_entries
 from webapp.storage.packed import to_list
+from webapp.storage.store import FindLimitError
 
 log = logging.getLogger("webapp.storage")
-_read_header = getattr(whisper, '__readHeader')
 
 
 class WhisperLeaf(Node):
@@ -41,16 +39,13 @@ class WhisperLeaf(Node):
         self.real_path = real_path
 
     def info(self) -> dict:
-        if self.fs_path.endswith('.gz'):
-            with gzip.open(self.fs_path, 'rb') as fh:
-                return _read_header(fh)
-        return whisper.info(self.fs_path)
+        return whisper_read.read_info(self.fs_path)
 
     def _file_intervals(self) -> list[tuple[float, float]]:
         try:
             start = time.time() - self.info()['maxRetention']
             end = max(os.stat(self.fs_path).st_mtime, start)
-        except (OSError, whisper.WhisperException) as err:
+        except (OSError, whisper_read.WhisperError) as err:
             log.warning("cannot read header of %s: %s", self.fs_path, err)
             return []
         return [(start, end)]
@@ -62,7 +57,7 @@ class WhisperLeaf(Node):
                 with gzip.open(self.fs_path, 'rb') as fh:
                     return whisper_read.file_fetch(fh, start, end, now)
             return whisper_read.fetch(self.fs_path, start, end, now)
-        except (OSError, EOFError, whisper.WhisperException) as err:
+        except (OSError, EOFError, whisper_read.WhisperError) as err:
             log.warning("failed fetch of whisper file %s: %s", self.fs_path, err)
             return None, {}
 
@@ -120,9 +115,11 @@ class WhisperFinder:
     tags = False
     name = 'local'
 
-    def __init__(self, whisper_dir: str, carbonlink: Optional[CarbonLinkPool] = None) -> None:
+    def __init__(self, whisper_dir: str, carbonlink: Optional[CarbonLinkPool] = None,
+                 max_entries: float = float('inf')) -> None:
         self.root = whisper_dir
         self.carbonlink = carbonlink
+        self.max_entries = max_entries  # FIND_MAX_ENTRIES: directory entries one find reads
 
     # --- find ---------------------------------------------------------------------------
     def find_nodes(self, pattern: str, leaves_only: bool = False) -> list[Node]:
@@ -146,7 +143,8 @@ class WhisperFinder:
         parts = clean.split('.')
         if not isdir(self.root):
             return []
-        for rel, is_dir, link in self._find_paths(self.root, parts, 0, leaves_only):
+        seen = [0]  # directory entries read by this find
+        for rel, is_dir, link in self._find_paths(self.root, parts, 0, leaves_only, seen):
             head, _, tail = rel.rpartition(os.sep)
             if tail.startswith('.'):
                 continue
@@ -162,7 +160,8 @@ class WhisperFinder:
         return list(out.values())
 
     def _find_paths(self, current: str, patterns: list[str], depth: int,
-                    leaves_only: bool = False) -> Iterator[tuple[str, bool, bool]]:
+                    leaves_only: bool = False, seen: Optional[list[int]] = None
+                    ) -> Iterator[tuple[str, bool, bool]]:
         """(relative path, is a directory, a symlink was crossed) of each match.
 
         Entry kinds come from ``scandir`` (or one ``lstat`` for a literal name), so
@@ -182,6 +181,12 @@ class WhisperFinder:
                 try:
                     with os.scandir(current) as it:
                         for entry in it:
+                            if seen is not None:
+                                seen[0] += 1
+                                if seen[0] > self.max_entries:
+                                    raise FindLimitError(
+                                        'the find reads more than FIND_MAX_ENTRIES = %d '
+                                        'directory entries' % self.max_entries)
                             if entry.is_dir():
                                 subdirs[entry.name] = entry.is_symlink()
                             elif entry.is_file():
@@ -203,7 +208,7 @@ class WhisperFinder:
                 for sub in matching_dirs:
                     crossed = subdirs.get(sub, True)
                     for match, is_dir, link in self._find_paths(_join(current, sub), rest,
-                                                                depth + 1, leaves_only):
+                                                                depth + 1, leaves_only, seen):
                         yield (_join(sub, match) if sub else match), is_dir, link or crossed
                 continue
             if wildcard:
@@ -249,7 +254,7 @@ class WhisperFinder:
             pending = self.carbonlink.query_bulk_async(names)
         results = []
         plain = [leaf.fs_path for _, leaf in leaves if not leaf.fs_path.endswith('.gz')]
-        read = iter(whisper_read.read_many(plain, start, end, now))
+        read = iter(whisper_read.read_many(plain, start, end, now, context.get('budget')))
         for pattern, leaf in leaves:
             if leaf.fs_path.endswith('.gz'):
                 data, header = leaf.read(start, end, now)

@@ -10,21 +10,21 @@ is unavailable. The header is returned too, so callers need not read it twice
 
 from __future__ import annotations
 
+import gzip
 import os
 import struct
 import time
 from typing import Any, BinaryIO, Optional
 
-import whisper
-
+from carbon.storage import whisper_format
+from carbon.storage.whisper_format import (
+    POINT, POINT_SIZE, CorruptWhisperFile, InvalidTimeInterval, WhisperError,
+)
 from webapp.storage import packed
 
-_read_header = getattr(whisper, '__readHeader')
-POINT_FORMAT = whisper.pointFormat
-POINT_SIZE = whisper.pointSize
-_META = struct.Struct(whisper.metadataFormat)
-_ARCHIVE = struct.Struct(whisper.archiveInfoFormat)
-_POINT = struct.Struct(POINT_FORMAT)
+__all__ = ["WhisperError", "fetch", "file_fetch", "read_info", "choose_archive",
+           "parse_header", "read_many"]
+
 _HEAD_READ = 512
 _HEADERS: dict[bytes, dict] = {}
 Result = tuple[Optional[tuple], dict]
@@ -40,7 +40,7 @@ def fetch(path: str, from_time: int, until_time: Optional[int] = None,
 def file_fetch(fh: BinaryIO, from_time: int, until_time: Optional[int] = None,
                now: Optional[int] = None) -> Result:
     """(whisper.file_fetch's result, header) for an open file."""
-    header = _read_header(fh)
+    header = whisper_format.read_header_from(fh, fh.name).info()
     archive, from_time, until_time = choose_archive(header, from_time, until_time, now)
     if archive is None:
         return None, header
@@ -48,6 +48,13 @@ def file_fetch(fh: BinaryIO, from_time: int, until_time: Optional[int] = None,
                                      lambda off, size: _file_read(fh, off, size), fh.name)
     return (time_info, _decode_list(time_info, chunk) if base else
             [None] * ((time_info[1] - time_info[0]) // time_info[2])), header
+
+
+def read_info(path: str) -> dict:
+    """``whisper.info(path)`` of a plain or gzipped (``.gz``) whisper file."""
+    opener: Any = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rb') as fh:
+        return whisper_format.read_header_from(fh, path).info()
 
 
 def _file_read(fh: BinaryIO, offset: int, size: int) -> bytes:
@@ -65,7 +72,7 @@ def choose_archive(header: dict, from_time: int, until_time: Optional[int],
     from_time = int(from_time)
     until_time = int(until_time)
     if from_time > until_time:
-        raise whisper.InvalidTimeInterval(
+        raise InvalidTimeInterval(
             "Invalid time interval: from time '%s' is after until time '%s'"
             % (from_time, until_time))
     oldest = now - header['maxRetention']
@@ -81,7 +88,7 @@ def choose_archive(header: dict, from_time: int, until_time: Optional[int],
         if archive['retention'] >= diff:
             break
     if archive is None:
-        raise whisper.CorruptWhisperFile('No archives', '')
+        raise CorruptWhisperFile('No archives', '')
     return archive, from_time, until_time
 
 
@@ -96,9 +103,9 @@ def _locate(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
     time_info = (from_interval, until_interval, step)
     offset, size = archive['offset'], archive['size']
     try:
-        base_interval, _ = _POINT.unpack(read(offset, POINT_SIZE))
+        base_interval, _ = POINT.unpack(read(offset, POINT_SIZE))
     except struct.error:
-        raise whisper.CorruptWhisperFile("Unable to read base datapoint", name) from None
+        raise CorruptWhisperFile("Unable to read base datapoint", name) from None
     if base_interval == 0:
         return time_info, 0, b''
     from_offset = offset + (((from_interval - base_interval) // step) * POINT_SIZE % size)
@@ -109,14 +116,14 @@ def _locate(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
         data = read(from_offset, offset + size - from_offset) + \
             read(offset, until_offset - offset)
     if len(data) % POINT_SIZE:
-        raise whisper.CorruptWhisperFile("Unable to read datapoints", name)
+        raise CorruptWhisperFile("Unable to read datapoints", name)
     return time_info, base_interval, data
 
 
 def _decode_list(time_info: tuple[int, int, int], data: bytes) -> list:
     from_interval, _, step = time_info
     points = len(data) // POINT_SIZE
-    unpacked = struct.unpack('!' + 'Ld' * points, data)
+    unpacked = whisper_format.run_struct(points).unpack(data)
     expected = range(from_interval, from_interval + points * step, step)
     stamps = unpacked[0::2]
     values = list(unpacked[1::2])
@@ -133,45 +140,25 @@ def parse_header(head: bytes, name: str, read: Any) -> dict:
     Files of one schema share their header bytes, so parsed headers are kept by those
     exact bytes (callers must not modify the returned dict).
     """
-    try:
-        agg_type, max_retention, xff, count = _META.unpack_from(head)
-    except (struct.error, ValueError, TypeError):
-        raise whisper.CorruptWhisperFile("Unable to read header", name) from None
-    raw = head[:_META.size + count * _ARCHIVE.size]
+    size = whisper_format.header_size(head)
+    if size == 0:
+        raise CorruptWhisperFile("Unable to read header", name)
+    raw = head[:size]
     known = _HEADERS.get(raw)
     if known is not None:
         return known
-    header = _parse_header(head, name, read, agg_type, max_retention, xff, count)
-    if len(raw) == _META.size + count * _ARCHIVE.size:
+    if len(head) < size:
+        head = head + read(len(head), size - len(head))
+    header = whisper_format.parse_header(head, name).info()
+    if len(raw) == size:
         if len(_HEADERS) >= 4096:
             _HEADERS.clear()
         _HEADERS[raw] = header
     return header
 
 
-def _parse_header(head: bytes, name: str, read: Any, agg_type: int, max_retention: int,
-                  xff: float, count: int) -> dict:
-    method = whisper.aggregationTypeToMethod.get(agg_type)
-    if method is None or not 0 <= xff <= 1:
-        raise whisper.CorruptWhisperFile("Unable to read header", name)
-    need = _META.size + count * _ARCHIVE.size
-    if len(head) < need:
-        head = head + read(len(head), need - len(head))
-    archives = []
-    for i in range(count):
-        try:
-            offset, spp, points = _ARCHIVE.unpack_from(head, _META.size + i * _ARCHIVE.size)
-        except struct.error:
-            raise whisper.CorruptWhisperFile("Unable to read archive%d metadata" % i,
-                                             name) from None
-        archives.append({'offset': offset, 'secondsPerPoint': spp, 'points': points,
-                         'retention': spp * points, 'size': points * POINT_SIZE})
-    return {'aggregationMethod': method, 'maxRetention': max_retention, 'xFilesFactor': xff,
-            'archives': archives}
-
-
 def _read_raw(path: str, from_time: int, until_time: Optional[int],
-              now: Optional[int]) -> tuple[Optional[tuple], dict]:
+              now: Optional[int], budget: Any = None) -> tuple[Optional[tuple], dict]:
     """((time_info, base, bytes) or None, header) of one plain file."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -185,14 +172,20 @@ def _read_raw(path: str, from_time: int, until_time: Optional[int],
         archive, start, end = choose_archive(header, from_time, until_time, now)
         if archive is None:
             return None, header
+        if budget is not None:  # before reading: bounded memory per request
+            step = archive['secondsPerPoint']
+            budget.spend_points((end - start) // step + 1, path)
         return _locate(archive, start, end, read, path), header
     finally:
         os.close(fd)
 
 
 def read_many(paths: list[str], from_time: int, until_time: Optional[int],
-              now: Optional[int]) -> list[Any]:
+              now: Optional[int], budget: Any = None) -> list[Any]:
     """For each path: (whisper.fetch result or None, header), or the exception raised.
+
+    ``budget`` (``webapp.limits.Budget``) is charged each file's datapoints before they
+    are read, and its time limit is checked between files.
 
     Values are :class:`~webapp.storage.packed.PackedValues` when numpy is enabled,
     lists otherwise.
@@ -202,9 +195,11 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
     chunks: list[Optional[bytes]] = []
     for i, path in enumerate(paths):
         chunks.append(None)
+        if budget is not None:
+            budget.check_time()
         try:
-            raw, header = _read_raw(path, from_time, until_time, now)
-        except (OSError, whisper.WhisperException) as err:
+            raw, header = _read_raw(path, from_time, until_time, now, budget)
+        except (OSError, WhisperError) as err:
             out.append(err)
             continue
         if raw is None:

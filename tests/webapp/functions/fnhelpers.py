@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Callable, Optional
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.series import TimeSeries
 
 START = 1_699_999_200  # 2023-11-14 22:00:00 UTC, aligned to the hour

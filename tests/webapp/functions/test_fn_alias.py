@@ -3,8 +3,8 @@
 import pytest
 from fnhelpers import FakeData, call, make_ctx, ts
 
-from carbon.plugins import RENDER_FUNCTIONS
-from webapp.functions.registry import InputParameterError
+from webapp.plugins import RENDER_FUNCTIONS
+from webapp.render.errors import InputParameterError
 
 
 def names(result):

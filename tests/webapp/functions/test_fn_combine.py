@@ -5,8 +5,8 @@ import math
 import pytest
 from fnhelpers import START, call, make_ctx, ts, values
 
-from carbon.plugins import RENDER_FUNCTIONS
-from webapp.functions.registry import InputParameterError
+from webapp.plugins import RENDER_FUNCTIONS
+from webapp.render.errors import InputParameterError
 
 
 def three():

@@ -3,7 +3,7 @@
 import pytest
 from fnhelpers import FakeData, call, make_ctx, ts, values
 
-from webapp.functions.registry import InputParameterError
+from webapp.render.errors import InputParameterError
 
 
 def sample():

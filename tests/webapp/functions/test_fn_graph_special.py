@@ -3,7 +3,8 @@
 import pytest
 from fnhelpers import START, call, make_ctx, ts, values
 
-from webapp.functions.registry import PIE_FUNCTIONS, InputParameterError
+from webapp.functions.registry import PIE_FUNCTIONS
+from webapp.render.errors import InputParameterError
 
 
 def test_drawing_options():

@@ -3,7 +3,7 @@
 import pytest
 from fnhelpers import START, FakeData, call, make_ctx, ts, values
 
-from webapp.functions.registry import InputParameterError
+from webapp.render.errors import InputParameterError
 
 
 def test_divide_series():

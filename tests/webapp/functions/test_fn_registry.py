@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 from webapp.functions.registry import PIE_FUNCTIONS, InputParameterError, function_info
 
 ALL_NAMES = """

@@ -5,7 +5,7 @@ import math
 import pytest
 from fnhelpers import START, FakeData, call, make_ctx, ts, values
 
-from carbon.plugins import RENDER_FUNCTIONS
+from webapp.plugins import RENDER_FUNCTIONS
 
 
 def test_summarize_aligned_to_interval():
@@ -142,7 +142,7 @@ def test_time_and_sin_generators():
 
 @pytest.mark.parametrize('bad', ['5m', 'min', '1x', 'abc'])
 def test_bad_intervals_are_input_errors(bad):
-    from webapp.functions.registry import InputParameterError
+    from webapp.render.errors import InputParameterError
     with pytest.raises(InputParameterError):
         call('summarize', None, [ts('m', [1])], bad)
     with pytest.raises(InputParameterError):

@@ -1,10 +1,10 @@
-/* carbon.aggregator._accumulate: stage a whole socket read of canonical lines.
+/* carbon.aggregator._staging: stage a whole socket read of canonical lines.
  *
  * stage(chunk, max_length, matches, extra, lo, hi, touched) -> int | list | None
  *
  * The C twin of carbon.aggregator.staging.stage_chunk (see there for the contract):
  * every line of `chunk` must be canonical exactly as
- * carbon.receivers.lineparse.canonical_lines defines it, at most `max_length` bytes
+ * carbon.formats.plaintext.canonical_lines defines it, at most `max_length` bytes
  * (0: no limit) and have a timestamp t with lo <= t < hi, else None. With `matches`
  * None the lines are only checked and counted. Otherwise each name is looked up in
  * `matches`, then `extra` (dicts of name bytes -> tuple of staging lists); if any
@@ -399,13 +399,13 @@ static PyModuleDef_Slot slots[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_accumulate",
+    PyModuleDef_HEAD_INIT, "carbon.aggregator._staging",
     "Stage whole reads of canonical lines for the aggregator (C twin of staging.py).",
     0, methods, slots, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
-PyInit__accumulate(void)
+PyInit__staging(void)
 {
     return PyModuleDef_Init(&module_def);
 }

@@ -1,4 +1,5 @@
-/* C accelerator for carbon.storage.whisper_backend.write_many: whisper updates of a
+/* C twin of carbon.storage.whisper_writer.apply_update, called by
+ * carbon.storage.whisper_backend.WhisperDatabase.write_batch: whisper updates of a
  * batch of files with the GIL released.
  *
  * update_files(items, now, lock, autoflush, fadvise_random, aggregate[, python_sums])
@@ -23,6 +24,14 @@
  * slots). Sum-based aggregations go through `aggregate(method, known, neighbors)`
  * (with the GIL) when `python_sums` is true, by default on Pythons whose sum() is not a
  * plain left-to-right addition (3.12 on; the module's PLAIN_SUM is 0 there).
+ *
+ * The format comes from carbon/storage/whisper_format.py, the one home of the whisper
+ * layout: read_header() below mirrors whisper_format.parse_header (METADATA, ARCHIVE_INFO,
+ * POINT and AGGREGATION_TYPES are the constants here) and aggregate() mirrors
+ * whisper_format.aggregate. tests/storage/test_whisper_batch.py::test_batch_byte_identity
+ * binds them: the files this module writes must equal, byte for byte, those of whisper
+ * 1.1.10, which whisper_writer.apply_update (built on whisper_format) also equals
+ * (tests/storage/test_whisper_identity.py).
  *
  * flock(LOCK_EX) around the update if `lock`; fsync before the unlock if `autoflush`.
  *
@@ -841,13 +850,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.storage._update",
+    PyModuleDef_HEAD_INIT, "carbon.storage._whisper_writer",
     "Batch whisper updates with the GIL released.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
-PyInit__update(void)
+PyInit__whisper_writer(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "PLAIN_SUM", PLAIN_SUM)) {

@@ -371,13 +371,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.storage._create",
+    PyModuleDef_HEAD_INIT, "carbon.storage._whisper_create",
     "Batch creation of whisper files with the GIL released.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
-PyInit__create(void)
+PyInit__whisper_create(void)
 {
     return PyModule_Create(&module);
 }

@@ -1,4 +1,4 @@
-/* C accelerator for carbon.receivers.protocols: the pickle receiver's common message.
+/* C accelerator for carbon.formats.pickled: the pickle receiver's common message.
  *
  * points(data) -> (batch, bad) or None
  *
@@ -9,7 +9,8 @@
  * batch points_from_pickle would make of the unpickled list: (metric, float(timestamp),
  * float(value)) for each item, items with a non-finite number or an empty name counted
  * in `bad`. Any other opcode or shape, any malformed byte, returns None and the caller
- * uses the safe unpickler, which decides (and raises) exactly as before. Nothing is
+ * uses the safe unpickler, which decides (and raises) exactly as before (Python twin:
+ * pickled.points_from_pickle(unpickler.safe_loads(data))). Nothing is
  * ever imported or called: there is no opcode for it here.
  */
 #define PY_SSIZE_T_CLEAN
@@ -119,8 +120,14 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
       Stack *stack, Stack *memo)
 {
     const unsigned char *end = p + size;
+    /* Where the current FRAME ends. The reference reads through a file object, and
+       CPython's unpickler then misreads an opcode that crosses a frame's end: such
+       input is left to the safe unpickler, like a FRAME that starts inside another. */
+    const unsigned char *frame_end = NULL;
     int started = 0;
     while (p < end) {
+        if (frame_end != NULL && p > frame_end)
+            return 0;
         unsigned char op = *p++;
         Value value = {V_NUM, 0.0, 0.0, NULL};
         Py_ssize_t length = 0;
@@ -138,6 +145,9 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
             p += 8;
             if (n > (uint64_t)(end - p))
                 return 0;
+            if (frame_end != NULL && p - 9 < frame_end)
+                return 0;
+            frame_end = p + n;
             continue;
         }
         case ']': /* EMPTY_LIST */
@@ -409,7 +419,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.receivers._pickled",
+    PyModuleDef_HEAD_INIT, "carbon.formats._pickled",
     "The pickle receiver's common message, without the unpickler.", -1, methods,
     NULL, NULL, NULL, NULL,
 };

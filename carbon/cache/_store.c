@@ -1,4 +1,5 @@
-/* C accelerator for carbon.cache.store: MetricCache.add_batch's loop.
+/* C accelerator for carbon.cache.store: MetricCache.add_batch's loop (Python twin:
+ * carbon.cache.store.add_points_py).
  *
  * add_batch(data, batch, limit) -> int
  *
@@ -96,12 +97,12 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "carbon.cache._points",
+    PyModuleDef_HEAD_INIT, "carbon.cache._store",
     "The metric cache's batch append.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
-PyInit__points(void)
+PyInit__store(void)
 {
     return PyModule_Create(&module);
 }

@@ -1,4 +1,4 @@
-/* C accelerator for carbon.receivers.lineparse.parse_lines.
+/* C accelerator for carbon.formats.plaintext.parse_lines (its Python twin: parse_lines_py).
  *
  * parse_lines(lines, now, resolution) -> (batch, bad)
  *
@@ -239,17 +239,17 @@ error:
 
 static PyMethodDef methods[] = {
     {"parse_lines", parse_lines, METH_VARARGS,
-     "parse_lines(lines, now, resolution) -> (batch, bad): see lineparse.parse_lines."},
+     "parse_lines(lines, now, resolution) -> (batch, bad): see carbon.formats.plaintext.parse_lines."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_lines", "C accelerator for carbon.receivers.lineparse.", -1,
-    methods,
+    PyModuleDef_HEAD_INIT, "carbon.formats._plaintext",
+    "C accelerator for carbon.formats.plaintext.", -1, methods,
 };
 
 PyMODINIT_FUNC
-PyInit__lines(void)
+PyInit__plaintext(void)
 {
     return PyModule_Create(&module);
 }

@@ -9,7 +9,8 @@ from webapp.functions.common import (
     evaluate, get_agg_func, key_func, percentile, rename, safe_avg, safe_len, safe_max,
     xff_values,
 )
-from webapp.functions.registry import InputParameterError, render_function
+from webapp.functions.registry import render_function
+from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 
@@ -195,8 +196,15 @@ def useSeriesAbove(requestContext: dict, seriesList: list, value: float, search:
 
 
 def _percentile_of(series: TimeSeries, n: float) -> Any:
+    """The n-th percentile of the known values; the series' tags gain nPercentile as
+    graphite-web's call of nPercentile marks them (only when it has values)."""
     known = [v for v in series if v is not None]
-    return percentile(known, n) if known else None
+    if not known:
+        return None
+    cut = percentile(known, n)
+    if cut is not None:
+        series.tags['nPercentile'] = n
+    return cut
 
 
 @render_function('removeAbovePercentile', FILTER_DATA, N_FLOAT)

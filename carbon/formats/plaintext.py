@@ -1,13 +1,18 @@
-"""Parse plaintext ``metric value timestamp`` lines in bulk.
+"""The plaintext line format, ``metric value timestamp\n``: parse, check, encode.
 
 One call handles every complete line of a socket read: no per-line callbacks.
 Bad lines are returned (truncated) for counting and rate-limited logging; the
-good lines around them are kept.
+good lines around them are kept. ``parse_lines`` has a C twin (``_plaintext.c``) that
+runs when built; ``parse_lines_py`` is the specification both are tested against.
 
 ``canonical_lines`` is the lean path for a read whose every line is already in
 the form carbon's line client writes: it checks the whole read with a few C-level
 operations (splits, one regex over the values, one over the timestamps) and returns
-the lines and names as bytes, or None when any line needs ``parse_lines``.
+the lines and names as bytes (a ``LineBatch``), or None when any line needs
+``parse_lines``.
+
+``encode_line`` writes points as carbon's line client does; ``decode_line_stream``
+reads them back (relay spools, test sinks) with ``parse_lines``'s rules.
 """
 
 from __future__ import annotations
@@ -15,14 +20,15 @@ from __future__ import annotations
 import re
 import time
 
-from carbon.pipeline import Batch, LineBatch
+from carbon.batch import Batch
 
 try:  # the C accelerator (setup.py builds it when it can): same results, ~2x faster
-    from carbon.receivers._lines import parse_lines as _native_parse_lines
+    from carbon.formats._plaintext import parse_lines as _native_parse_lines
 except ImportError:  # pragma: no cover - depends on the build
     _native_parse_lines = None
 
 MAX_LOGGED_LINE = 400
+LINE_DELIMITER = b"\r\n"
 
 # A value whose %.10f form (trailing zeros and dot stripped) is its own text: '-' the
 # only sign, no leading zeros; an integer of at most 15 digits (exact as a double),
@@ -37,6 +43,36 @@ _INTEGERS = re.compile(rb"%s(?: %s)*+" % (_INTEGER, _INTEGER))  # faster when no
 # A timestamp whose %d form is its own text and that is not -1 (which means now).
 _STAMP = rb"[1-9][0-9]{0,14}+"
 _STAMPS = re.compile(rb"%s(?: %s)*+" % (_STAMP, _STAMP))
+
+
+class LineBatch:
+    """Valid plaintext datapoints kept as bytes.
+
+    ``lines[i]`` is ``b"<name> <value> <timestamp>"`` exactly as carbon's line client
+    writes that point (value as ``%.10f`` without trailing zeros, integer timestamp),
+    without the line terminator; ``names[i]`` is its name and, when given,
+    ``values[i]`` and ``stamps[i]`` its other two fields. All lists are the same
+    length and in arrival order.
+    """
+
+    __slots__ = ("lines", "names", "values", "stamps")
+
+    def __init__(self, lines: list[bytes], names: list[bytes],
+                 values: list[bytes] | None = None, stamps: list[bytes] | None = None) -> None:
+        self.lines = lines
+        self.names = names
+        self.values = values
+        self.stamps = stamps
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def points(self) -> Batch:
+        """The same datapoints as ``(metric, timestamp, value)`` tuples."""
+        if self.values is not None and self.stamps is not None:
+            return list(zip(map(bytes.decode, self.names), map(float, self.stamps),
+                            map(float, self.values), strict=True))
+        return parse_lines(self.lines)[0]
 
 
 def parse_lines(lines: list[bytes], now: float | None = None,
@@ -157,3 +193,40 @@ def printable(line: bytes) -> str:
     if len(text) > MAX_LOGGED_LINE:
         text = text[:MAX_LOGGED_LINE] + "..."
     return text
+
+
+def format_value(value: float) -> str:
+    """The reference line client's value text: ``%.10f`` minus trailing zeros and dot."""
+    if isinstance(value, float):
+        return ("%.10f" % value).rstrip("0").rstrip(".")
+    return "%d" % value
+
+
+def encode_line(points: Batch, max_per_message: int = 500) -> tuple[bytes, int, int]:
+    """Encode ``points`` as plaintext lines; points that cannot be written are skipped.
+
+    Returns (bytes, lines, points) like the pickle encoder (``max_per_message`` is
+    accepted for that symmetry; lines need no messages).
+    """
+    try:
+        text = "".join(["%s %s %d\r\n" % (m, ("%.10f" % v).rstrip("0").rstrip("."), t)
+                        for m, t, v in points])
+        return text.encode("utf-8"), len(points), len(points)
+    except (ValueError, OverflowError, TypeError):
+        pass
+    lines = []
+    for m, t, v in points:
+        try:
+            lines.append("%s %s %d\r\n" % (m, format_value(v), t))
+        except (ValueError, OverflowError, TypeError):
+            continue
+    return "".join(lines).encode("utf-8"), len(lines), len(lines)
+
+
+def decode_line_stream(buffer: bytes) -> tuple[Batch, bytes, int]:
+    """Decode complete lines with ``parse_lines``'s rules (three fields, a UTF-8 name, a
+    finite value and timestamp); returns (points, unfinished tail, bad lines)."""
+    lines = buffer.split(b"\n")
+    tail = lines.pop()
+    points, bad = parse_lines(lines)
+    return points, tail, len(bad)

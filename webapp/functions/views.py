@@ -6,6 +6,8 @@ import json
 import threading
 from typing import Any
 
+from webapp.plugins import RENDER_FUNCTIONS
+from webapp.functions.registry import PIE_FUNCTIONS, function_info
 from webapp.http import Request, Response
 
 
@@ -30,8 +32,6 @@ def _infos(kind: str) -> dict[str, dict[str, Any]]:
     with _lock:
         if kind in _cache:
             return _cache[kind]
-    from carbon.plugins import RENDER_FUNCTIONS
-    from webapp.functions.registry import PIE_FUNCTIONS, function_info
     registry = PIE_FUNCTIONS if kind == 'pie' else RENDER_FUNCTIONS
     infos = {}
     for name in registry.names():

@@ -1,0 +1,96 @@
+"""One RELAY_WORKERS worker process: a whole relay that serves the connections its
+master hands over a Unix socket (the master's side is :mod:`carbon.relay.workers`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+from twisted.internet.interfaces import IReadDescriptor
+from zope.interface import implementer
+
+from carbon.config.settings import Settings
+from carbon.logs import CarbonLog, log_twisted_errors
+from carbon.receivers.handoff import adopt
+from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
+from carbon.relay.daemon import RelayDaemon
+from carbon.relay.workers import FAMILIES, KINDS, READY, worker_settings
+
+
+@implementer(IReadDescriptor)
+class ChannelReader:
+    """A worker's side of the Unix socket: adopt each connection the master passes."""
+
+    def __init__(self, reactor: Any, channel: socket.socket, factories: dict[str, Any],
+                 log: Any) -> None:
+        self.reactor = reactor
+        self.channel = channel
+        self.factories = factories
+        self.log = log
+        channel.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.channel.fileno()
+
+    def logPrefix(self) -> str:  # noqa: N802
+        return "RelayWorkerChannel"
+
+    def doRead(self) -> None:  # noqa: N802
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(self.channel, 16, 4)
+            except BlockingIOError:
+                return
+            except OSError:
+                message, fds = b"", []
+            if not message and not fds:  # the master is gone: stop like on SIGTERM
+                self.reactor.removeReader(self)
+                self.log.msg("relay master went away; shutting down")
+                self.reactor.stop()
+                return
+            for fd in fds:
+                try:
+                    family = FAMILIES.get(message[1:2], socket.AF_INET)
+                    factory = self.factories[KINDS.get(message[:1], "line")]
+                    with socket.socket(family, socket.SOCK_STREAM, fileno=fd) as conn:
+                        adopt(self.reactor, conn, factory)
+                except OSError as exc:
+                    self.log.msg("cannot adopt a connection from the master: %s" % exc)
+
+    def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.channel.close()
+
+
+def worker_main(argv: list[str] | None = None) -> None:
+    """Entry point of a worker process (started by WorkerPool; settings on stdin)."""
+    argv = sys.argv[1:] if argv is None else argv
+    channel_fd, index, mode = int(argv[0]), int(argv[1]), argv[2]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides when we stop
+    base = Settings()
+    base.update(json.loads(sys.stdin.read()))
+    settings = worker_settings(base, index)
+    from twisted.internet import epollreactor
+
+    epollreactor.install()
+    from twisted.internet import reactor  # only after the reactor is installed
+
+    if mode == "fg":
+        log = CarbonLog(None, stream=sys.stdout, rotate=False)
+    else:
+        os.makedirs(settings.LOG_DIR, exist_ok=True)
+        log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION")))
+
+    log_twisted_errors(log)
+    daemon = RelayDaemon(settings, log, reactor)
+    daemon.start()
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
+    reactor.addReader(ChannelReader(reactor, channel, {
+        "line": ReceiverFactory(LineReceiver, daemon.receivers),
+        "pickle": ReceiverFactory(PickleReceiver, daemon.receivers)}, log))
+    log.msg("carbon-relay worker %d started" % index)
+    channel.send(READY)
+    reactor.run()

@@ -1,0 +1,109 @@
+"""Plugins installed through entry points: used by name, broken ones reported, not fatal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from carbon.config.errors import ConfigError
+from carbon.plugins import Registry
+from tests.support import ROOT, CarbonInstance, port_open, read_whisper, send_tcp, wait_for
+
+PLUGIN = '''
+import os
+
+from carbon.cache.strategies import Strategy
+
+
+class Alphabetical(Strategy):
+    """Writes metrics in name order and notes each pass in $STRATEGY_MARK."""
+
+    def snapshot(self):
+        names = sorted(self.cache.names(), reverse=True)
+        with open(os.environ["STRATEGY_MARK"], "a") as handle:
+            handle.write(",".join(reversed(names)) + "\\n")
+        return names
+'''
+
+
+def install_dists(site: Path) -> Path:
+    """Two tiny installed distributions on a path entry: a working write strategy and
+    one whose entry point names a module that does not exist."""
+    site.mkdir(parents=True)
+    (site / "alpha_strategy.py").write_text(PLUGIN)
+    for dist, entry in (("alpha_strategy-1.0", "alphabetical = alpha_strategy:Alphabetical"),
+                        ("broken_strategy-1.0", "broken = no_such_module_here:Thing")):
+        info = site / (dist + ".dist-info")
+        info.mkdir(parents=True)
+        name, version = dist.split("-")
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
+                                       % (name, version))
+        (info / "entry_points.txt").write_text("[carbon.write_strategies]\n%s\n" % entry)
+    return site
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    path = install_dists(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(path))
+    return path
+
+
+def test_broken_entry_point_does_not_hide_the_others(site):
+    registry = Registry("write strategy", "carbon.write_strategies")
+    assert registry.names() == ["alphabetical"]
+    assert "no_such_module_here" in registry.broken["broken"]
+    with pytest.raises(ConfigError) as err:
+        registry.resolve("broken", "CACHE_WRITE_STRATEGY", "carbon.conf")
+    text = str(err.value)
+    assert "CACHE_WRITE_STRATEGY" in text and "ModuleNotFoundError" in text
+    with pytest.raises(ConfigError) as err:
+        registry.resolve("fastest", "CACHE_WRITE_STRATEGY")
+    assert "unknown write strategy 'fastest' (known: alphabetical)" in str(err.value)
+
+
+def test_cache_uses_a_write_strategy_from_an_entry_point(tmp_path, site):
+    mark = tmp_path / "passes.txt"
+    instance = CarbonInstance(tmp_path / "root", CACHE_WRITE_STRATEGY="alphabetical")
+    # the daemon sees the installed distributions through its PYTHONPATH
+    env = dict(os.environ, GRAPHITE_ROOT=str(instance.root), STRATEGY_MARK=str(mark),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
+    log = open(instance.root / "stdout.log", "w")
+    instance.proc = subprocess.Popen(instance.script + ["--nodaemon", "start"], env=env,
+                                     stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: instance.proc.poll() is not None or port_open(instance.line_port),
+                 what="daemon to listen")
+        assert instance.proc.poll() is None, instance.output()
+        now = int(time.time()) // 60 * 60
+        send_tcp(instance.line_port, b"b.metric 2 %d\na.metric 1 %d\n" % (now, now))
+        for name, value in (("a.metric", 1.0), ("b.metric", 2.0)):
+            path = instance.whisper_path(name)
+            wait_for(lambda p=path: read_whisper(p, now - 60, now + 60), 30,
+                     what="%s written" % name)
+            assert read_whisper(path, now - 60, now + 60) == {now: value}
+        assert "Using alphabetical write strategy" in instance.output()
+        assert "a.metric,b.metric" in mark.read_text().split("\n")
+        assert instance.proc.poll() is None
+    finally:
+        instance.kill()
+        log.close()
+
+
+def test_unknown_rate_limiter_stops_start_up_naming_key_and_known_names(tmp_path):
+    instance = CarbonInstance(tmp_path, RATE_LIMITER="leaky")
+    result = instance.cli("start")
+    assert result.returncode == 1
+    assert "RATE_LIMITER" in result.stderr and "leaky" in result.stderr
+    assert "token_bucket" in result.stderr and "unlimited" in result.stderr
+
+
+def test_unknown_database_stops_start_up_naming_key_and_known_names(tmp_path):
+    instance = CarbonInstance(tmp_path, DATABASE="ceres")
+    result = instance.cli("start")
+    assert result.returncode == 1
+    assert "DATABASE" in result.stderr and "'ceres' (known: whisper)" in result.stderr

@@ -1,0 +1,141 @@
+"""The numpy/orjson paths give the very floats and text the plain Python paths give.
+
+* moving window sums and averages (numpy, added left to right) against the per-window
+  Python loop graphite-web runs;
+* format=json cells written by orjson (many values) against ``json.dumps`` text, for
+  full-precision values of every magnitude, nulls and infinities.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webapp.functions.calculate import _array_window
+from webapp.functions.combine import array_aggregate
+from webapp.functions.common import xff
+from webapp.render import jsonfmt
+from webapp.render.series import TimeSeries
+
+values = st.lists(st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False,
+                                                 width=64)), min_size=0, max_size=60)
+
+
+def python_window(raw: list, points: int, ratio: float, average: bool) -> list:
+    out = []
+    for i in range(points + 1, len(raw) + 1):
+        window = [v for v in raw[i - points:i] if v is not None]
+        if window and xff(len(window), points, ratio):
+            out.append(sum(window) / len(window) if average else sum(window))
+        else:
+            out.append(None)
+    return out
+
+
+def plain_sum_python() -> bool:
+    """Python < 3.12 adds floats one after the other in sum() (3.12 compensates)."""
+    return sum([1e16, 1.0, -1e16]) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, st.integers(1, 12), st.sampled_from([0.0, 0.3, 0.5, 1.0]), st.booleans())
+def test_array_window_equals_python_loop(raw: list, points: int, ratio: float,
+                                         average: bool) -> None:
+    got = _array_window(raw, points, ratio, average)
+    if len(raw) <= points:
+        assert got is None
+        return
+    want = python_window(raw, points, ratio, average)
+    if not plain_sum_python():
+        # graphite-web (Python 3.9) adds plainly: check against that, value by value
+        want = [None if w is None else _plain(raw, i, points, average)
+                for i, w in enumerate(want)]
+    assert [repr(v) for v in got] == [repr(v) for v in want]
+
+
+def _plain(raw: list, k: int, points: int, average: bool) -> float:
+    total, count = 0.0, 0
+    for v in raw[k + 1:k + 1 + points]:
+        if v is not None:
+            total += v
+            count += 1
+    return total / count if average else total
+
+
+def test_array_window_refuses_what_it_cannot_copy() -> None:
+    assert _array_window([1.0, float('nan'), 2.0, 3.0], 2, 0.0, True) is None
+    assert _array_window([1, 2, 3, 4], 2, 0.0, True) is None           # ints stay ints
+    assert _array_window([1.0, 2.0], 5, 0.0, True) is None
+
+
+def dumps_like_graphite(series_list: list) -> str:
+    data = [{'target': s.name, 'tags': dict(s.tags),
+             'datapoints': [[v, s.start + i * s.step] for i, v in enumerate(s)]}
+            for s in series_list]
+    return json.dumps(data).replace('NaN,', 'null,').replace('Infinity,', '1e9999,')
+
+
+@pytest.mark.parametrize('accelerated', [True, False], ids=['C join_rows', 'numpy cells'])
+def test_orjson_cells_write_what_json_writes(accelerated: bool,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if accelerated:
+        assert jsonfmt._rows is not None, 'webapp.render._rows is not built'
+    else:
+        monkeypatch.setattr(jsonfmt, '_rows', None)
+    rng = np.random.RandomState(5)
+    magnitudes = 10.0 ** rng.randint(-12, 22, size=6000)
+    row = (rng.random_sample(6000) - 0.3) * magnitudes
+    row[::97] = np.nan
+    row[5] = math.inf
+    row[6] = -math.inf
+    row[7] = 0.0
+    row[8] = -0.0
+    row[9:13] = [1e-3, 9.99e-4, 1e15, 9.999999999999998e14]
+    series = [TimeSeries('s%d' % i, 1000, 1000 + 60 * 3000, 60,
+                         [None if v != v else float(v) for v in row[i * 3000:(i + 1) * 3000]])
+              for i in range(2)]
+    assert row.size > jsonfmt.FEW_DISTINCT * 4     # the orjson path, not the distinct one
+    body = b''.join(jsonfmt.render(series)).decode()
+    assert body == dumps_like_graphite(series)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(values, min_size=2, max_size=5), st.sampled_from([0.0, 0.5, 1.0]),
+       st.sampled_from(['sum', 'average', 'max', 'min']))
+def test_array_aggregate_equals_python_rows(lists: list, ratio: float, how: str) -> None:
+    from itertools import zip_longest
+    series = [TimeSeries('s%d' % i, 0, 60 * len(v), 60, v) for i, v in enumerate(lists)]
+    got = array_aggregate(series, how, ratio)
+    want = []
+    for row in zip_longest(*lists):
+        known = [v for v in row if v is not None]
+        if not (known and xff(len(known), len(row), ratio)):
+            want.append(None)
+        elif how in ('max', 'min'):
+            want.append(max(known) if how == 'max' else min(known))
+        else:
+            total = 0.0           # graphite-web's sum(): one after the other from 0
+            for v in known:
+                total += v
+            want.append(total / len(known) if how == 'average' else total)
+    assert [repr(v) for v in got] == [repr(v) for v in want]
+
+
+def test_join_rows_checks_its_input() -> None:
+    from webapp.render import _rows
+    heads, suffixes = [b'A[[', b', B[['], [b', 1], [', b', 2]]}']
+    assert _rows.join_rows(b'1.5,null,3e-05,4.0', 2, heads, suffixes, [2], [b'3e-05x'],
+                           b']') == b'A[[1.5, 1], [null, 2]]}, B[[3e-05x, 1], [4.0, 2]]}]'
+    with pytest.raises(ValueError, match='fewer cells'):
+        _rows.join_rows(b'1.5,2.5,3.5', 2, heads, suffixes, [], [], b'')
+    with pytest.raises(ValueError, match='more cells'):
+        _rows.join_rows(b'1,2,3,4,5', 2, heads, suffixes, [], [], b'')
+    with pytest.raises(ValueError, match='suffixes must have 2 items'):
+        _rows.join_rows(b'1,2,3,4', 2, heads, suffixes[:1], [], [], b'')
+    with pytest.raises(TypeError):
+        _rows.join_rows(b'1,2,3,4', 2, ['A', 'B'], suffixes, [], [], b'')

@@ -1,0 +1,1 @@
+"""/metrics/*: finding and expanding metric names."""
