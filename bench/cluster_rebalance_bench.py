@@ -83,10 +83,8 @@ def lost_points(folder: Path, names: list[str], now: int) -> int:
 
 
 def start_agent(folder: Path, side: str, address: str, port: int) -> subprocess.Popen:
-    settings = folder / ("%s_settings.py" % side)
-    settings.write_text("STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\n" % str(folder / side))
-    proc = subprocess.Popen([sys.executable, "-m", "carbon.cluster.agent", "--settings",
-                             str(settings), "--bind", address, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "carbon.cluster.agent", "--storage-dir",
+                             str(folder / side), "--bind", address, "--port", str(port)],
                             stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     wait_for(lambda: _open(address, port), what="agent")
     return proc

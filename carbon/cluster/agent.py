@@ -1,8 +1,9 @@
 """The per-host transfer agent of a cluster: a small HTTP daemon next to the caches.
 
-    python -m carbon.cluster.agent --settings conf/local_settings.py --bind ADDR --port P
+    python -m carbon.cluster.agent --storage-dir STORAGE_DIR --carbonlink HOST:PORT:INST
+                                   --bind ADDR --port P
 
-It reads the render app's settings of its host (STORAGE_DIR, CARBONLINK_HOSTS) and answers:
+It asks its host's caches over carbonlink (cache-query-bulk) and answers:
 
 * ``GET /list`` -- ``name size`` lines of every local whisper file;
 * ``POST /files`` (names, one a line) -- per name a JSON header line (``size``,
@@ -24,6 +25,9 @@ import argparse
 import http.client
 import json
 import os
+import pickle
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -32,6 +36,8 @@ from typing import Any, Iterator, Optional, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 from carbon.cluster.merge import fill_file
+from carbon.formats.unpickler import safe_loads
+from carbon.relay.destinations import Destination, parse_destinations
 from carbon.tags import filesystem_path
 
 CHUNK = 65536
@@ -55,10 +61,11 @@ def whisper_listing(base: str) -> list[tuple[str, int]]:
 class Agent:
     """What the handler works on: the host's whisper folder and caches."""
 
-    def __init__(self, storage_dir: str, whisper_dir: str, carbonlink: Any = None) -> None:
+    def __init__(self, storage_dir: str, whisper_dir: str,
+                 caches: Sequence[Destination] = ()) -> None:
         self.storage_dir = storage_dir
         self.whisper_dir = whisper_dir
-        self.carbonlink = carbonlink
+        self.caches = list(caches)  # (host, carbonlink port, instance) of the host's caches
         self.state_dir = os.path.join(storage_dir, "rebalance")
 
     def path(self, name: str) -> str:
@@ -72,10 +79,9 @@ class Agent:
     def cached(self, names: list[str]) -> dict[str, list[tuple[int, float]]]:
         """Points of ``names`` still in any of the host's caches (not yet on disk)."""
         out: dict[str, dict[int, float]] = {name: {} for name in names}
-        if self.carbonlink is not None and names:
-            for host in self.carbonlink.hosts:
-                reply = self.carbonlink.send_request(
-                    host, {"type": "cache-query-bulk", "metrics": names})
+        if names:
+            for cache in self.caches:
+                reply = cache_query_bulk(cache, names)
                 for name, points in (reply.get("datapointsByMetric") or {}).items():
                     if name in out:
                         out[name].update((int(ts), float(v)) for ts, v in points)
@@ -114,6 +120,27 @@ class Agent:
             out.write("".join(name + "\n" for name in names))
             out.flush()
             os.fsync(out.fileno())
+
+
+def cache_query_bulk(cache: Destination, names: list[str], timeout: float = 10.0) -> dict:
+    """One carbonlink ``cache-query-bulk`` to a carbon-cache (length-prefixed pickles)."""
+    payload = pickle.dumps({"type": "cache-query-bulk", "metrics": names}, protocol=2)
+    with socket.create_connection((cache.host, cache.port), timeout=timeout) as sock:
+        sock.sendall(struct.pack("!L", len(payload)) + payload)
+        size = struct.unpack("!L", _exactly(sock, 4))[0]
+        reply = safe_loads(_exactly(sock, size))
+    return reply if isinstance(reply, dict) else {}
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise OSError("carbonlink closed after %d of %d bytes" % (got, size))
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def fetch_many(source: str, names: list[str], rate: float, timeout: float = 120.0
@@ -267,20 +294,19 @@ class AgentServer(ThreadingHTTPServer):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="carbon-cluster-agent")
-    parser.add_argument("--settings", required=True, help="the host's local_settings.py")
+    parser.add_argument("--storage-dir", required=True, help="the host's STORAGE_DIR")
+    parser.add_argument("--carbonlink", action="append", default=[], metavar="HOST:PORT:INST",
+                        help="a carbon-cache of this host (its CACHE_QUERY_PORT); repeat")
     parser.add_argument("--bind", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7070)
     args = parser.parse_args(argv)
-    from carbon.config.errors import ConfigError
-    from webapp.settings import load_settings
-    from webapp.storage.carbonlink import CarbonLinkPool
     try:
-        settings = load_settings(args.settings)
-    except ConfigError as exc:
+        caches = parse_destinations(args.carbonlink)
+    except ValueError as exc:
         print("carbon-cluster-agent: %s" % exc, file=sys.stderr)
         return 2
-    pool = CarbonLinkPool.from_settings(settings) if settings.CARBONLINK_HOSTS else None
-    agent = Agent(settings.STORAGE_DIR, settings.WHISPER_DIR, pool)
+    storage = os.path.abspath(args.storage_dir)
+    agent = Agent(storage, os.path.join(storage, "whisper"), caches)
     server = AgentServer((args.bind, args.port), agent)
     print("carbon-cluster agent listening on %s:%d" % server.server_address[:2], flush=True)
     import signal

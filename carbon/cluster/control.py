@@ -46,13 +46,22 @@ def host_processes(spec: ClusterSpec, host: HostSpec) -> list[Process]:
     settings = os.path.join(conf, "local_settings.py")
     out.append(Process("render", os.path.join(storage, "graphite-render.pid"),
                        (host.address, host.render_port), command=(
-                           sys.executable, "-m", "webapp.server", "--config", settings,
+                           _script("graphite-render"), "--config", settings,
                            "--bind", host.address, "--port", str(host.render_port))))
+    caches = []
+    for cache in host.caches:
+        caches += ["--carbonlink", "%s:%d:%s" % (host.address, cache.query_port, cache.instance)]
     out.append(Process("agent", os.path.join(storage, "carbon-cluster-agent.pid"),
                        (host.address, host.agent_port), command=(
-                           sys.executable, "-m", "carbon.cluster.agent", "--settings", settings,
-                           "--bind", host.address, "--port", str(host.agent_port))))
+                           sys.executable, "-m", "carbon.cluster.agent", "--storage-dir", storage,
+                           *caches, "--bind", host.address, "--port", str(host.agent_port))))
     return out
+
+
+def _script(name: str) -> str:
+    """A console script installed next to this interpreter (else found on PATH)."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.path.exists(beside) else name
 
 
 def _env(spec: ClusterSpec, host: HostSpec) -> dict[str, str]:
