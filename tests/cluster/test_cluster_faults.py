@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from carbon.cluster import control, netns
+from carbon.cluster.agent import cache_query_bulk
 from carbon.cluster.rebalance import owners, ring
 from carbon.cluster.spec import ClusterSpec, load_cluster
+from carbon.relay.destinations import Destination
 from tests.cluster.clusterutil import cli, cluster_file, render, send_lines
 
 FAULT_SECONDS = float(os.environ.get("CLUSTER_FAULT_SECONDS", "3"))
@@ -104,28 +106,8 @@ def _held_in_cache(spec: ClusterSpec, host_name: str, names: list[str]) -> int:
     router = ring(spec)
     mine = [n for n in names if owners(router, spec, n) == [host_name]]
     cache = host.caches[0]
-    reply = _bulk(host.address, cache.query_port, mine)
+    reply = cache_query_bulk(Destination(host.address, cache.query_port, cache.instance), mine)
     return sum(len(v) for v in reply.get("datapointsByMetric", {}).values())
-
-
-def _bulk(address: str, port: int, metrics: list[str]) -> dict:
-    import pickle
-    import socket
-    import struct
-    payload = pickle.dumps({"type": "cache-query-bulk", "metrics": metrics}, protocol=2)
-    with socket.create_connection((address, port), timeout=10) as sock:
-        sock.sendall(struct.pack("!L", len(payload)) + payload)
-        size = struct.unpack("!L", _exactly(sock, 4))[0]
-        return pickle.loads(_exactly(sock, size))  # noqa: S301 - our own cache's reply
-
-
-def _exactly(sock, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "carbonlink closed"
-        data += chunk
-    return data
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
