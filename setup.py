@@ -79,6 +79,10 @@ setup(
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
+            "carbon-cluster = carbon.cluster.cli:main",
+        ],
+        "carbon.routers": [
+            "cluster-rebalance = carbon.cluster.router:RebalancingRouter",
         ],
     },
 )
