@@ -62,9 +62,11 @@ setup(
         "mmh3>=4",
         "tzdata",
         "txamqp>=0.8.2",
+        "tomli>=1.1; python_version < '3.11'",  # playground scenarios (tomllib before 3.11)
     ],
     extras_require={
         "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
+        "playground": ["matplotlib>=3.7", "numpy"],
         "manhole": ["twisted[conch]"],
         "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
                  "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
@@ -76,6 +78,11 @@ setup(
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
             "graphite-render = webapp.server:main",
+            "carbon-playground = carbon.playground.cli:main",
+            "carbon-cluster = carbon.cluster.cli:main",
+        ],
+        "carbon.routers": [
+            "cluster-rebalance = carbon.cluster.router:RebalancingRouter",
         ],
     },
 )

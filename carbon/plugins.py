@@ -96,4 +96,5 @@ RATE_LIMITERS = Registry("rate limiter", "carbon.rate_limiters", ("carbon.writer
 HASH_RINGS = Registry("hash ring", "carbon.hash_rings", ("carbon.hashing",))
 ROUTERS = Registry("relay method", "carbon.routers", ("carbon.routers",))
 STORAGE_BACKENDS = Registry("storage backend", "carbon.storage_backends",
-                            ("carbon.storage.whisper_backend",))
+                            ("carbon.storage.whisper_backend",
+                             "carbon.storage.emulated_disk"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import random
 import shutil
 import signal
 import socket
@@ -15,47 +14,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from carbon.playground.ports import free_port  # noqa: F401 - the tests' port chooser
+
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 TEST_SCHEMAS = "[carbon]\npattern = ^carbon\\.\nretentions = 60:90d\n\n" \
     "[default]\npattern = .*\nretentions = 60s:1d\n"
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def _ephemeral_low() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
-            return int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A free loopback port for a daemon that binds it later.
-
-    Chosen below the kernel's ephemeral range: a port from bind(0) can be taken as the
-    local end of some outgoing connection before the daemon binds it; these cannot.
-    Never the same port twice in one test session.
-    """
-    low = _ephemeral_low()
-    chooser = random.SystemRandom()
-    for _attempt in range(500):
-        port = chooser.randrange(min(20000, low - 1000), low)
-        if port in _HANDED_OUT:
-            continue
-        try:
-            for family_kind in {kind, socket.SOCK_STREAM}:
-                with socket.socket(socket.AF_INET, family_kind) as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        _HANDED_OUT.add(port)
-        return port
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 20.0,

@@ -116,6 +116,8 @@ class AggregationRule:
             return None
         return self.template % m.groupdict()
 
+    get_aggregate_metric = match  # the reference's name (carbonate's routers call it)
+
     def __repr__(self) -> str:
         return "AggregationRule(%s (%d) = %s %s)" % (
             self.output_pattern, self.frequency, self.method, self.input_pattern)
@@ -342,3 +344,44 @@ def _mtime(path: str) -> float | None:
         return os.stat(path).st_mtime
     except OSError:
         return None
+
+
+class ReferenceRuleManager:
+    """carbon 1.1.10's ``RuleManager`` face (carbonate imports the instance below).
+
+    ``read_from(path)`` loads the file into ``rules`` (AggregationRule objects with
+    ``get_aggregate_metric``); ``read_rules()`` reloads it when its mtime moved, and a
+    missing file means no rules, as in the reference. Unlike the reference nothing is
+    scheduled: whoever wants polling calls ``read_rules()``. Our daemons use RulesFile.
+    """
+
+    def __init__(self) -> None:
+        self.rules: list[AggregationRule] = []
+        self.rules_file: str | None = None
+        self.rules_last_read = 0.0
+
+    def clear(self) -> None:
+        self.rules = []
+
+    def read_from(self, rules_file: str) -> None:
+        self.rules_file = rules_file
+        self.read_rules()
+
+    def read_rules(self) -> None:
+        if self.rules_file is None:
+            return
+        mtime = _mtime(self.rules_file)
+        if mtime is None:
+            self.clear()
+            return
+        if mtime <= self.rules_last_read:
+            return
+        self.rules = list(load_rules(self.rules_file, 0).rules)
+        self.rules_last_read = mtime
+
+    def parse_definition(self, line: str) -> AggregationRule:
+        return parse_rule(line.strip())
+
+
+# The reference exposes one importable instance under the class's name; kept for tools.
+RuleManager = ReferenceRuleManager()

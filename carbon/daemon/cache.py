@@ -18,6 +18,7 @@ from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
+from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.receivers.limits import listen_tcp
@@ -137,6 +138,10 @@ class CacheDaemon(Daemon):
         self.cache_sink.journal_log.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the tunables and the schema files (carbon.daemon.reload)."""
+        reload_cache_daemon(self)
 
     def sync_journal(self) -> Any:
         """fdatasync the journal on a pool thread (one at a time)."""

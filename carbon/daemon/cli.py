@@ -155,7 +155,10 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     log.msg("%s (instance %s) started" % (program, options.instance))
     if report is not None:
         report(0, "")
-    if program == "carbon-cache":
+    reload = getattr(daemon, "reload", None)
+    if reload is not None:  # caches: re-read tunables and schema/rule files
+        signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))
+    elif program == "carbon-cache":
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     reactor.run()
 

@@ -33,6 +33,16 @@ class AggregatedConsistentHashingRouter(DatapointRouter):
         self.aggregation_rules = aggregation_rules
         self.hash_router = self.hash_router_class(settings)
 
+    @property
+    def agg_rules_manager(self) -> Any:
+        """The reference's attribute name for the rules (carbonate assigns it)."""
+        return self.aggregation_rules
+
+    @agg_rules_manager.setter
+    def agg_rules_manager(self, rules: Any) -> None:
+        self.aggregation_rules = rules
+        self.clear_cache()
+
     def check_rules(self) -> ConfigError | None:
         """Reload changed aggregation rules (if they can); returns an error to log."""
         check = getattr(self.aggregation_rules, "check", None)

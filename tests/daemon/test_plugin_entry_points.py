@@ -106,4 +106,5 @@ def test_unknown_database_stops_start_up_naming_key_and_known_names(tmp_path):
     instance = CarbonInstance(tmp_path, DATABASE="ceres")
     result = instance.cli("start")
     assert result.returncode == 1
-    assert "DATABASE" in result.stderr and "'ceres' (known: whisper)" in result.stderr
+    assert "DATABASE" in result.stderr
+    assert "'ceres' (known: emulated-disk, whisper)" in result.stderr

@@ -96,10 +96,18 @@ def test_graphite_web_shows_every_cached_point_at_one_update_a_second(stack: dic
     while time.monotonic() < deadline:
         held = cached_count(stack, metrics)
         for web in stack["webs"]:
-            series = get_json(web.url("/render"), {"target": "gwlive.*", "format": "json",
-                                                   "from": end - 3600, "until": end + 60})
-            shown = {s["target"]: {t: v for v, t in s["datapoints"] if v is not None}
-                     for s in series}
+            # graphite-web reads the file, then asks carbonlink: a write landing between
+            # the two hides its points from that one answer (its own race, the same over
+            # carbon 1.1.10). Asked again at once, a point must be there; a point held
+            # out of the cache while it waits for a token (carbon's bug) would still be
+            # missing, since tokens come once a second.
+            for _attempt in range(3):
+                series = get_json(web.url("/render"), {"target": "gwlive.*", "format": "json",
+                                                       "from": end - 3600, "until": end + 60})
+                shown = {s["target"]: {t: v for v, t in s["datapoints"] if v is not None}
+                         for s in series}
+                if shown == sent:
+                    break
             assert shown == sent, "graphite-web showed %d of 155 points with %d cached" % (
                 sum(map(len, shown.values())), held)
             seen.append((sum(map(len, shown.values())), held))

@@ -1,0 +1,322 @@
+"""The per-host transfer agent of a cluster: a small HTTP daemon next to the caches.
+
+    python -m carbon.cluster.agent --storage-dir STORAGE_DIR --carbonlink HOST:PORT:INST
+                                   --bind ADDR --port P
+
+It asks its host's caches over carbonlink (cache-query-bulk) and answers:
+
+* ``GET /list`` -- ``name size`` lines of every local whisper file;
+* ``POST /files`` (names, one a line) -- per name a JSON header line (``size``,
+  ``cached`` points held in the host's caches, asked over carbonlink; or ``missing``)
+  then the whisper file's bytes, all in one stream;
+* ``POST /pull?source=ADDR:PORT&rate=BYTES`` (names) -- stream them from another agent
+  at most ``rate`` bytes/s, merge each into the local file (``carbon.cluster.merge``)
+  and verify it; answers a JSON list of MergeResults;
+* ``POST /delete?name=M[&unless_cached=1]`` -- remove the local copy (not while the
+  host's caches still hold points of it: then ``pending`` is answered);
+* ``POST /sync`` -- flush written files to disk (before old copies are removed);
+* ``POST /state`` (JSON) and ``POST /moved`` (names) -- the files the relay's
+  ``cluster-rebalance`` router follows (``STORAGE_DIR/rebalance/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import pickle
+import socket
+import struct
+import sys
+import tempfile
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator, Optional, Sequence
+from urllib.parse import parse_qs, urlsplit
+
+from carbon.cluster.merge import fill_file
+from carbon.formats.unpickler import safe_loads
+from carbon.relay.destinations import Destination, parse_destinations
+from carbon.tags import filesystem_path
+
+CHUNK = 65536
+
+
+def whisper_listing(base: str) -> list[tuple[str, int]]:
+    """(metric name, file size) of every whisper file under ``base``, sorted."""
+    out = []
+    for folder, _, files in os.walk(base):
+        for file in files:
+            if file.endswith(".wsp") and not file.startswith("."):
+                full = os.path.join(folder, file)
+                try:
+                    size = os.path.getsize(full)
+                except OSError:  # removed meanwhile
+                    continue
+                out.append((os.path.relpath(full, base)[:-4].replace(os.sep, "."), size))
+    return sorted(out)
+
+
+class Agent:
+    """What the handler works on: the host's whisper folder and caches."""
+
+    def __init__(self, storage_dir: str, whisper_dir: str,
+                 caches: Sequence[Destination] = ()) -> None:
+        self.storage_dir = storage_dir
+        self.whisper_dir = whisper_dir
+        self.caches = list(caches)  # (host, carbonlink port, instance) of the host's caches
+        self.state_dir = os.path.join(storage_dir, "rebalance")
+
+    def path(self, name: str) -> str:
+        if not name or "/" in name or name.startswith(".") or ".." in name.split("."):
+            raise ValueError("bad metric name %r" % name)
+        return filesystem_path(self.whisper_dir, name, False)
+
+    def listing(self) -> list[tuple[str, int]]:
+        return whisper_listing(self.whisper_dir)
+
+    def cached(self, names: list[str]) -> dict[str, list[tuple[int, float]]]:
+        """Points of ``names`` still in any of the host's caches (not yet on disk)."""
+        out: dict[str, dict[int, float]] = {name: {} for name in names}
+        if names:
+            for cache in self.caches:
+                reply = cache_query_bulk(cache, names)
+                for name, points in (reply.get("datapointsByMetric") or {}).items():
+                    if name in out:
+                        out[name].update((int(ts), float(v)) for ts, v in points)
+        return {name: sorted(points.items()) for name, points in out.items()}
+
+    def source_image(self, data: bytes, cached: list) -> bytes:
+        """The file's bytes with the cached points written in (whisper's update_many on a
+        private copy, so every archive's aggregation is right)."""
+        if not cached:
+            return data
+        import whisper
+        handle, temp = tempfile.mkstemp(dir=self.storage_dir, prefix=".image-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            whisper.update_many(temp, [tuple(p) for p in cached])
+            with open(temp, "rb") as copy:
+                return copy.read()
+        finally:
+            os.unlink(temp)
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        path = os.path.join(self.state_dir, "state.json")
+        state = dict(state, moved=os.path.join(self.state_dir, "moved.txt"))
+        if state.get("reset"):
+            with open(state["moved"], "w"):
+                pass
+        with open(path + ".tmp", "w") as out:
+            json.dump(state, out)
+        os.replace(path + ".tmp", path)
+
+    def add_moved(self, names: list[str]) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        with open(os.path.join(self.state_dir, "moved.txt"), "a") as out:
+            out.write("".join(name + "\n" for name in names))
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def cache_query_bulk(cache: Destination, names: list[str], timeout: float = 10.0) -> dict:
+    """One carbonlink ``cache-query-bulk`` to a carbon-cache (length-prefixed pickles)."""
+    payload = pickle.dumps({"type": "cache-query-bulk", "metrics": names}, protocol=2)
+    with socket.create_connection((cache.host, cache.port), timeout=timeout) as sock:
+        sock.sendall(struct.pack("!L", len(payload)) + payload)
+        size = struct.unpack("!L", _exactly(sock, 4))[0]
+        reply = safe_loads(_exactly(sock, size))
+    return reply if isinstance(reply, dict) else {}
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise OSError("carbonlink closed after %d of %d bytes" % (got, size))
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def fetch_many(source: str, names: list[str], rate: float, timeout: float = 120.0
+               ) -> Iterator[tuple[str, bytes | None, list]]:
+    """(name, file bytes or None when missing, cached points) of each of ``names`` from
+    the agent at ``source``, in one stream read at most ``rate`` bytes/s (0: unlimited)."""
+    host, port = source.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request("POST", "/files", body="".join(n + "\n" for n in names).encode())
+        reply = conn.getresponse()
+        if reply.status != 200:
+            raise OSError("%s: %d %s" % (source, reply.status, reply.read().decode()[:200]))
+        got, started = 0, time.monotonic()
+        for _ in names:
+            header = json.loads(reply.fp.readline())
+            if header.get("missing"):
+                yield header["name"], None, []
+                continue
+            size, chunks, read = int(header["size"]), [], 0
+            while read < size:
+                chunk = reply.read(min(CHUNK, size - read))
+                if not chunk:
+                    raise OSError("%s: stream of %s ended at %d of %d bytes" % (
+                        source, header["name"], read, size))
+                chunks.append(chunk)
+                read += len(chunk)
+                got += len(chunk)
+                if rate > 0:
+                    ahead = got / rate - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            yield header["name"], b"".join(chunks), header.get("cached") or []
+    finally:
+        conn.close()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """The agent's HTTP answers (see the module docstring)."""
+
+    server: AgentServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+        return
+
+    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _query(self) -> dict[str, str]:
+        return {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        agent, route = self.server.agent, urlsplit(self.path).path
+        try:
+            if route == "/list":
+                body = "".join("%s %d\n" % item for item in agent.listing()).encode()
+                return self._send(200, body, "text/plain")
+            return self._send(404, b'{"error": "unknown path"}')
+        except (ValueError, OSError) as exc:
+            return self._send(400, json.dumps({"error": str(exc)}).encode())
+
+    def _stream_files(self, agent: Agent, names: list[str]) -> None:
+        """Each name's JSON header line then its bytes; the connection closes at the end."""
+        paths = [agent.path(name) for name in names]
+        try:
+            cached = agent.cached(names)
+        except Exception as exc:  # noqa: BLE001 - a cache that cannot answer
+            return self._send(503, json.dumps({"error": "cache query: %s" % exc}).encode())
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for name, path in zip(names, paths, strict=True):
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except FileNotFoundError:
+                self.wfile.write(json.dumps({"name": name, "missing": True}).encode() + b"\n")
+                continue
+            self.wfile.write(json.dumps({"name": name, "size": len(data),
+                                         "cached": cached[name]}).encode() + b"\n")
+            for start in range(0, len(data), CHUNK):
+                self.wfile.write(data[start:start + CHUNK])
+        return None
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
+        try:
+            body = self._body()
+            if route == "/files":
+                return self._stream_files(agent, [n for n in body.decode().split("\n") if n])
+            if route == "/pull":
+                names = [n for n in body.decode().split("\n") if n]
+                answers = []
+                for name, data, cached in fetch_many(query["source"], names,
+                                                     float(query.get("rate") or 0)):
+                    if data is None:
+                        answers.append({"name": name, "missing": True, "verified": False,
+                                        "bytes": 0})
+                        continue
+                    result = fill_file(agent.path(name), agent.source_image(data, cached))
+                    answers.append(dict(vars(result), name=name, verified=result.verified,
+                                        bytes=len(data)))
+                return self._send(200, json.dumps(answers).encode())
+            if route == "/delete":
+                path = agent.path(query["name"])
+                if query.get("unless_cached"):
+                    try:
+                        pending = len(agent.cached([query["name"]])[query["name"]])
+                    except Exception:  # noqa: BLE001 - a cache that cannot answer: wait
+                        pending = -1
+                    if pending:
+                        return self._send(200, json.dumps({"pending": pending}).encode())
+                try:
+                    os.unlink(path)
+                    deleted = True
+                except FileNotFoundError:
+                    deleted = False
+                return self._send(200, json.dumps({"deleted": deleted}).encode())
+            if route == "/sync":
+                os.sync()  # merged files reach the disk before any old copy goes
+                return self._send(200, b"{}")
+            if route == "/state":
+                agent.write_state(json.loads(body))
+                return self._send(200, b"{}")
+            if route == "/moved":
+                agent.add_moved([n for n in body.decode().split("\n") if n])
+                return self._send(200, b"{}")
+            return self._send(404, b'{"error": "unknown path"}')
+        except (KeyError, ValueError, OSError) as exc:
+            return self._send(400, json.dumps({"error": "%s: %s" % (
+                type(exc).__name__, exc)}).encode())
+
+
+class AgentServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], agent: Agent) -> None:
+        super().__init__(address, Handler)
+        self.agent = agent
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="carbon-cluster-agent")
+    parser.add_argument("--storage-dir", required=True, help="the host's STORAGE_DIR")
+    parser.add_argument("--carbonlink", action="append", default=[], metavar="HOST:PORT:INST",
+                        help="a carbon-cache of this host (its CACHE_QUERY_PORT); repeat")
+    parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=7070)
+    args = parser.parse_args(argv)
+    try:
+        caches = parse_destinations(args.carbonlink)
+    except ValueError as exc:
+        print("carbon-cluster-agent: %s" % exc, file=sys.stderr)
+        return 2
+    storage = os.path.abspath(args.storage_dir)
+    agent = Agent(storage, os.path.join(storage, "whisper"), caches)
+    server = AgentServer((args.bind, args.port), agent)
+    print("carbon-cluster agent listening on %s:%d" % server.server_address[:2], flush=True)
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""SIGHUP for carbon-cache: re-read the tunables and the schema and rule files.
+
+MAX_UPDATES_PER_SECOND, MAX_CREATES_PER_MINUTE, CACHE_WRITE_STRATEGY and MAX_CACHE_SIZE
+are read again from carbon.conf and applied to the running writer and cache; the
+storage schemas (and, for carbon-aggregator-cache, the aggregation and rewrite rules)
+are re-read. One log line per changed value; a carbon.conf that no longer parses keeps
+every running value and says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from carbon.cache.strategies import make_strategy
+from carbon.config.errors import ConfigError
+from carbon.config.loader import load_settings
+from carbon.plugins import WRITE_STRATEGIES
+
+RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
+              "MAX_CACHE_SIZE")
+INF = float("inf")
+
+
+def reload_cache_daemon(daemon: Any) -> list[str]:
+    """Apply what changed in the daemon's carbon.conf and schema files; returns the log
+    lines written (one per changed value or file)."""
+    settings, log = daemon.settings, daemon.log
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        log.msg(line)
+
+    try:
+        fresh = load_settings(settings["program"], settings.get("instance"),
+                              settings["config_file"], settings.get("GRAPHITE_ROOT"))
+    except ConfigError as exc:
+        say("SIGHUP: kept the running settings: %s" % exc)
+        fresh = None
+    if fresh is not None:
+        # derived from MAX_UPDATES_PER_SECOND unless set: follows it silently
+        settings["MAX_UPDATES_PER_SECOND_ON_SHUTDOWN"] = fresh.MAX_UPDATES_PER_SECOND_ON_SHUTDOWN
+        for key in RELOADABLE:
+            old, new = settings[key], fresh[key]
+            if old == new:
+                continue
+            problem = _apply(daemon, key, new)
+            if problem:
+                say("SIGHUP: kept %s = %s: %s" % (key, old, problem))
+                continue
+            settings[key] = new
+            say("SIGHUP: %s changed from %s to %s" % (key, old, new))
+    schemas = daemon.schemas
+    before = (schemas.storage, schemas.aggregation)
+    problem = schemas.reload_if_changed()
+    if problem:
+        say("SIGHUP: %s" % problem)
+    elif (schemas.storage, schemas.aggregation) != before:
+        say("SIGHUP: reloaded storage schemas (%d) and aggregation schemas (%d)"
+            % (len(schemas.storage), len(schemas.aggregation)))
+    stages = getattr(daemon, "stages", None)
+    if stages is not None:  # carbon-aggregator-cache: its rule files too
+        stages.check_files(force=True)
+    if daemon.list_filter is not None:
+        daemon.list_filter.reload()
+    return lines
+
+
+def _apply(daemon: Any, key: str, value: Any) -> str | None:
+    """Put one new value into the running parts; a reason when it cannot be used."""
+    writer = daemon.writer
+    if key == "MAX_UPDATES_PER_SECOND":
+        rate = float(value)
+        writer.update_limiter.set_rate(rate, rate)
+    elif key == "MAX_CREATES_PER_MINUTE":
+        per_minute = float(value)
+        writer.create_limiter.set_rate(per_minute, per_minute / 60.0 if per_minute != INF
+                                       else INF)
+    elif key == "CACHE_WRITE_STRATEGY":
+        if value not in WRITE_STRATEGIES:
+            return "unknown write strategy %r (known: %s)" % (
+                value, ", ".join(WRITE_STRATEGIES.names()))
+        strategy = make_strategy(value, daemon.cache, daemon.settings, daemon.log)
+        with writer.choose_lock:
+            writer.strategy = strategy
+        daemon.strategy = strategy
+    elif key == "MAX_CACHE_SIZE":
+        sink = daemon.cache_sink
+        sink.max_size = float(value)
+        sink.low_watermark = float(value) * 0.95
+        daemon.settings["CACHE_SIZE_LOW_WATERMARK"] = sink.low_watermark
+        sink.check_space()
+    return None

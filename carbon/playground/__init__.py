@@ -1,0 +1,1 @@
+"""The tuning playground: a load generator, scenario sweeps over real daemons, reports."""

@@ -1,0 +1,342 @@
+"""The report folder: results.json, results.md, index.html (opens from disk) and plots."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from carbon.playground.scenario import Scenario
+
+COLUMNS = [
+    ("label", "sweep point", "%s"),
+    ("cpu_percent", "CPU %", "%.0f"),
+    ("committed_per_s", "committed/s", "%.0f"),
+    ("update_ops_per_s", "update ops/s", "%.0f"),
+    ("points_per_update", "points/update", "%.1f"),
+    ("peak_cache_size", "peak cache", "%.0f"),
+    ("final_cache_size", "final cache", "%.0f"),
+    ("peak_rss_mb", "peak RSS MB", "%.0f"),
+    ("bytes_written", "bytes written", "%s"),
+    ("sent", "sent", "%d"),
+    ("points_lost", "points lost", "%d"),
+    ("cache_overflow", "dropped (cache full)", "%d"),
+    ("time_to_disk", "all on disk after s", "%.1f"),
+]
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    if value is None:
+        return "never" if key == "time_to_disk" else "-"
+    if key == "bytes_written":
+        return _size(value)
+    return fmt % value
+
+
+def _size(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return ("%.0f %s" if unit == "B" else "%.1f %s") % (value, unit)
+        value /= 1024.0
+    return str(value)
+
+
+def within_bounds(row: dict, scenario: Scenario) -> list[str]:
+    """Why a row is outside the scenario's bounds (empty: inside)."""
+    bounds, why = scenario.bounds, []
+    if bounds.cpu_percent and row["cpu_percent"] > bounds.cpu_percent:
+        why.append("CPU %.0f%% > %.0f%%" % (row["cpu_percent"], bounds.cpu_percent))
+    if bounds.rss_mb and row["peak_rss_mb"] > bounds.rss_mb:
+        why.append("RSS %.0f MB > %.0f MB" % (row["peak_rss_mb"], bounds.rss_mb))
+    if bounds.writes_per_second and row["writes_per_s"] > bounds.writes_per_second:
+        why.append("%.0f writes/s > %.0f" % (row["writes_per_s"], bounds.writes_per_second))
+    if row["points_lost"] and not scenario.settings.allow_drops:
+        why.append("%d points lost" % row["points_lost"])
+    return why
+
+
+def recommend(rows: list[dict], scenario: Scenario) -> str:
+    """Per disk profile and subject (the environment, not a knob): the setting that
+    maximises committed points/s within the bounds, in one paragraph made from the
+    numbers (ties within 5%: the lower CPU wins)."""
+    if not rows:
+        return "No sweep point finished, so there is nothing to recommend."
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["disk"], row["subject"]), []).append(row)
+    if len(groups) == 1:
+        return _recommend_group(rows, scenario)
+    return " ".join("On disk %s (%s): %s" % (disk, subject, _recommend_group(group, scenario))
+                    for (disk, subject), group in groups.items())
+
+
+def _recommend_group(rows: list[dict], scenario: Scenario) -> str:
+    inside = [row for row in rows if not within_bounds(row, scenario)]
+    if not inside:
+        reasons = "; ".join("%s: %s" % (row["label"], ", ".join(within_bounds(row, scenario)))
+                            for row in rows)
+        return ("No sweep point stayed within the scenario's bounds (%s). Loosen the bounds "
+                "or lower the load." % reasons)
+    best_rate = max(row["committed_per_s"] for row in inside)
+    near = [row for row in inside if row["committed_per_s"] >= best_rate * 0.95]
+    best = min(near, key=lambda row: row["cpu_percent"])
+    worst = min(rows, key=lambda row: row["committed_per_s"])
+    text = ("Recommended: %s. It committed %.0f points/s (%.0f sent/s) at %.0f%% CPU, with "
+            "%.1f points per update, a peak cache of %.0f points and %.0f MB peak RSS"
+            % (best["label"], best["committed_per_s"], best["sent_per_s"], best["cpu_percent"],
+               best["points_per_update"], best["peak_cache_size"], best["peak_rss_mb"]))
+    if best["time_to_disk"] is not None:
+        text += "; every point was on disk %.1f s after the load ended" % best["time_to_disk"]
+    text += "."
+    others = [row for row in near if row is not best]
+    if others:
+        text += (" %d other point(s) came within 5%% of its committed rate (%s) but used "
+                 "more CPU, so the cheaper one is preferred." % (
+                     len(others), ", ".join("%s at %.0f%%" % (row["label"], row["cpu_percent"])
+                                            for row in others)))
+    if worst is not best and worst["committed_per_s"] < best["committed_per_s"]:
+        text += (" The slowest point, %s, committed %.0f points/s (%.0f%% of the best)"
+                 % (worst["label"], worst["committed_per_s"],
+                    100.0 * worst["committed_per_s"] / max(best["committed_per_s"], 1e-9)))
+        text += (" and its cache peaked at %.0f points." % worst["peak_cache_size"])
+    excluded = [row for row in rows if within_bounds(row, scenario)]
+    if excluded:
+        text += " Outside the bounds: %s." % "; ".join(
+            "%s (%s)" % (row["label"], ", ".join(within_bounds(row, scenario)))
+            for row in excluded)
+    return text
+
+
+def markdown_table(rows: list[dict]) -> str:
+    head = "| " + " | ".join(title for _key, title, _fmt in COLUMNS) + " |"
+    rule = "|" + "|".join("---" for _ in COLUMNS) + "|"
+    body = ["| " + " | ".join(_cell(row, key, fmt) for key, _title, fmt in COLUMNS) + " |"
+            for row in rows]
+    return "\n".join([head, rule] + body)
+
+
+def _emulation_note(rows: list[dict]) -> str:
+    emulated = sorted({row["disk"] for row in rows if row["disk_emulated"]})
+    if not emulated:
+        return "Disk: the real disk of this machine (no emulation)."
+    return ("Disk: EMULATED for %s (the emulated-disk storage backend: whisper files on the "
+            "real disk, each update and create then blocked for the I/O time of the modelled "
+            "device, for carbon 1.1.10 through the same model added to its database plugins); "
+            "rows with disk = none use the real disk." % ", ".join(emulated))
+
+
+def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict) -> Path:
+    """Write (or rewrite) the whole report folder; returns index.html."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    plots = outdir / "plots"
+    plots.mkdir(exist_ok=True)
+    images = draw_plots(plots, rows)
+    recommendation = recommend(rows, scenario)
+    meta = dict(meta, written=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                machine="%s, %d CPUs, Python %s" % (platform.platform(), os.cpu_count() or 0,
+                                                    platform.python_version()))
+    document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
+                "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
+                "meta": meta, "disk_note": _emulation_note(rows),
+                "recommendation": recommendation, "rows": rows, "plots": images,
+                "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
+    (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
+    title = "Playground report: %s%s" % (document["scenario"],
+                                         " (--quick)" if scenario.quick else "")
+    status = meta.get("status", "complete")
+    md = ["# " + title, "", scenario.settings.description, "",
+          "Status: %s. %s" % (status, meta.get("written")), "", document["disk_note"], "",
+          markdown_table(rows), ""]
+    probed = [row for row in rows if row.get("render_requests")]
+    if probed:
+        md += ["Render app while loading: " + "; ".join(
+            "%s: %d requests, median %.0f ms, max %.0f ms, %d errors" % (
+                row["label"], row["render_requests"], row["render_p50_ms"],
+                row["render_max_ms"], row["render_errors"]) for row in probed), ""]
+    md += ["## Recommendation", "", recommendation, ""]
+    (outdir / "results.md").write_text("\n".join(md))
+    (outdir / "index.html").write_text(_html(title, scenario, document, rows, images))
+    return outdir / "index.html"
+
+
+def _html(title: str, scenario: Scenario, document: dict, rows: list[dict],
+          images: dict[str, list[str]]) -> str:
+    esc = html.escape
+    head = "".join("<th>%s</th>" % esc(title) for _key, title, _fmt in COLUMNS)
+    body = "".join("<tr>%s</tr>" % "".join("<td>%s</td>" % esc(_cell(row, key, fmt))
+                                           for key, _title, fmt in COLUMNS) for row in rows)
+    sweep = "".join('<figure><img src="%s" alt="%s"><figcaption>%s</figcaption></figure>'
+                    % (esc(path), esc(path), esc(path)) for path in images.get("sweep", []))
+    points = "".join('<figure><img src="%s" alt="%s"><figcaption>%s</figcaption></figure>'
+                     % (esc(path), esc(row["label"]), esc(row["label"]))
+                     for row, path in zip(rows, images.get("points", []), strict=False))
+    return """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; }}
+table {{ border-collapse: collapse; font-size: 0.9em; }}
+td, th {{ border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+.note {{ background: #fff4d6; padding: 0.5em; border-left: 4px solid #e0a000; }}
+figure {{ display: inline-block; margin: 0.5em; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+<h1>{title}</h1>
+<p>{description}</p>
+<p>Status: {status}. Written {written}. Machine: {machine}.</p>
+<p class="note">{disk}</p>
+<h2>Results</h2>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<h2>Recommendation</h2>
+<p id="recommendation">{recommendation}</p>
+<h2>Across the sweep</h2>
+{sweep}
+<h2>Each sweep point over time</h2>
+{points}
+{profiles}
+<p>Raw numbers: <a href="results.json">results.json</a>, <a href="results.md">results.md</a>.
+</p>
+</body></html>
+""".format(title=esc(title), description=esc(scenario.settings.description),
+           status=esc(document["meta"].get("status", "complete")),
+           written=esc(document["meta"]["written"]), machine=esc(document["meta"]["machine"]),
+           disk=esc(document["disk_note"]), head=head, body=body,
+           recommendation=esc(document["recommendation"]), sweep=sweep, points=points,
+           profiles=_profile_links(document.get("profiles", [])))
+
+
+def _profile_links(names: list[str]) -> str:
+    if not names:
+        return ""
+    items = "".join('<li><a href="profiles/%s">%s</a></li>' % (html.escape(name),
+                                                               html.escape(name))
+                    for name in names)
+    return "<h2>Profiles (where each daemon spent its CPU)</h2><ul>%s</ul>" % items
+
+
+def _relative(series: list, t0: float) -> tuple[list[float], list[float]]:
+    return [point[0] - t0 for point in series], [point[1] for point in series]
+
+
+def draw_plots(folder: Path, rows: list[dict]) -> dict[str, list[str]]:
+    """One PNG per sweep point (five panels over time) and small multiples across the
+    sweep; paths relative to the report folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    out: dict[str, list[str]] = {"points": [], "sweep": []}
+    for row in rows:
+        name = "point-%02d.png" % row["index"]
+        if not (folder / name).exists():  # drawn once: the report is rewritten per row
+            _point_plot(pyplot, row, folder / name)
+        out["points"].append("plots/" + name)
+    if rows:
+        for name, draw in (("sweep-committed.png", _multiples_committed),
+                           ("sweep-cache.png", _multiples_cache),
+                           ("sweep-bars.png", _bars)):
+            draw(pyplot, rows, folder / name)
+            out["sweep"].append("plots/" + name)
+    return out
+
+
+def _point_plot(pyplot: Any, row: dict, path: Path) -> None:
+    series = row["series"]
+    t0 = series["t0"]
+    fig, axes = pyplot.subplots(5, 1, figsize=(7, 11), sharex=True)
+    ax = axes[0]
+    ax.plot(*_relative(series["received"], t0), label="received/s")
+    ax.plot(*_relative(series["committed"], t0), label="committed/s")
+    ax.axhline(row["sent_per_s"], color="grey", linestyle=":", label="sent/s")
+    ax.set_ylabel("points/s")
+    ax.legend(loc="best", fontsize="small")
+    axes[1].plot(*_relative(series["cache_size"], t0), color="tab:red")
+    axes[1].set_ylabel("cache size")
+    ax = axes[2]
+    ax.plot(*_relative(series["update_ops"], t0), label="update ops/s")
+    ax.set_ylabel("update ops/s")
+    twin = ax.twinx()
+    twin.plot(*_relative(series["points_per_update"], t0), color="tab:green",
+              label="points/update")
+    twin.set_ylabel("points/update")
+    for label, points in series["cpu"].items():
+        axes[3].plot(*_relative(points, t0), label=label)
+    axes[3].set_ylabel("CPU % (one core)")
+    axes[3].legend(loc="best", fontsize="small")
+    for label, points in series["rss"].items():
+        axes[4].plot(*_relative(points, t0), label=label)
+    axes[4].set_ylabel("RSS MB")
+    axes[4].set_xlabel("seconds since the load started")
+    for ax in axes:
+        ax.axvline(series["load_end"] - t0, color="grey", linestyle="--", linewidth=0.8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(row["label"], fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    pyplot.close(fig)
+
+
+def _short(row: dict) -> str:
+    """The point's values only (``sorted / inf / hdd / ours``): titles of small plots."""
+    return " / ".join(str(value) for value in row["point"].values())
+
+
+def _grid(pyplot: Any, count: int) -> tuple[Any, list]:
+    cols = min(count, 3)
+    lines = math.ceil(count / cols)
+    fig, axes = pyplot.subplots(lines, cols, figsize=(4 * cols, 2.8 * lines), sharex=True,
+                                sharey=True, squeeze=False)
+    flat = [ax for line in axes for ax in line]
+    for ax in flat[count:]:
+        ax.set_visible(False)
+    return fig, flat
+
+
+def _multiples_committed(pyplot: Any, rows: list[dict], path: Path) -> None:
+    fig, axes = _grid(pyplot, len(rows))
+    for ax, row in zip(axes, rows, strict=False):
+        t0 = row["series"]["t0"]
+        ax.plot(*_relative(row["series"]["received"], t0), label="received/s")
+        ax.plot(*_relative(row["series"]["committed"], t0), label="committed/s")
+        ax.set_title(_short(row), fontsize="x-small")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="x-small")
+    fig.suptitle("received vs committed points/s", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(path, dpi=70)
+    pyplot.close(fig)
+
+
+def _multiples_cache(pyplot: Any, rows: list[dict], path: Path) -> None:
+    fig, axes = _grid(pyplot, len(rows))
+    for ax, row in zip(axes, rows, strict=False):
+        ax.plot(*_relative(row["series"]["cache_size"], row["series"]["t0"]), color="tab:red")
+        ax.set_title(_short(row), fontsize="x-small")
+        ax.grid(alpha=0.3)
+    fig.suptitle("cache size (points)", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(path, dpi=70)
+    pyplot.close(fig)
+
+
+def _bars(pyplot: Any, rows: list[dict], path: Path) -> None:
+    fig, (top, bottom) = pyplot.subplots(2, 1, figsize=(max(6, len(rows) * 0.9), 6),
+                                         sharex=True)
+    names = [str(row["index"]) for row in rows]
+    top.bar(names, [row["committed_per_s"] for row in rows], color="tab:blue")
+    top.set_ylabel("committed/s")
+    bottom.bar(names, [row["cpu_percent"] for row in rows], color="tab:orange")
+    bottom.set_ylabel("CPU %")
+    bottom.set_xlabel("sweep point (see the table)")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=70)
+    pyplot.close(fig)

@@ -1,0 +1,306 @@
+"""Scenario files (TOML): topology, load, base carbon.conf keys, a sweep, bounds.
+
+Everything is checked before anything starts; a bad file raises ScenarioError naming
+file, line and key.
+
+    [scenario]            name, description, interval, settle_timeout, mode, subjects,
+                          profile, allow_drops, warmup
+    [scenario.bounds]     cpu_percent, rss_mb, writes_per_second
+    [topology]            caches, relay, aggregator, render, aggregation_rules
+    [load]                carbon.playground.loadgen.LoadProfile fields (not host/port)
+    [carbon]              carbon.conf keys every daemon gets
+    [sweep]               carbon.conf keys and ``disk`` -> lists of values (crossed)
+    [quick]               the same tables again; merged over the above with --quick
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from carbon.config.defaults import DEFAULTS
+from carbon.config.errors import ConfigError
+from carbon.config.settings import parse_value
+from carbon.playground.loadgen import LoadProfile, profile_from
+from carbon.plugins import WRITE_STRATEGIES
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]
+    except ImportError:
+        tomllib = None  # type: ignore[assignment]
+
+DISKS = ("none", "nvme", "ssd", "hdd")
+MODES = ("restart", "hup")
+SUBJECTS = ("ours", "reference")
+HUP_KEYS = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
+            "MAX_CACHE_SIZE")
+REFERENCE_STRATEGIES = ("timesorted", "sorted", "max", "naive")  # carbon 1.1.10 accepts
+TABLES = ("scenario", "topology", "load", "carbon", "sweep", "quick")
+
+
+class ScenarioError(ValueError):
+    """A bad scenario file: the message names file, line and key."""
+
+
+@dataclass
+class Bounds:
+    cpu_percent: float = 0.0  # 0: no bound
+    rss_mb: float = 0.0
+    writes_per_second: float = 0.0
+
+
+@dataclass
+class Topology:
+    caches: int = 1
+    relay: bool = False
+    aggregator: bool = False
+    render: bool = False
+    aggregation_rules: list = field(default_factory=list)
+
+
+@dataclass
+class Settings:
+    """The ``[scenario]`` table."""
+
+    name: str = ""
+    description: str = ""
+    interval: float = 1.0
+    settle_timeout: float = 60.0
+    mode: str = "restart"
+    subjects: list = field(default_factory=lambda: ["ours"])
+    profile: bool = False
+    allow_drops: bool = False
+    warmup: bool = True  # one point to every metric first, until every file exists
+
+
+@dataclass
+class Scenario:
+    path: str
+    settings: Settings
+    bounds: Bounds
+    topology: Topology
+    load: LoadProfile
+    carbon: dict[str, Any]
+    sweep: dict[str, list]
+    quick: bool = False
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every sweep point: the crossed product of the sweep lists, subjects outermost."""
+        keys = list(self.sweep)
+        combos = itertools.product(*(self.sweep[key] for key in keys)) if keys else [()]
+        out = []
+        for combo in combos:
+            for subject in self.settings.subjects:
+                point = dict(zip(keys, combo, strict=True))
+                point.setdefault("disk", "none")
+                point["subject"] = subject
+                out.append(point)
+        return out
+
+
+def key_line(text: str, table: str, key: str) -> int | None:
+    """The line of ``key`` inside ``[table]`` (dotted tables, inline tables), else of the
+    table header, else None."""
+    lines = text.splitlines()
+    if not table:  # a top-level table or key
+        for number, line in enumerate(lines, 1):
+            if re.match(r"^\s*\[+\s*%s\s*[\].]" % re.escape(key), line) or \
+                    re.match(r"^\s*%s\s*=" % re.escape(key), line):
+                return number
+        return None
+    current = ""
+    header_line = None
+    parts = table.split(".")
+    key_pattern = re.compile(r"^\s*\"?%s\"?\s*=" % re.escape(key))
+    inline = re.compile(r"^\s*%s\s*=\s*\{.*\b%s\s*=" % (re.escape(parts[-1]), re.escape(key)))
+    parent = ".".join(parts[:-1])
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        match = re.match(r"^\[([^\]]+)\]", stripped)
+        if match:
+            current = match.group(1).strip()
+            if current == table:
+                header_line = number
+            continue
+        if current == table and key_pattern.match(line):
+            return number
+        if parent and current == parent and inline.match(line):
+            return number
+    return header_line
+
+
+class _Checker:
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.reference = False  # subjects include carbon 1.1.10
+
+    def fail(self, table: str, key: str, message: str) -> ScenarioError:
+        line = key_line(self.text, table, key)
+        where = "%s, line %d" % (self.path, line) if line else self.path
+        return ScenarioError("%s, key %s: %s" % (where, "%s.%s" % (table, key) if table
+                                                 else key, message))
+
+    def dataclass_from(self, table: str, cls: Any, values: Any) -> Any:
+        obj = cls()
+        if not isinstance(values, dict):
+            raise self.fail("", table, "must be a table")
+        known = {item.name for item in fields(cls)}
+        for key, value in values.items():
+            if key not in known:
+                if isinstance(value, dict):
+                    continue  # a sub-table, checked by its caller
+                raise self.fail(table, key, "unknown key (known: %s)" % ", ".join(sorted(known)))
+            default = getattr(obj, key)
+            if isinstance(default, bool) and not isinstance(value, bool):
+                raise self.fail(table, key, "%r is not true or false" % (value,))
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise self.fail(table, key, "%r is not a number" % (value,))
+                if value < 0:
+                    raise self.fail(table, key, "%r must not be negative" % (value,))
+                value = type(default)(value)
+            if isinstance(default, str) and not isinstance(value, str):
+                raise self.fail(table, key, "%r is not a string" % (value,))
+            if isinstance(default, list) and not isinstance(value, list):
+                raise self.fail(table, key, "%r is not a list" % (value,))
+            setattr(obj, key, value)
+        return obj
+
+    def carbon_value(self, table: str, key: str, value: Any) -> Any:
+        if key not in DEFAULTS:
+            raise self.fail(table, key, "not a carbon.conf key")
+        if isinstance(value, bool):
+            text = "True" if value else "False"
+        elif isinstance(value, list):
+            text = ", ".join(str(item) for item in value)
+        else:
+            text = str(value)
+        try:
+            parsed = parse_value(key, text)
+        except ConfigError as exc:
+            raise self.fail(table, key, exc.reason) from None
+        if key == "CACHE_WRITE_STRATEGY":
+            if parsed not in WRITE_STRATEGIES:
+                raise self.fail(table, key, "unknown strategy %r (known: %s)"
+                                % (parsed, ", ".join(WRITE_STRATEGIES.names())))
+            if self.reference and parsed not in REFERENCE_STRATEGIES:
+                raise self.fail(table, key, "carbon 1.1.10 (subject reference) does not know "
+                                "%r (it knows %s)" % (parsed, ", ".join(REFERENCE_STRATEGIES)))
+        return text
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _override(data: dict, path: str, setting: str) -> None:
+    """``table.key=value`` (a TOML value) over the file's data."""
+    dotted, _, value = setting.partition("=")
+    keys = dotted.strip().split(".")
+    if not value or len(keys) < 2:
+        raise ScenarioError("%s: --set %r: use TABLE.KEY=VALUE" % (path, setting))
+    try:
+        parsed = tomllib.loads("v = %s" % value.strip())["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()  # a bare word is a string
+    target = data
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    target[keys[-1]] = parsed
+
+
+def load_scenario(path: str | Path, quick: bool = False,
+                  overrides: list[str] | None = None) -> Scenario:
+    """Read and check a scenario; ``quick`` merges its ``[quick]`` tables over the rest,
+    then each ``table.key=value`` of ``overrides`` is applied."""
+    path = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ScenarioError("%s: %s" % (path, exc.strerror)) from None
+    if tomllib is None:
+        raise ScenarioError("%s: reading TOML needs Python 3.11 or the tomli package" % path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError("%s: %s" % (path, exc)) from None
+    check = _Checker(path, text)
+    for table in data:
+        if table not in TABLES:
+            raise check.fail("", table, "unknown table (known: %s)" % ", ".join(TABLES))
+    quick_tables = data.get("quick", {})
+    for table in quick_tables:
+        if table not in TABLES or table == "quick":
+            raise check.fail("quick", table, "unknown table (known: %s)"
+                             % ", ".join(TABLES[:-1]))
+    if quick:
+        for table, values in quick_tables.items():
+            data[table] = _merge(data.get(table, {}), values) if isinstance(values, dict) \
+                else values
+    for setting in overrides or []:
+        _override(data, path, setting)
+    settings = check.dataclass_from("scenario", Settings, data.get("scenario", {}))
+    bounds = check.dataclass_from("scenario.bounds", Bounds,
+                                  data.get("scenario", {}).get("bounds", {}))
+    for key in data.get("scenario", {}):
+        if isinstance(data["scenario"][key], dict) and key != "bounds":
+            raise check.fail("scenario", key, "unknown table")
+    topology = check.dataclass_from("topology", Topology, data.get("topology", {}))
+    if settings.mode not in MODES:
+        raise check.fail("scenario", "mode", "%r is not one of %s"
+                         % (settings.mode, ", ".join(MODES)))
+    for subject in settings.subjects:
+        if subject not in SUBJECTS:
+            raise check.fail("scenario", "subjects", "%r is not one of %s"
+                             % (subject, ", ".join(SUBJECTS)))
+    check.reference = "reference" in settings.subjects
+    if settings.interval <= 0:
+        raise check.fail("scenario", "interval", "must be more than 0")
+    if topology.caches < 1:
+        raise check.fail("topology", "caches", "must be at least 1")
+    if topology.caches > 1 and not topology.relay:
+        raise check.fail("topology", "caches", "more than one cache needs relay = true")
+    load_values = dict(data.get("load", {}))
+    for key in ("host", "port"):
+        if key in load_values:
+            raise check.fail("load", key, "set by the playground")
+    try:
+        load = profile_from(load_values)
+    except ValueError as exc:
+        key = str(exc).split(":", 1)[0]
+        raise check.fail("load", key, str(exc).split(": ", 1)[-1]) from None
+    if not load.rate and not load.points:
+        raise check.fail("load", "rate", "a scenario needs a rate or a points count")
+    carbon = {key: check.carbon_value("carbon", key, value)
+              for key, value in data.get("carbon", {}).items()}
+    sweep: dict[str, list] = {}
+    for key, values in data.get("sweep", {}).items():
+        if not isinstance(values, list) or not values:
+            raise check.fail("sweep", key, "must be a non-empty list")
+        if key == "disk":
+            for value in values:
+                if value not in DISKS:
+                    raise check.fail("sweep", key, "%r is not one of %s"
+                                     % (value, ", ".join(DISKS)))
+            sweep[key] = list(values)
+            continue
+        sweep[key] = [check.carbon_value("sweep", key, value) for value in values]
+        if settings.mode == "hup" and key not in HUP_KEYS:
+            raise check.fail("sweep", key, "mode = \"hup\" can only step %s"
+                             % ", ".join(HUP_KEYS))
+    if settings.mode == "hup" and len(sweep.get("disk", ["none"])) > 1:
+        raise check.fail("sweep", "disk", "mode = \"hup\" keeps one disk for the whole run")
+    return Scenario(path, settings, bounds, topology, load, carbon, sweep, quick)

@@ -1,0 +1,224 @@
+"""Faults on a running 3-host cluster under load, with counts.
+
+Bounded for CI; ``CLUSTER_FAULT_SECONDS`` (default 3) sets how long a fault lasts (the
+issue's long form: 60) and ``CLUSTER_LOAD_METRICS`` (default 200) the metrics written
+every half second. Fault 1 (a 4th host added under writes) is test_cluster.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from carbon.cluster import control, netns
+from carbon.cluster.agent import cache_query_bulk
+from carbon.cluster.rebalance import owners, ring
+from carbon.cluster.spec import ClusterSpec, load_cluster
+from carbon.relay.destinations import Destination
+from tests.cluster.clusterutil import cli, cluster_file, render, send_lines
+
+FAULT_SECONDS = float(os.environ.get("CLUSTER_FAULT_SECONDS", "3"))
+METRICS = int(os.environ.get("CLUSTER_LOAD_METRICS", "200"))
+STEP = 60
+
+
+class Load:
+    """Writers sending every metric once a round (a new minute each round) through the
+    hosts' relays, at least once (a send is repeated until the relay has read it all)."""
+
+    def __init__(self, spec: ClusterSpec, prefix: str, senders: int = 3) -> None:
+        self.spec = spec
+        self.names = ["%s.s%02d.m%04d" % (prefix, n % 10, n) for n in range(METRICS)]
+        self.base = int(time.time()) // STEP * STEP - 1000 * STEP
+        self.done = [0] * senders  # rounds each sender has delivered
+        self.sent = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(k,)) for k in range(senders)]
+
+    def lines(self, round_: int, part: int, parts: int) -> list[str]:
+        ts = self.base + round_ * STEP
+        return ["%s %d %d\n" % (n, round_, ts) for n in self.names[part::parts]]
+
+    def _run(self, k: int) -> None:
+        relays = list(self.spec.hosts)
+        round_ = 0
+        while not self.stop.is_set() and round_ < 900:
+            relay = relays[(k + round_) % len(relays)]
+            batch = self.lines(round_, k, len(self.threads))
+            send_lines((relay.address, relay.relay_line_port), batch)
+            self.sent += len(batch)
+            round_ += 1
+            self.done[k] = round_
+            time.sleep(0.5)
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+    def missing(self, timeout: float = 60) -> int:
+        """Points sent but not readable through the render app of the first host."""
+        expected: dict[str, set[int]] = {n: set() for n in self.names}
+        for part, rounds in enumerate(self.done):
+            for round_ in range(rounds):
+                for line in self.lines(round_, part, len(self.threads)):
+                    name, _, ts = line.split()
+                    expected[name].add(int(ts))
+        deadline = time.monotonic() + timeout
+        prefix = self.names[0].split(".")[0]
+        history: list[int] = []
+        while True:
+            got = render(self.spec.hosts[0].render_address, prefix + ".*.*")
+            lost = sum(len(expected[n] - set(got.get(n, {}))) for n in self.names)
+            history.append(lost)
+            # done: nothing missing, or the count has not moved for 8 s (spools replayed)
+            if lost == 0 or history[-9:] == [lost] * 9 or time.monotonic() > deadline:
+                return lost
+            time.sleep(1.0)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("faults")
+    path = cluster_file(folder, {"a": "127.0.0.6", "b": "127.0.0.7", "c": "127.0.0.8"},
+                        extra="MAX_CACHE_SIZE = 200000\nCACHE_WRITE_STRATEGY = \"sorted\"")
+    started = cli("start", path)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield load_cluster(str(path))
+    finally:
+        cli("stop", path)
+
+
+def _held_in_cache(spec: ClusterSpec, host_name: str, names: list[str]) -> int:
+    host = spec.host(host_name)
+    router = ring(spec)
+    mine = [n for n in names if owners(router, spec, n) == [host_name]]
+    cache = host.caches[0]
+    reply = cache_query_bulk(Destination(host.address, cache.query_port, cache.instance), mine)
+    return sum(len(v) for v in reply.get("datapointsByMetric", {}).values())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_cache_host_killed_then_restarted(cluster: ClusterSpec, sig: int, capsys) -> None:
+    """Fault 2: a cache dies for FAULT_SECONDS; relays spool and replay after restart.
+    SIGKILL: lost at most what the cache held in memory, plus what sat unread in its
+    socket. SIGTERM drains the cache, but points the relay had already written into the
+    cache's socket are lost when it exits (measured: up to one round; the relay's resend
+    window is the fix), so both are bounded by one round here and the count printed."""
+    victim = cluster.host("b")
+    process = control.host_processes(cluster, victim)[0]
+    with Load(cluster, "kill%s" % sig.name.lower()) as load:
+        time.sleep(2.0)
+        held = _held_in_cache(cluster, "b", load.names)
+        os.kill(control.running_pid(process), sig)
+        time.sleep(FAULT_SECONDS)
+        restarted = cli("start", cluster.path, "--host", "b")
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        time.sleep(2.0)
+    lost = load.missing()
+    with capsys.disabled():
+        print("\nfault 2 (%s for %.0f s): %d points sent, %d lost, %d held in the cache's "
+              "memory just before" % (sig.name, FAULT_SECONDS, load.sent, lost, held))
+    assert min(load.done) >= 4
+    assert 0 <= lost <= held + METRICS  # + one round in the socket at the stop
+
+
+def _rss_kb(pid: int) -> int:
+    with open("/proc/%d/status" % pid) as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_relay_restart_under_reconnect_storm(cluster: ClusterSpec, tmp_path: Path,
+                                             capsys) -> None:
+    """Fault 4: the front-door relay restarts while 20 senders write; they all reconnect
+    at once with a backlog. Nothing lost, the relay keeps running, memory stays bounded."""
+    relay_host = cluster.host("a")
+    relay = [p for p in control.host_processes(cluster, relay_host) if p.label == "relay"][0]
+    address = (relay_host.address, relay_host.relay_line_port)
+    senders, backlog = 20, 2000
+    base = int(time.time()) // STEP * STEP - 500 * STEP
+    names = ["storm.s%02d.m%03d" % (k, n) for k in range(senders) for n in range(50)]
+    batches = [["storm.s%02d.m%03d %d %d\n" % (k, i % 50, i, base + (i // 50) * STEP)
+                for i in range(backlog)] for k in range(senders)]
+    stopped = control.stop_process(relay_host, relay)
+    assert "stopped" in stopped
+    threads = [threading.Thread(target=send_lines, args=(address, batch)) for batch in batches]
+    for thread in threads:
+        thread.start()  # every sender retries against the stopped relay
+    time.sleep(FAULT_SECONDS)
+    control.start_process(cluster, relay_host, relay)
+    pid = control.running_pid(relay)
+    peak = 0
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, _rss_kb(pid))
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    assert control.running_pid(relay) == pid  # absorbed, no restart needed
+    expected = senders * backlog
+    deadline = time.monotonic() + 60
+    while True:
+        got = render(relay_host.render_address, "storm.*.*")
+        count = sum(len(v) for v in got.values())
+        if count >= expected or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    with capsys.disabled():
+        print("\nfault 4: %d senders x %d lines after a %.0f s relay outage: %d of %d points "
+              "stored, relay peak RSS %d MB" % (senders, backlog, FAULT_SECONDS, count,
+                                                 expected, peak // 1024))
+    assert count == expected and set(got) == set(names)
+    assert peak < 400 * 1024
+
+
+def _namespaces_work() -> bool:
+    if not netns.available():
+        return False
+    probe = "carbon-probe-%d" % os.getpid()
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return made
+
+
+@pytest.mark.skipif(not _namespaces_work(), reason="network namespaces need root and ip")
+def test_host_partitioned_then_healed(tmp_path: Path, capsys) -> None:
+    """Fault 3: host b cut off (its veth down) for FAULT_SECONDS under load: 0 lost."""
+    net = "10.%d.%d" % (100 + os.getpid() % 100, os.getpid() // 100 % 250)
+    path = cluster_file(tmp_path, {"a": net + ".1", "b": net + ".2", "c": net + ".3"})
+    text = path.read_text().replace('[cluster]\nroot = "data"',
+                        '[cluster]\nroot = "data"\nnetns_prefix = "cf%d-"' % (os.getpid() % 1000))
+    text = text.replace('address = "%s.' % net, 'netns = true\naddress = "%s.' % net)
+    path.write_text(text)
+    spec = load_cluster(str(path))
+    assert all(h.netns for h in spec.hosts)
+    started = cli("start", path)
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        with Load(spec, "partition") as load:
+            time.sleep(2.0)
+            netns.cut(spec, spec.host("b"))
+            time.sleep(FAULT_SECONDS)
+            netns.heal(spec, spec.host("b"))
+            time.sleep(2.0)
+        lost = load.missing(timeout=90)
+    finally:
+        cli("stop", path)
+    with capsys.disabled():
+        print("\nfault 3 (host b partitioned %.0f s): %d points sent, %d lost"
+              % (FAULT_SECONDS, load.sent, lost))
+    assert min(load.done) >= 4 and lost == 0

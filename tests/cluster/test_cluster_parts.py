@@ -1,0 +1,175 @@
+"""The cluster's parts on their own: the cluster file, the merge, the rebalancing router."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import whisper
+
+from carbon.cluster import generate
+from carbon.cluster.merge import fill_file
+from carbon.cluster.rebalance import Rates, estimate, owners, plan, ring
+from carbon.cluster.router import RebalancingRouter
+from carbon.cluster.spec import load_cluster
+from carbon.config.errors import ConfigError
+from carbon.config.settings import Settings
+from tests.cluster.carbonate_tools import carbonate_path
+
+GOOD = """
+[cluster]
+root = "data"
+[ring]
+replication_factor = 2
+[hosts.a]
+address = "127.0.0.2"
+caches = ["a", "b"]
+[hosts.b]
+address = "127.0.0.3"
+ports = { render = 9090 }
+"""
+
+
+def test_cluster_file_and_generated_configs(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD)
+    spec = load_cluster(str(path))
+    assert [str(d) for d in spec.destinations()] == [
+        "127.0.0.2:2104:a", "127.0.0.2:2204:b", "127.0.0.3:2104:a"]
+    a = spec.host("a")
+    folder = Path(generate.write_host(spec, a))
+    conf = (folder / "carbon.conf").read_text()
+    assert "[cache:b]\nLINE_RECEIVER_PORT = 2203\nPICKLE_RECEIVER_PORT = 2204" in conf
+    assert "DESTINATIONS = 127.0.0.2:2104:a, 127.0.0.2:2204:b, 127.0.0.3:2104:a" in conf
+    assert "REPLICATION_FACTOR = 2" in conf
+    web: dict = {}
+    exec((folder / "local_settings.py").read_text(), web)  # noqa: S102 - our own output
+    assert web["CARBONLINK_HOSTS"] == ["127.0.0.2:7102:a", "127.0.0.2:7202:b"]
+    assert web["CLUSTER_SERVERS"] == ["127.0.0.3:9090"]
+    from carbon.config.loader import load_settings
+    relay = load_settings("carbon-relay", "a", str(folder / "carbon.conf"),
+                          graphite_root=str(tmp_path))
+    assert relay.RELAY_METHOD == "consistent-hashing" and relay.REPLICATION_FACTOR == 2
+
+
+@pytest.mark.parametrize("text, key", [
+    (GOOD.replace('address = "127.0.0.3"', 'address = "nowhere"'), "hosts.b.address"),
+    (GOOD.replace("replication_factor = 2", "replication_factor = 3"),
+     "ring.replication_factor"),
+    (GOOD.replace("render = 9090", "rendr = 9090"), "hosts.b.ports.rendr"),
+    (GOOD.replace("render = 9090", "relay_line = 2103"), "hosts.b"),
+    (GOOD + "[hashes]\n", "hashes"),
+    (GOOD.replace("[ring]", '[ring]\nhash_type = "md7"'), "ring.hash_type"),
+])
+def test_bad_cluster_files_name_file_and_key(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_cluster(str(path))
+    assert err.value.key == key and str(path) in str(err.value)
+
+
+def _file(path: Path, points: list[tuple[int, float]]) -> None:
+    whisper.create(str(path), [(60, 300), (600, 100)], xFilesFactor=0)
+    whisper.update_many(str(path), points)
+
+
+def _points(path: Path, start: int, end: int, now: int | None = None) -> dict[int, float]:
+    (first, _, step), values = whisper.fetch(str(path), start, end, now)
+    return {first + i * step: v for i, v in enumerate(values) if v is not None}
+
+
+def test_merge_fills_gaps_in_every_archive_and_new_points_win(tmp_path: Path) -> None:
+    now = int(time.time()) // 60 * 60
+    old = [(now - 60 * k, 1.0) for k in range(10, 200)]
+    new = [(now - 60 * k, 2.0) for k in range(0, 40)]
+    _file(tmp_path / "old.wsp", old)
+    _file(tmp_path / "new.wsp", new)
+    result = fill_file(str(tmp_path / "new.wsp"), (tmp_path / "old.wsp").read_bytes(), now)
+    assert result.verified and not result.created and result.filled > 150
+    got = _points(tmp_path / "new.wsp", now - 299 * 60, now, now)
+    assert {ts for ts, _ in old + new} <= set(got)
+    assert all(got[ts] == 2.0 for ts, _ in new) and got[now - 60 * 150] == 1.0
+    coarse = whisper.fetch(str(tmp_path / "new.wsp"), now - 1000 * 60, now - 100 * 60, now)
+    assert coarse[0][2] == 600 and sum(v is not None for v in coarse[1]) >= 9
+    # Into a missing file: the old copy is taken as it is.
+    created = fill_file(str(tmp_path / "x" / "fresh.wsp"), (tmp_path / "old.wsp").read_bytes())
+    assert created.created and created.verified
+    assert (tmp_path / "x" / "fresh.wsp").read_bytes() == (tmp_path / "old.wsp").read_bytes()
+
+
+def test_merge_against_carbonate_whisper_fill(tmp_path: Path) -> None:
+    """Ours: the old copy fills every gap and never replaces a point the new owner has.
+    carbonate's fill_archives fills the same gaps but also overwrites the new owner's
+    first point after each gap (its fetch range ends on that point)."""
+    sys.path.insert(0, str(carbonate_path()))
+    try:
+        from carbonate.fill import fill_archives
+    finally:
+        sys.path.pop(0)
+    now = int(time.time()) // 60 * 60
+    old = [(now - 60 * k, float(k)) for k in range(5, 250, 2)]
+    new = [(now - 60 * k, -float(k)) for k in range(0, 120, 3)]
+    for name in ("old", "ours", "theirs"):
+        _file(tmp_path / (name + ".wsp"), old if name == "old" else new)
+    fill_file(str(tmp_path / "ours.wsp"), (tmp_path / "old.wsp").read_bytes(), now)
+    fill_archives(str(tmp_path / "old.wsp"), str(tmp_path / "theirs.wsp"), now)
+    expected = dict(old)
+    expected.update(new)
+    ours = _points(tmp_path / "ours.wsp", now - 290 * 60, now, now)
+    theirs = _points(tmp_path / "theirs.wsp", now - 290 * 60, now, now)
+    assert ours == expected
+    assert set(theirs) == set(expected)
+    overwritten = [ts for ts in theirs if theirs[ts] != expected[ts]]
+    assert overwritten and all(ts in dict(new) for ts in overwritten)
+
+
+def test_router_double_writes_until_moved(tmp_path: Path) -> None:
+    old = ["127.0.0.2:2004:a", "127.0.0.3:2004:a"]
+    new = old + ["127.0.0.4:2004:a"]
+    moved = tmp_path / "moved.txt"
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"old": old, "new": new, "moved": str(moved)}))
+    router = RebalancingRouter(Settings(REBALANCE_STATE=str(state)))
+    names = ["m.%d" % n for n in range(300)]
+    changed = [n for n in names if len(router.get_destinations(n)) == 2]
+    assert 50 < len(changed) < 150
+    assert all(router.get_destinations(n)[0].host == "127.0.0.4" for n in changed)
+    moved.write_text("".join(n + "\n" for n in changed[:10]) + changed[10])  # a torn line
+    assert router.check_rules() is None
+    assert [len(router.get_destinations(n)) for n in changed[:11]] == [1] * 10 + [2]
+
+
+def test_plan_and_dry_run_estimate(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(GOOD.replace("replication_factor = 2", "replication_factor = 1"))
+    old = load_cluster(str(path))
+    path4 = tmp_path / "c4.toml"
+    path4.write_text(path.read_text() + '[hosts.c]\naddress = "127.0.0.4"\n')
+    new = load_cluster(str(path4))
+    names = ["m.%d" % n for n in range(400)]
+    old_ring, new_ring = ring(old), ring(new)
+    listings = {h.name: [(n, 1000) for n in names if owners(old_ring, old, n) == [h.name]]
+                for h in old.hosts}
+    listings["a"].append(("carbon.agents.a-a.cpuUsage", 1000))  # not placed by the ring
+    moves = plan(old, new, listings)
+    assert {m.name for m in moves} == {n for n in names if owners(new_ring, new, n) == ["c"]}
+    assert all(m.targets == ["c"] and m.delete == [m.source] for m in moves)
+    summary = estimate(moves, Rates(bytes_per_second=10000, files_per_second=1000))
+    assert summary["bytes"] == 1000 * len(moves) and summary["seconds"] == len(moves) / 10
+
+
+def test_cli_reports_bad_files_and_stopped_hosts(tmp_path: Path) -> None:
+    from tests.cluster.clusterutil import cli
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace("replication_factor = 2", "replication_factor = x"))
+    answer = cli("status", bad)
+    assert answer.returncode == 2 and str(bad) in answer.stderr and "TOML" in answer.stderr
+    good = tmp_path / "c.toml"
+    good.write_text(GOOD)
+    answer = cli("status", good, "--host", "b")
+    assert answer.returncode == 1 and answer.stdout.count("stopped") == 4
+    assert cli("status", good, "--host", "zz").returncode == 2

@@ -1,0 +1,54 @@
+"""``subjects = ["ours", "reference"]``: the same load and emulated disk against carbon
+1.1.10 (its own venv, the emulated-disk plugin added to its registry by refshim)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from carbon.playground.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = """[scenario]
+name = "versus"
+settle_timeout = 4
+warmup = false
+subjects = ["ours", "reference"]
+allow_drops = true
+
+[load]
+metrics = 300
+rate = 600
+duration = 1
+step = 10
+
+[carbon]
+MAX_UPDATES_PER_SECOND = "inf"
+
+[sweep]
+MAX_CREATES_PER_MINUTE = [60]
+disk = ["hdd"]
+"""
+
+
+def test_reference_runs_the_same_sweep_and_drops_throttled_creates(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.common import reference_venv
+    finally:
+        sys.path.remove(str(ROOT))
+    reference_venv()  # installed on first use, as for the benchmarks
+    path = tmp_path / "versus.toml"
+    path.write_text(SCENARIO)
+    assert main([str(path), "--out", str(tmp_path / "report")]) == 0
+    document = json.loads((tmp_path / "report" / "results.json").read_text())
+    ours, reference = document["rows"]
+    assert (ours["subject"], reference["subject"]) == ("ours", "reference")
+    for row in (ours, reference):
+        assert row["disk_emulated"] and row["sent"] > 400
+        assert row["points_on_disk"] + row["points_lost"] == row["sent"]
+    # a create waiting for its token keeps its points here; carbon 1.1.10 drops them
+    assert ours["points_lost"] == 0
+    assert reference["points_lost"] > 0
+    assert "carbon 1.1.10 through the same model" in document["disk_note"]
