@@ -160,6 +160,11 @@ def decimal_tree(tmp_path: Any) -> tuple[str, int]:
         make_whisper(root, 'dec.h%02d.load' % i, points)
     make_whisper(root, 'dec.nan.load', [(base - j * STEP, float('nan') if j % 9 == 0 else 1.5)
                                          for j in range(90)])
+    # signed zeros: max()/min() keep the first of 0.0 and -0.0
+    make_whisper(root, 'dec.zneg.load', [(base - j * STEP, -0.0 if j % 3 else 0.0)
+                                          for j in range(90)])
+    make_whisper(root, 'dec.zpos.load', [(base - j * STEP, 0.0 if j % 2 else -0.0)
+                                          for j in range(90)])
     return root, base
 
 
@@ -168,6 +173,17 @@ TARGETS = [
     'sum(dec.*.load)', 'avg(dec.*.load)', 'sumSeries(dec.nan.load, dec.h01.load)',
     'maxSeries(dec.*.load)', 'scale(dec.h01.load, 0.1)', 'countSeries(dec.*.load)',
     'keepLastValue(dec.h0*.load)', 'sumSeries(dec.nothing.*)',
+    # fused max/min, groupByNode(s); renames and limit written from packed rows
+    'maxSeries(dec.h*.load)', 'minSeries(dec.h*.load)', 'maxSeries(dec.z*.load)',
+    'minSeries(dec.z*.load)', 'minSeries(dec.*.load)',
+    'groupByNode(dec.*.load,0,"sumSeries")', 'groupByNode(dec.*.load,1)',
+    'groupByNode(dec.*.load,2,"maxSeries")', 'groupByNodes(dec.*.load,"min",0,2)',
+    'groupByNodes(dec.h0*.load,"average",1)', 'groupByNode(dec.*.load,-2,"median")',
+    'aliasByNode(dec.*.load,1)', 'alias(dec.h0*.load,"x")',
+    'aliasSub(dec.h*.load,"h(\\d)","g\\1")', 'limit(dec.*.load,3)',
+    'sumSeries(aliasByNode(dec.h0*.load,1))',
+    'asPercent(dec.*.load,sumSeries(dec.h*.load))', 'asPercent(dec.h*.load)',
+    'asPercent(dec.z*.load,sumSeries(dec.zneg.load))', 'asPercent(dec.h0*.load,2)',
 ]
 
 
@@ -214,8 +230,12 @@ def test_fused_sum_is_builtin_sum(decimal_tree: tuple[str, int],
                                       math.copysign(1, expected))
 
 
+@pytest.mark.parametrize('target', ['averageSeries(dec.h*.load)', 'maxSeries(dec.h*.load)',
+                                    'groupByNode(dec.*.load,0,"sum")',
+                                    'groupByNodes(dec.h*.load,"max",0,2)'])
 def test_fused_path_is_used_and_matches_generic(decimal_tree: tuple[str, int],
-                                                monkeypatch: Any, make_web_settings: Any) -> None:
+                                                monkeypatch: Any, make_web_settings: Any,
+                                                target: str) -> None:
     from webapp.render import fused
     root, base = decimal_tree
     calls = []
@@ -229,10 +249,23 @@ def test_fused_path_is_used_and_matches_generic(decimal_tree: tuple[str, int],
     app = make_app(make_web_settings(WHISPER_DIR=root))
     try:
         params = {'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
-                  'target': 'averageSeries(dec.h*.load)'}
+                  'target': target}
         fast = call(app, '/render', params)[2]
         monkeypatch.setattr(packed, 'ENABLED', False)
         slow = call(app, '/render', params)[2]
     finally:
         app.close()
-    assert calls == [True, False] and fast == slow
+    assert calls == [True, False] and fast == slow and json.loads(fast)
+
+
+def test_fused_max_keeps_first_signed_zero() -> None:
+    from webapp.render.fused import reduce_rows
+    from webapp.render.series import PackedSeries
+    block = packed.Block(np.array([[-0.0, 0.0, 1.0], [0.0, -0.0, float('nan')]]),
+                         np.array([[True, True, True], [True, True, False]]), (0, 30, 10))
+    rows = [PackedSeries('a', 0, 30, 10, packed.PackedValues(block, i)) for i in range(2)]
+    for func, pick in (('max', max), ('min', min)):
+        got = reduce_rows(rows, func, 0.0)
+        want = [pick(v for v in column if v is not None)
+                for column in zip(*(r.packed.tolist() for r in rows), strict=True)]
+        assert [repr(v) for v in got] == [repr(v) for v in want]

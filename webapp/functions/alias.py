@@ -55,6 +55,13 @@ def aliasByTags(requestContext: dict, seriesList: list, *tags: Any) -> list[Time
     return aliasByNode(requestContext, seriesList, *tags)
 
 
+# these never read values: the JSON writer may get their series still packed
+# (webapp.render.evaluator._keeps_values)
+alias.keeps_values = True  # type: ignore[attr-defined]
+aliasSub.keeps_values = True  # type: ignore[attr-defined]
+aliasByNode.keeps_values = True  # type: ignore[attr-defined]
+
+
 @render_function('aliasByMetric', ALIAS, [SL])
 def aliasByMetric(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     """Rename to the last node of the metric path."""

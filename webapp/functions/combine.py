@@ -70,18 +70,11 @@ def array_aggregate(series_list: list, how: Any,
     if np is None or len(series_list) < 2:
         return None
     lists = [list(series) for series in series_list]
-    if any(not frozenset(map(type, values)) <= _FLOATS_OR_NONE for values in lists):
+    arrays = float_grid(lists)
+    if arrays is None:
         return None
-    width = max(map(len, lists))
-    if all(len(values) == width for values in lists):
-        grid = np.array(lists, dtype=np.float64).reshape(len(lists), width)   # None -> NaN
-    else:
-        grid = np.full((len(lists), width), np.nan)
-        for i, values in enumerate(lists):
-            grid[i, :len(values)] = np.array(values, dtype=np.float64)
-    known = ~np.isnan(grid)
-    if int(known.sum()) != sum(len(values) - values.count(None) for values in lists):
-        return None                       # a real NaN: Python's rules apply
+    grid, known = arrays
+    width = grid.shape[1]
     count = known.sum(axis=0)
     with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
         if how in ('sum', 'average'):
@@ -102,6 +95,27 @@ def array_aggregate(series_list: list, how: Any,
     return cells.tolist()
 
 
+def float_grid(lists: list[list]) -> Optional[tuple[Any, Any]]:
+    """(values, known) float64/bool arrays of value lists padded with NaN to the longest,
+    or None when a list holds anything but floats and None (a stored NaN included: then
+    Python's rules apply)."""
+    from webapp.storage import packed
+    np = packed.np
+    if any(not frozenset(map(type, values)) <= _FLOATS_OR_NONE for values in lists):
+        return None
+    width = max(map(len, lists))
+    if all(len(values) == width for values in lists):
+        grid = np.array(lists, dtype=np.float64).reshape(len(lists), width)   # None -> NaN
+    else:
+        grid = np.full((len(lists), width), np.nan)
+        for i, values in enumerate(lists):
+            grid[i, :len(values)] = np.array(values, dtype=np.float64)
+    known = ~np.isnan(grid)
+    if int(known.sum()) != sum(len(values) - values.count(None) for values in lists):
+        return None
+    return grid, known
+
+
 def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, dict]:
     """Name and tags of ``aggregate(series_list, func)``'s result (tags they all share)."""
     name = '%sSeries(%s)' % (func, format_path_expressions(series_list))
@@ -116,7 +130,7 @@ def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, 
 def _simple(func: str):
     def combined(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
         return aggregate(requestContext, seriesLists, func)
-    if func in ('sum', 'average'):
+    if func in ('sum', 'average', 'max', 'min'):
         # the evaluator may compute these over packed whisper rows (webapp.render.fused)
         combined.fused_aggregate = func  # type: ignore[attr-defined]
     return combined

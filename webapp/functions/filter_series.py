@@ -101,6 +101,9 @@ def limit(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
     return seriesList[0:n]
 
 
+limit.keeps_values = True  # type: ignore[attr-defined]  # (webapp.render.evaluator)
+
+
 @render_function('mostDeviant', FILTER, N_INT)
 def mostDeviant(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
     """The n series with the largest variance."""

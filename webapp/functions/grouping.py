@@ -6,7 +6,7 @@ from functools import reduce
 from typing import Any, Optional
 
 from webapp.plugins import RENDER_FUNCTIONS
-from webapp.functions.combine import COMBINE, SL, aggregate
+from webapp.functions.combine import COMBINE, SL, aggregate, float_grid
 from webapp.functions.common import (
     agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,
     safe_sum,
@@ -148,14 +148,44 @@ def asPercent(requestContext: dict, seriesList: list, total: Any = None,
         total_values = [total] * len(seriesList[0])
         total_text = str(total)
     results = []
-    for series in seriesList:
-        # safe_mul(safe_div(v, t), 100.0) inlined: the same floats, without two calls a point
-        values = [None if v is None or t is None or t == 0 else v / t * 100.0
-                  for v, t in rows((series, total_values))]
+    percents = None if total is not None and not isinstance(total, list) else \
+        _array_percents(seriesList, total_values)
+    for i, series in enumerate(seriesList):
+        if percents is not None:
+            values = percents[i]
+        else:
+            # safe_mul(safe_div(v, t), 100.0) inlined: the same floats, without two calls
+            values = [None if v is None or t is None or t == 0 else v / t * 100.0
+                      for v, t in rows((series, total_values))]
         results.append(TimeSeries('asPercent(%s,%s)' % (series.name, total_text),
                                   series.start, series.end, series.step, values,
                                   xFilesFactor=xff))
     return results
+
+
+def _array_percents(seriesList: list, total: Any) -> Optional[list[list]]:
+    """``v / t * 100.0`` (None where v or t is None or t is 0) of each series against
+    ``total`` with numpy: the same IEEE operations, so the same floats. None (use the
+    Python loop) without numpy, for lengths that differ or values other than floats and
+    None (a stored NaN included)."""
+    from webapp.storage import packed
+    np = packed.np
+    if not packed.ENABLED:
+        return None
+    lists = [list(series) for series in seriesList] + [list(total)]
+    if len({len(values) for values in lists}) != 1:
+        return None
+    arrays = float_grid(lists)
+    if arrays is None:
+        return None
+    grid, known = arrays
+    values, totals = grid[:-1], grid[-1]
+    with np.errstate(all='ignore'):
+        out = values / totals * 100.0
+    ok = known[:-1] & known[-1] & (totals != 0)
+    cells = out.astype(object)
+    cells[~ok] = None
+    return cells.tolist()
 
 
 @render_function('weightedAverage', COMBINE, [
@@ -210,6 +240,10 @@ def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
     return groupByNodes(requestContext, seriesList, callback, nodeNum)
 
 
+# the evaluator may compute these over packed whisper rows (webapp.render.fused)
+groupByNode.fused_group = 'groupByNode'  # type: ignore[attr-defined]
+
+
 @render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
                                            P('nodes', 'nodeOrTag', multiple=True)])
 def groupByNodes(requestContext: dict, seriesList: list, callback: str,
@@ -221,6 +255,9 @@ def groupByNodes(requestContext: dict, seriesList: list, callback: str,
         result.name = key
         results.append(result)
     return results
+
+
+groupByNodes.fused_group = 'groupByNodes'  # type: ignore[attr-defined]
 
 
 @render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),

@@ -55,8 +55,9 @@ def evaluate_target(ctx: dict[str, Any], targets: Any,
                     packed: bool = False) -> list[TimeSeries]:
     """Series of one target or a list of targets (strings or syntax nodes).
 
-    With ``packed``, bare path targets may come back as unmaterialised PackedSeries
-    (for a caller that handles them, i.e. the JSON writer).
+    With ``packed``, bare path targets (and targets that only rename or pick the series
+    of one path, see ``_keeps_values``) may come back as unmaterialised PackedSeries (for
+    a caller that handles them, i.e. the JSON writer).
     """
     if not isinstance(targets, list):
         targets = [targets]
@@ -67,7 +68,10 @@ def evaluate_target(ctx: dict[str, Any], targets: Any,
         if packed and isinstance(node, PathExpr):
             series_list.extend(fetch_series(ctx, node.path, packed=True))
             continue
-        result = evaluate_tokens(ctx, node)
+        if packed and _keeps_values(node):
+            result = _evaluate_call(ctx, node, None, packed_first=True)
+        else:
+            result = evaluate_tokens(ctx, node)
         if isinstance(result, TimeSeries):
             series_list.append(result)
         elif isinstance(result, list):
@@ -140,8 +144,22 @@ def evaluate_tokens(ctx: dict[str, Any], node: Node,
     raise InputError('cannot evaluate %r' % (node,))
 
 
+def _keeps_values(node: Node) -> bool:
+    """Whether ``node`` calls a function that never reads values (it renames or picks
+    series: alias, aliasByNode, limit...) on a bare path."""
+    if not isinstance(node, Call) or not node.args or type(node.args[0]) is not PathExpr:
+        return False
+    try:
+        fn = RENDER_FUNCTIONS.get(node.name)
+    except KeyError:
+        return False
+    return getattr(fn.func, 'keeps_values', False)
+
+
 def _evaluate_call(ctx: dict[str, Any], node: Call,
-                   replacements: Optional[dict[str, Any]]) -> Any:
+                   replacements: Optional[dict[str, Any]], packed_first: bool = False) -> Any:
+    """Value of a function call; with ``packed_first`` its first argument (a bare path)
+    is given as PackedSeries (only for functions that never read values)."""
     budget = ctx.get('budget')
     if budget is not None:
         budget.check_time()
@@ -155,7 +173,8 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
         fast = fused_aggregate(ctx, node, fn)
         if fast is not None:
             return fast
-    args = [evaluate_tokens(ctx, arg, replacements) for arg in node.args]
+    args = [fetch_series(ctx, arg.path, packed=True) if packed_first and i == 0 else
+            evaluate_tokens(ctx, arg, replacements) for i, arg in enumerate(node.args)]
     kwargs = {name: evaluate_tokens(ctx, arg, replacements) for name, arg in node.kwargs}
     ctx['args'] = node.args
     validate = getattr(fn, 'validate', None)

@@ -1,12 +1,14 @@
-"""sumSeries/averageSeries of bare paths computed on packed whisper rows.
+"""Aggregates of bare paths computed on packed whisper rows.
 
-``sumSeries(a.*.b)`` is the most common aggregate; when every argument is a plain
-path and the fetched series are packed rows of one length and time range, the sum is
-done on the arrays instead of on per-point Python lists. The result is the one
-``webapp.functions.combine.aggregate`` gives: same name, tags and xFilesFactor rule,
-and the same addition per point as builtin sum() (series in name order, starting from
-0, empty slots skipped; compensated from Python 3.12 as sum() is), so the floats are
-bit-identical.
+``sumSeries(a.*.b)``, ``maxSeries(...)`` and ``groupByNode(a.*.b,1,"sumSeries")`` are
+among the most common targets; when their series arguments are plain paths and the
+fetched series are packed rows of one length and time range, the aggregate is done on
+the arrays instead of on per-point Python lists. The result is the one
+``webapp.functions.combine.aggregate`` gives: same name, tags and xFilesFactor rule;
+sums add per point as builtin sum() does (series in name order, starting from 0, empty
+slots skipped; compensated from Python 3.12 as sum() is), max/min keep the first of
+0.0 and -0.0 as Python's max()/min() do, so the floats are bit-identical. A stored NaN
+sends max/min back to the generic path (Python's comparisons with NaN depend on order).
 """
 
 from __future__ import annotations
@@ -16,46 +18,122 @@ from typing import Any, Optional
 from webapp.functions.combine import aggregate_name_tags
 from webapp.render.fetch import fetch_series
 from webapp.render import pysum
-from webapp.render.grammar import Call, PathExpr
+from webapp.render.grammar import Call, Const, PathExpr
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed
 
+# groupByNode callbacks computed here: callback name -> aggregate function
+GROUP_CALLBACKS = {'sum': 'sum', 'sumSeries': 'sum', 'average': 'average',
+                   'averageSeries': 'average', 'max': 'max', 'maxSeries': 'max',
+                   'min': 'min', 'minSeries': 'min'}
 
-def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[TimeSeries]]:
-    """The aggregate's result, or None when the generic evaluation must run."""
-    func = getattr(fn.func, 'fused_aggregate', None)
-    if func is None or not packed.ENABLED or node.kwargs or not node.args or \
-            any(type(arg) is not PathExpr for arg in node.args):
-        return None
-    series: list[TimeSeries] = []
-    for arg in node.args:
+
+def _packed_series(ctx: dict[str, Any], paths: list[PathExpr]) -> Optional[list[PackedSeries]]:
+    """The fetched series of ``paths`` when all are packed rows of one time range."""
+    series: list[Any] = []
+    for arg in paths:
         series.extend(fetch_series(ctx, arg.path, packed=True))
     if not series or any(not isinstance(s, PackedSeries) or s.packed is None for s in series):
         return None
     first = series[0]
     if any((s.start, s.end, s.step) != (first.start, first.end, first.step) for s in series):
         return None
+    return series
+
+
+def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> Optional[list]:
+    """Point-by-point sum/average/max/min of packed series as a value list (None where
+    no value or xFilesFactor unmet); None when the arrays cannot give Python's floats."""
     arrays = packed.stack_rows([s.packed for s in series])
     if arrays is None:
         return None
     values, valid = arrays
     np = packed.np
-    acc = np.zeros(values.shape[1])
     count = valid.sum(axis=0)
-    xff = ctx.get('xFilesFactor')
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
-        comp = np.zeros_like(acc)
-        for row in np.where(valid, values, 0.0):
-            pysum.add_into(np, acc, comp, row)
-        acc = pysum.result(np, acc, comp)
+        if func in ('sum', 'average'):
+            acc = np.zeros(values.shape[1])
+            comp = np.zeros_like(acc)
+            for row in np.where(valid, values, 0.0):
+                pysum.add_into(np, acc, comp, row)
+            acc = pysum.result(np, acc, comp)
+            if func == 'average':
+                acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+        else:
+            if np.isnan(values[valid]).any():
+                return None
+            acc = (np.fmax if func == 'max' else np.fmin).reduce(
+                np.where(valid, values, np.nan), axis=0)
         ok = (count > 0) & (count / len(series) >= (xff or 0.0))
-        if func == 'average':
-            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
     result = acc.tolist()
+    if func in ('max', 'min'):
+        # Python's max()/min() keep the first of equal values: 0.0 vs -0.0 matters
+        for i in np.flatnonzero(ok & (acc == 0)).tolist():
+            column = values[:, i][valid[:, i]]
+            result[i] = column[np.flatnonzero(column == 0)[0]].item()
     if not ok.all():
         for i in np.flatnonzero(~ok).tolist():
             result[i] = None
+    return result
+
+
+def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[TimeSeries]]:
+    """The aggregate's (or groupByNode's) result, or None when the generic evaluation
+    must run."""
+    if not packed.ENABLED or node.kwargs or not node.args:
+        return None
+    if getattr(fn.func, 'fused_group', None) is not None:
+        return _fused_group(ctx, node, fn.func.fused_group)
+    func = getattr(fn.func, 'fused_aggregate', None)
+    if func is None or any(type(arg) is not PathExpr for arg in node.args):
+        return None
+    series = _packed_series(ctx, node.args)
+    if series is None:
+        return None
+    xff = ctx.get('xFilesFactor')
+    result = reduce_rows(series, func, xff)
+    if result is None:
+        return None
     ctx['args'] = node.args
     name, tags = aggregate_name_tags(series, func)
+    first = series[0]
     return [TimeSeries(name, first.start, first.end, first.step, result, xFilesFactor=xff,
                        tags=tags)]
+
+
+def _fused_group(ctx: dict[str, Any], node: Call, form: str) -> Optional[list[TimeSeries]]:
+    """groupByNode(path, node[, callback]) / groupByNodes(path, callback, *nodes) with a
+    sum/average/max/min callback and integer nodes."""
+    from webapp.functions.grouping import _group_by
+    if type(node.args[0]) is not PathExpr or \
+            any(type(arg) is not Const for arg in node.args[1:]):
+        return None
+    consts = [arg.value for arg in node.args[1:]]
+    if form == 'groupByNode':
+        if len(consts) not in (1, 2):
+            return None
+        nodes, callback = consts[:1], (consts[1] if len(consts) == 2 else 'average')
+    else:
+        if not consts:
+            return None
+        callback, nodes = consts[0], consts[1:]
+    func = GROUP_CALLBACKS.get(callback) if type(callback) is str else None
+    if func is None or any(type(n) is not int for n in nodes):
+        return None
+    series = _packed_series(ctx, node.args[:1])
+    if series is None:
+        return None
+    xff = ctx.get('xFilesFactor')
+    results = []
+    for key, members in _group_by(series, tuple(nodes)).items():
+        values = reduce_rows(members, func, xff)
+        if values is None:
+            return None
+        name, tags = aggregate_name_tags(members, func)
+        first = members[0]
+        result = TimeSeries(name, first.start, first.end, first.step, values,
+                            xFilesFactor=xff, tags=tags)
+        result.name = key
+        results.append(result)
+    ctx['args'] = node.args
+    return results
