@@ -130,6 +130,7 @@ def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Name
         "USE_FLOW_CONTROL = True",
         "MAX_DATAPOINTS_PER_MESSAGE = 500", "CARBON_METRIC_INTERVAL = 0",
         *(["RELAY_WORKERS = %d" % workers] if workers > 1 else []),
+        *(["RELAY_HASH_CACHE_SIZE = %d" % args.hash_cache] if args.hash_cache else []),
         "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
     (conf / "crelay.conf").write_text(
         "cluster bench\n    carbon_ch replication %d\n%s\n    ;\nmatch * send to bench;\n" % (
@@ -308,6 +309,8 @@ def main() -> None:
                              "always sends lines)")
     parser.add_argument("--max-queue", type=int, default=0,
                         help="MAX_QUEUE_SIZE; 0 leaves it at the code default (1000)")
+    parser.add_argument("--hash-cache", type=int, default=0,
+                        help="RELAY_HASH_CACHE_SIZE for ours; 0 leaves it at the code default")
     parser.add_argument("--settle", type=float, default=15.0,
                         help="give up after this many seconds without progress")
     parser.add_argument("--impl", default="ours,ours-w2,reference,c-relay,c-relay-bigq")
