@@ -33,7 +33,7 @@ class DatapointRouter:
     plugin_name = ""
 
     def __init__(self, settings: Any) -> None:
-        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 100000) or 0)
+        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 1000000) or 0)
         self.cache_size = max(0, size)
         self.generation = 0  # bumped whenever placement may have changed
         # functools' C LRU: same bound and eviction order as cachetools.LRUCache, and
