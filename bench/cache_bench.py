@@ -11,6 +11,8 @@ still missing after 600 s fails (no points/s is computed for it) and the benchma
 non-zero. Ours and the reference alternate (A B B A over the strategies they share).
 
     python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
+    python bench/cache_bench.py --metrics 100000 --strategies sorted \\
+        --reference-strategies sorted --rounds 2 --no-memory   # ref, ours, ours, ref
     python bench/cache_bench.py --journal-ab --strategies sorted --no-reference --no-memory
 
 ``--journal-ab`` runs ours without and with the cache journal (CACHE_JOURNAL), in the order
@@ -272,6 +274,8 @@ def main() -> None:
     parser.add_argument("--aggregation", default="",
                         help="aggregationMethod for every metric (default: average)")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat each shared strategy's pair, alternating who goes first")
     parser.add_argument("--writer-threads", type=int, default=0,
                         help="WRITER_THREADS for ours (0: our default)")
     parser.add_argument("--no-journal", action="store_true", help="CACHE_JOURNAL = False")
@@ -297,7 +301,7 @@ def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
     alternate (reference first, then ours first, ...: A B B A); the rest follow."""
     ours = args.strategies.split(",")
     reference = [] if args.no_reference else args.reference_strategies.split(",")
-    shared = [s for s in ours if s in reference]
+    shared = [s for s in ours if s in reference] * args.rounds
     order: list[tuple[str, str]] = []
     for i, strategy in enumerate(shared):
         pair = [("reference", strategy), ("ours", strategy)]
@@ -305,6 +309,24 @@ def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
     order += [("reference", s) for s in reference if s not in shared]
     order += [("ours", s) for s in ours if s not in shared]
     return order
+
+
+def print_ratios(rows: list[dict], args: argparse.Namespace) -> None:
+    """Mean points/s and peak RSS per (impl, strategy), ours against the reference."""
+    print("\n%s points over %s new metrics, mean per implementation and strategy:" % (
+        format(args.points, ","), format(args.metrics, ",")))
+    means: dict[tuple[str, str], tuple[float, float]] = {}
+    for key in dict.fromkeys((r["impl"], r["strategy"]) for r in rows):
+        runs = [r for r in rows if (r["impl"], r["strategy"]) == key and not r["missing"]]
+        if runs:
+            means[key] = (sum(r["points_s"] for r in runs) / len(runs),
+                          max(r["peak_rss_mb"] for r in runs))
+            print("  %-9s %-10s %10s points/s  peak RSS %5.0f MB  (%d run(s))" % (
+                key[0], key[1], format(int(means[key][0]), ","), means[key][1], len(runs)))
+    for (impl, strategy), (rate, _) in means.items():
+        reference = means.get(("reference", strategy))
+        if impl == "ours" and reference:
+            print("  ratio ours / carbon-cache 1.1.10, %s: %.2fx" % (strategy, rate / reference[0]))
 
 
 def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
@@ -329,6 +351,7 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
         print("| %s | %s | %s | %s | %.2f | %.2f | %.0f | 0 |" % (
             r["impl"], r["strategy"], journal, format(int(r["points_s"]), ","), r["seconds"],
             r["cpu_s"], r["peak_rss_mb"]))
+    print_ratios(rows, args)
     if args.journal_ab:
         for strategy in dict.fromkeys(args.strategies.split(",")):
             mine = [r for r in rows if r["impl"] == "ours" and r["strategy"] == strategy

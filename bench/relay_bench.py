@@ -130,6 +130,7 @@ def write_conf(base: Path, line_port: int, dests: list[str], args: argparse.Name
         "USE_FLOW_CONTROL = True",
         "MAX_DATAPOINTS_PER_MESSAGE = 500", "CARBON_METRIC_INTERVAL = 0",
         *(["RELAY_WORKERS = %d" % workers] if workers > 1 else []),
+        *(["RELAY_HASH_CACHE_SIZE = %d" % args.hash_cache] if args.hash_cache else []),
         "LOG_LISTENER_CONN_SUCCESS = False", "USER = ", ""]))
     (conf / "crelay.conf").write_text(
         "cluster bench\n    carbon_ch replication %d\n%s\n    ;\nmatch * send to bench;\n" % (
@@ -276,6 +277,26 @@ def run_one(impl: str, parts: list[bytes], sent: Counter, args: argparse.Namespa
             sink.stdout.close()
 
 
+def print_ratios(results: list[dict], args: argparse.Namespace) -> None:
+    """Mean lines/s and peak RSS per relay, and ours against carbon-c-relay in this run."""
+    means = {}
+    for impl in dict.fromkeys(r["impl"] for r in results):
+        runs = [r for r in results if r["impl"] == impl]
+        means[impl] = (sum(r["lines_per_s"] or 0 for r in runs) / len(runs),
+                       max(r["peak_rss_mb"] for r in runs), sum(r["missing"] for r in runs))
+    print("\n%s lines over %s names, %d connections, mean of %d run(s) each:" % (
+        format(args.lines, ","), format(args.names, ","), args.connections, args.rounds))
+    for impl, (rate, rss, missing) in means.items():
+        print("  %-13s %10s lines/s  peak RSS %5d MB  lost %s" % (
+            impl, format(int(rate), ","), rss, format(missing, ",")))
+    for reference in ("c-relay-bigq", "c-relay", "reference"):
+        if reference in means and means[reference][0]:
+            for impl in ("ours", "ours-w2"):
+                if impl in means:
+                    print("  ratio %s / %s: %.2fx" % (impl, reference,
+                                                     means[impl][0] / means[reference][0]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=2_000_000)
@@ -288,6 +309,8 @@ def main() -> None:
                              "always sends lines)")
     parser.add_argument("--max-queue", type=int, default=0,
                         help="MAX_QUEUE_SIZE; 0 leaves it at the code default (1000)")
+    parser.add_argument("--hash-cache", type=int, default=0,
+                        help="RELAY_HASH_CACHE_SIZE for ours; 0 leaves it at the code default")
     parser.add_argument("--settle", type=float, default=15.0,
                         help="give up after this many seconds without progress")
     parser.add_argument("--impl", default="ours,ours-w2,reference,c-relay,c-relay-bigq")
@@ -318,6 +341,7 @@ def main() -> None:
             names[r["impl"]], queue, format(r["lines_per_s"] or 0, ","), format(r["missing"], ","),
             r["cpu_s"], format(int(per_cpu), ","), r["peak_rss_mb"], r["misplaced"],
             r["duplicated"]))
+    print_ratios(results, args)
     if os.environ.get("RELAY_BENCH_JSON"):
         Path(os.environ["RELAY_BENCH_JSON"]).write_text(json.dumps(results, indent=1))
     wrong = [r["impl"] for r in results if r["misplaced"] or r["duplicated"]]

@@ -131,7 +131,7 @@ DEFAULTS = dict(
     # leaves, or MAX_RECEIVER_CONNECTIONS, new receiver connections are closed at once
     # and counted; one listener.log line per BAD_LINE_LOG_INTERVAL gives the counts.
     RECEIVER_FD_RESERVE=64,
-    RELAY_HASH_CACHE_SIZE=100000,
+    RELAY_HASH_CACHE_SIZE=1000000,
     AGGREGATION_RULE_CACHE_SIZE=100000,
     BAD_LINE_LOG_INTERVAL=60,
     WHISPER_FD_CACHE_SIZE=1024,

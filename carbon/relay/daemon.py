@@ -33,7 +33,7 @@ class RelayDaemon(Daemon):
         self.pool: WorkerPool | None = None
         super().__init__(settings, log, reactor)
         if self.list_filter is not None:
-            size = int(settings.get("RELAY_HASH_CACHE_SIZE", 100000) or 0)
+            size = int(settings.get("RELAY_HASH_CACHE_SIZE", 1000000) or 0)
             self.pipeline.processors = [
                 LineListFilter(p, size) if p is self.list_filter else p
                 for p in self.pipeline.processors]

@@ -15,11 +15,13 @@ rules reloaded).
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import Any, Callable, Sequence
 
 from carbon.relay.destinations import Destination
 
 MAX_CODES = 256
+_DECODE = methodcaller("decode", "utf-8", "replace")
 
 
 class RouteIndex:
@@ -71,28 +73,41 @@ class RouteIndex:
         return None if known is None else bytes(map(known.__getitem__, names))
 
     def _learn(self, names: list[bytes]) -> dict[bytes, int] | None:
-        """Add the unknown names of ``names``; returns a dict holding all of them."""
+        """Add the unknown names of ``names``; returns a dict holding all of them.
+
+        Every step is a C-level set, map or zip over the whole read: names found in the
+        retired generation are carried over, the rest are placed by one
+        ``destinations_many`` call and their answers turned into codes through a memo of
+        the few distinct answers (keyed by ``id``: every answer stays alive in ``answers``
+        for the whole call, so no two of them share an id).
+        """
         current, retired = self.current, self.retired
-        unknown = []
-        for name in set(names).difference(current):
-            code = retired.get(name)
-            if code is None:
-                unknown.append(name)
-            else:
-                current[name] = code
-        if unknown:
-            by_answer = self.codes_by_answer
-            answers = self.compute_many([name.decode("utf-8", "replace") for name in unknown])
-            for name, found in zip(unknown, answers, strict=True):
-                answer = tuple(found)
-                code = by_answer.get(answer)
+        missing = set(names).difference(current)
+        carried = retired.keys() & missing
+        if carried:
+            current.update(zip(carried, map(retired.__getitem__, carried), strict=False))
+            missing -= carried
+        if missing:
+            unknown = list(missing)
+            answers = self.compute_many(list(map(_DECODE, unknown)))
+            distinct = dict(zip(map(id, answers), answers, strict=True))
+            memo: dict[int, int] = {}
+            for key, found in distinct.items():
+                code = self._answer_code(tuple(found))
                 if code is None:
-                    code = self.code_for(tuple(sorted(
-                        {self.position[d] for d in answer if d in self.position})))
-                    if code is None:
-                        return None
-                    by_answer[answer] = code
-                current[name] = code
+                    return None
+                memo[key] = code
+            current.update(zip(unknown, map(memo.__getitem__, map(id, answers)), strict=True))
         if len(current) > self.size:
             self.retired, self.current = current, {}
         return current
+
+    def _answer_code(self, answer: tuple) -> int | None:
+        """The code of one router answer (a tuple of destinations); None past 256 codes."""
+        code = self.codes_by_answer.get(answer)
+        if code is None:
+            code = self.code_for(tuple(sorted(
+                {self.position[d] for d in answer if d in self.position})))
+            if code is not None:
+                self.codes_by_answer[answer] = code
+        return code

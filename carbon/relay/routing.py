@@ -8,11 +8,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 from bisect import bisect_left
+from itertools import repeat
 import os
 from typing import Any, Callable, Iterable
 
 from carbon.config.errors import ConfigError
-from carbon.hashing import ConsistentHashRing, hash_function
+from carbon.hashing import ConsistentHashRing, hash_function, positions_function
 from carbon.pipeline import Batch, Datapoint
 from carbon.plugins import HASH_RINGS
 from carbon.relay.destinations import Destination
@@ -32,7 +33,7 @@ class DatapointRouter:
     plugin_name = ""
 
     def __init__(self, settings: Any) -> None:
-        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 100000) or 0)
+        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 1000000) or 0)
         self.cache_size = max(0, size)
         self.generation = 0  # bumped whenever placement may have changed
         # functools' C LRU: same bound and eviction order as cachetools.LRUCache, and
@@ -285,9 +286,12 @@ class ConsistentHashingRouter(DatapointRouter):
         generation, owners = self._owners
         if generation != self.generation:
             owners = [(self._destination(node),) for _, node in ring.ring]
+            owners.append(owners[0])
             self._owners = (self.generation, owners)
-        position_of, positions, size = ring._position_of, ring._positions, ring.ring_len
-        return [owners[bisect_left(positions, position_of(m)) % size] for m in metrics]
+        # bisect_left answers 0..size; owners[size] is owners[0] (the walk wraps around)
+        found = map(bisect_left, repeat(ring._positions), positions_function(ring.hash_type)(
+            metrics))
+        return list(map(owners.__getitem__, found))
 
     def setKeyFunction(self, func: Callable[[str], str]) -> None:  # noqa: N802
         self.getKey = func

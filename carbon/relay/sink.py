@@ -79,7 +79,7 @@ class RelaySink:
         self.line_protocol = settings.DESTINATION_PROTOCOL == "line"
         self.accepts_lines = not self.normalize_tags and hasattr(self.router, "generation")
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
-                                int(settings.get("RELAY_HASH_CACHE_SIZE", 100000) or 0))
+                                int(settings.get("RELAY_HASH_CACHE_SIZE", 1000000) or 0))
         self.unroutable_unlogged = 0
         self.stopping = False
         self.stopped = False
