@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import pickle
+import random
 import socket
 import subprocess
 import sys
@@ -157,16 +158,21 @@ def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(base))
 
 
-def make_payload(lines: int, names: int, connections: int) -> tuple[list[bytes], Counter]:
+def make_payload(lines: int, names: int, connections: int,
+                 full_precision: bool = False) -> tuple[list[bytes], Counter]:
     """``lines`` plaintext lines over ``names`` names, cut into one part per connection,
-    and how often each name is sent."""
+    and how often each name is sent. Values are small integers, or with
+    ``full_precision`` random floats written with every digit (``repr``), as real
+    metrics are: those miss the relay's canonical-line shortcut."""
     now = int(time.time())
     per_part = -(-lines // connections)
+    rng = random.Random(1)
     parts = []
     for c in range(connections):
         rows = range(c * per_part, min(lines, (c + 1) * per_part))
-        parts.append("".join("bench.host%03d.metric%06d %d %d\n" % (
-            i % 1000, i % names, i % 1000, now - 60 * (i // names)) for i in rows).encode())
+        parts.append("".join("bench.host%03d.metric%06d %s %d\n" % (
+            i % 1000, i % names, repr(rng.random() * 1000) if full_precision else i % 1000,
+            now - 60 * (i // names)) for i in rows).encode())
     sent = Counter("bench.host%03d.metric%06d" % (i % 1000, i % names) for i in range(lines))
     return parts, sent
 
@@ -301,6 +307,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--names", type=int, default=100_000)
+    parser.add_argument("--full-precision", action="store_true",
+                        help="random full-precision float values instead of small integers")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--destinations", type=int, default=3)
     parser.add_argument("--replication", type=int, default=1)
@@ -317,7 +325,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="run the implementations forwards, then backwards, ...")
     args = parser.parse_args()
-    parts, sent = make_payload(args.lines, args.names, args.connections)
+    parts, sent = make_payload(args.lines, args.names, args.connections,
+                               args.full_precision)
     impls = args.impl.split(",")
     if crelay_binary() is None and any(i.startswith("c-relay") for i in impls):
         print("carbon-c-relay not found on PATH: skipped", file=sys.stderr)
