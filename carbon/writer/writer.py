@@ -244,8 +244,9 @@ class Writer:
             self.update_limiter.take()
             waited = time.time() - started
         metrics, busy = self._take(limit, limited)
-        if not metrics and kept_token and not busy:
-            return False  # a kept token and still nothing to write: idle
+        if not metrics:
+            if kept_token and not busy:
+                return False  # a kept token and still nothing to write: idle
             if self.throttled_streak >= max(len(self.cache), 1):
                 # every metric waits for a create token (they keep their points)
                 time.sleep(0.05)
