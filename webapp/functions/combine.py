@@ -9,6 +9,7 @@ from webapp.functions.common import (
     rows, safe_avg, safe_max, safe_min, safe_pow, safe_sum, xff_values,
 )
 from webapp.functions.registry import render_function
+from webapp.render import pysum
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
@@ -59,14 +60,13 @@ _ARRAY_AGGREGATES = {safe_sum: 'sum', safe_avg: 'average', safe_max: 'max', safe
 
 def array_aggregate(series_list: list, how: Any,
                     x_files_factor: Optional[float]) -> Optional[list]:
-    """Point-by-point sum, average, max or min (``how``; True/False also mean average/sum)
-    of the known values with numpy, the same floats as graphite-web's Python: sums add the
-    series one after the other from 0 as its ``sum()`` does, and a max/min of zero is
+    """Point-by-point sum, average, max or min (``how``) of the known values with numpy,
+    the same floats as graphite-web's Python: sums add the series one after the other
+    from 0 as the running Python's ``sum()`` does (``pysum``), and a max/min of zero is
     taken again with Python's max/min (which keeps the first of 0.0 and -0.0). None (use
     the Python rows) without numpy or for values other than floats/None."""
     from webapp.storage import packed
     np = packed.np
-    how = {True: 'average', False: 'sum'}.get(how, how)
     if np is None or len(series_list) < 2:
         return None
     lists = [list(series) for series in series_list]
@@ -79,8 +79,10 @@ def array_aggregate(series_list: list, how: Any,
     with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
         if how in ('sum', 'average'):
             total = np.zeros(width)
+            comp = np.zeros_like(total)
             for row in np.where(known, grid, 0.0):
-                total += row
+                pysum.add_into(np, total, comp, row)
+            total = pysum.result(np, total, comp)
             if how == 'average':
                 total = total / np.maximum(count, 1)
         else:
