@@ -7,6 +7,7 @@ from typing import Any
 
 from twisted.internet import defer
 
+from carbon.config.defaults import DEFAULTS
 from carbon.daemon.base import Daemon
 from carbon.instrumentation.reporter import Reporter
 from carbon.relay.linefilter import LineListFilter
@@ -33,7 +34,8 @@ class RelayDaemon(Daemon):
         self.pool: WorkerPool | None = None
         super().__init__(settings, log, reactor)
         if self.list_filter is not None:
-            size = int(settings.get("RELAY_HASH_CACHE_SIZE", 1000000) or 0)
+            size = int(settings.get("RELAY_HASH_CACHE_SIZE",
+                                    DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0)
             self.pipeline.processors = [
                 LineListFilter(p, size) if p is self.list_filter else p
                 for p in self.pipeline.processors]

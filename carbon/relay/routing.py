@@ -12,6 +12,7 @@ from itertools import repeat
 import os
 from typing import Any, Callable, Iterable
 
+from carbon.config.defaults import DEFAULTS
 from carbon.config.errors import ConfigError
 from carbon.hashing import ConsistentHashRing, hash_function, positions_function
 from carbon.pipeline import Batch, Datapoint
@@ -33,7 +34,8 @@ class DatapointRouter:
     plugin_name = ""
 
     def __init__(self, settings: Any) -> None:
-        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE", 1000000) or 0)
+        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE",
+                            DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0)
         self.cache_size = max(0, size)
         self.generation = 0  # bumped whenever placement may have changed
         # functools' C LRU: same bound and eviction order as cachetools.LRUCache, and
@@ -201,11 +203,7 @@ class ConsistentHashingRouter(DatapointRouter):
         self._owners: tuple[int, list[tuple[Destination, ...]]] = (-1, [])
 
     def _make_ring(self, settings: Any) -> Any:
-        try:
-            factory = HASH_RINGS.get(self.hash_type)
-        except KeyError as exc:
-            raise ConfigError(str(exc.args[0]), key="ROUTER_HASH_TYPE") from None
-        return factory([])
+        return HASH_RINGS.resolve(self.hash_type, "ROUTER_HASH_TYPE")([])
 
     def _member(self, destination: tuple) -> tuple:
         """What makes a destination unique on this ring: (server, instance) as in the

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
+from carbon.config.defaults import DEFAULTS
 from carbon.formats.pickled import items_from_lines
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch, LineBatch
@@ -79,7 +80,8 @@ class RelaySink:
         self.line_protocol = settings.DESTINATION_PROTOCOL == "line"
         self.accepts_lines = not self.normalize_tags and hasattr(self.router, "generation")
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
-                                int(settings.get("RELAY_HASH_CACHE_SIZE", 1000000) or 0))
+                                int(settings.get("RELAY_HASH_CACHE_SIZE",
+                                                 DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
         self.unroutable_unlogged = 0
         self.stopping = False
         self.stopped = False
