@@ -34,7 +34,7 @@ from pathlib import Path
 import whisper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, RunDirs, cpu_seconds, free_port, reference_venv,  # noqa: E402
+from common import (ROOT, RunDirs, abba, cpu_seconds, free_port, reference_venv,  # noqa: E402
                     rss_kb, stop, wait_port)
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
@@ -184,17 +184,12 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     # The last whisper write, from the files' mtimes: the polling above finds completion
     # late by up to one verification pass (~0.5 s of fetches over 10,000 files), which
     # would weigh more on the faster daemon.
-    if pending:
-        stop(proc)
-        return {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
-                "seconds": None, "send_s": sent,
-                "poll_s": elapsed, "points_s": None,
-                "cpu_s": cpu_seconds_or_none(proc.pid, cpu_before), "peak_rss_mb": 0,
-                "missing": len(pending)}
-    written = max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
+    # a failed run (points missing) keeps its CPU and memory figures but gets no rate
+    written = None if pending else \
+        max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
     result = {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
-              "seconds": written, "send_s": sent,
-              "poll_s": elapsed, "points_s": points / written,
+              "seconds": written, "send_s": sent, "poll_s": elapsed,
+              "points_s": None if written is None else points / written,
               "cpu_s": cpu_seconds(proc.pid) - cpu_before,
               "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "missing": len(pending)}
     stop(proc)
@@ -226,13 +221,6 @@ def carbonlink_count(port: int, metric: str) -> int:
                 break
             data += chunk
     return len(pickle.loads(data[4:])["datapoints"])
-
-
-def cpu_seconds_or_none(pid: int, before: float) -> float | None:
-    try:
-        return cpu_seconds(pid) - before
-    except OSError:
-        return None
 
 
 def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:
@@ -297,15 +285,17 @@ def main() -> None:
 
 
 def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(impl, strategy) runs: for the strategies both have, ours and the reference
-    alternate (reference first, then ours first, ...: A B B A); the rest follow."""
+    """(impl, strategy) runs: for each strategy both have, ours and the reference
+    alternate round by round (reference first, then ours first, ...: A B B A per
+    strategy); the rest follow."""
     ours = args.strategies.split(",")
     reference = [] if args.no_reference else args.reference_strategies.split(",")
-    shared = [s for s in ours if s in reference] * args.rounds
+    shared = list(dict.fromkeys(s for s in ours if s in reference))
     order: list[tuple[str, str]] = []
-    for i, strategy in enumerate(shared):
-        pair = [("reference", strategy), ("ours", strategy)]
-        order += pair if i % 2 == 0 else pair[::-1]
+    for round_ in range(args.rounds):
+        for strategy in shared:
+            pair = [("reference", strategy), ("ours", strategy)]
+            order += pair if round_ % 2 == 0 else pair[::-1]
     order += [("reference", s) for s in reference if s not in shared]
     order += [("ours", s) for s in ours if s not in shared]
     return order
@@ -333,7 +323,7 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
     """Every run and the tables; returns how many runs failed."""
     rows = []
     for impl, strategy in run_order(args):
-        journals = ((False, True, True, False) if args.journal_ab and impl == "ours"
+        journals = (abba(False, True) if args.journal_ab and impl == "ours"
                     else (JOURNAL["value"],))
         for journal in journals:
             JOURNAL["value"] = journal
