@@ -82,6 +82,7 @@ def _apply(daemon: Any, key: str, value: Any) -> str | None:
                 value, ", ".join(WRITE_STRATEGIES.names()))
         strategy = make_strategy(value, daemon.cache, daemon.settings, daemon.log)
         with writer.choose_lock:
+            strategy.skip = writer.strategy.skip  # metrics the writer cannot take now
             writer.strategy = strategy
         daemon.strategy = strategy
     elif key == "MAX_CACHE_SIZE":
