@@ -33,6 +33,8 @@ from pathlib import Path
 
 import whisper
 
+from carbon.carbonlink.client import cache_query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, RunDirs, abba, cpu_seconds, free_port, reference_venv,  # noqa: E402
                     rss_kb, stop, wait_port)
@@ -211,16 +213,7 @@ def prefill(base: Path, ports: dict, names: list[str], stamp: int) -> None:
 
 
 def carbonlink_count(port: int, metric: str) -> int:
-    body = pickle.dumps({"type": "cache-query", "metric": metric}, protocol=2)
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(struct.pack("!I", len(body)) + body)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return len(pickle.loads(data[4:])["datapoints"])
+    return len(cache_query(("127.0.0.1", port), metric))
 
 
 def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:

@@ -25,9 +25,6 @@ import argparse
 import http.client
 import json
 import os
-import pickle
-import socket
-import struct
 import sys
 import tempfile
 import time
@@ -35,8 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator, Optional, Sequence
 from urllib.parse import parse_qs, urlsplit
 
+from carbon.carbonlink.client import cache_query_bulk
 from carbon.cluster.merge import fill_file
-from carbon.formats.unpickler import safe_loads
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.tags import filesystem_path
 
@@ -81,10 +78,9 @@ class Agent:
         out: dict[str, dict[int, float]] = {name: {} for name in names}
         if names:
             for cache in self.caches:
-                reply = cache_query_bulk(cache, names)
-                for name, points in (reply.get("datapointsByMetric") or {}).items():
+                for name, points in cache_query_bulk((cache.host, cache.port), names).items():
                     if name in out:
-                        out[name].update((int(ts), float(v)) for ts, v in points)
+                        out[name].update(points)
         return {name: sorted(points.items()) for name, points in out.items()}
 
     def source_image(self, data: bytes, cached: list) -> bytes:
@@ -120,27 +116,6 @@ class Agent:
             out.write("".join(name + "\n" for name in names))
             out.flush()
             os.fsync(out.fileno())
-
-
-def cache_query_bulk(cache: Destination, names: list[str], timeout: float = 10.0) -> dict:
-    """One carbonlink ``cache-query-bulk`` to a carbon-cache (length-prefixed pickles)."""
-    payload = pickle.dumps({"type": "cache-query-bulk", "metrics": names}, protocol=2)
-    with socket.create_connection((cache.host, cache.port), timeout=timeout) as sock:
-        sock.sendall(struct.pack("!L", len(payload)) + payload)
-        size = struct.unpack("!L", _exactly(sock, 4))[0]
-        reply = safe_loads(_exactly(sock, size))
-    return reply if isinstance(reply, dict) else {}
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, got = [], 0
-    while got < size:
-        chunk = sock.recv(min(size - got, 1 << 20))
-        if not chunk:
-            raise OSError("carbonlink closed after %d of %d bytes" % (got, size))
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def fetch_many(source: str, names: list[str], rate: float, timeout: float = 120.0

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from carbon.cluster import control, netns
-from carbon.cluster.agent import cache_query_bulk
+from carbon.carbonlink.client import cache_query_bulk
 from carbon.cluster.rebalance import owners, ring
 from carbon.cluster.spec import ClusterSpec, load_cluster
-from carbon.relay.destinations import Destination
 from tests.cluster.clusterutil import cli, cluster_file, render, send_lines
 
 FAULT_SECONDS = float(os.environ.get("CLUSTER_FAULT_SECONDS", "3"))
@@ -106,8 +105,8 @@ def _held_in_cache(spec: ClusterSpec, host_name: str, names: list[str]) -> int:
     router = ring(spec)
     mine = [n for n in names if owners(router, spec, n) == [host_name]]
     cache = host.caches[0]
-    reply = cache_query_bulk(Destination(host.address, cache.query_port, cache.instance), mine)
-    return sum(len(v) for v in reply.get("datapointsByMetric", {}).values())
+    reply = cache_query_bulk((host.address, cache.query_port), mine)
+    return sum(len(v) for v in reply.values())
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
