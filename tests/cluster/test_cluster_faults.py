@@ -1,6 +1,7 @@
 """Faults on a running 3-host cluster under load, with counts.
 
-Bounded for CI; ``CLUSTER_FAULT_SECONDS`` (default 3) sets how long a fault lasts (the
+Fault 5 lowers a running relay's open-file limit with prlimit (root or the relay's own
+user). Bounded for CI; ``CLUSTER_FAULT_SECONDS`` (default 3) sets how long a fault lasts (the
 issue's long form: 60) and ``CLUSTER_LOAD_METRICS`` (default 200) the metrics written
 every half second. Fault 1 (a 4th host added under writes) is test_cluster.py.
 """
@@ -8,7 +9,9 @@ every half second. Fault 1 (a 4th host added under writes) is test_cluster.py.
 from __future__ import annotations
 
 import os
+import resource
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -221,3 +224,77 @@ def test_host_partitioned_then_healed(tmp_path: Path, capsys) -> None:
         print("\nfault 3 (host b partitioned %.0f s): %d points sent, %d lost"
               % (FAULT_SECONDS, load.sent, lost))
     assert min(load.done) >= 4 and lost == 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open("/proc/%d/stat" % pid) as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _log_lines(spec: ClusterSpec, host_name: str, words: tuple[str, ...]) -> list[str]:
+    folder = Path(spec.host_dir(host_name)) / "storage" / "log"
+    out = []
+    for path in folder.rglob("*.log"):
+        if "relay" in str(path):
+            out += [line for line in path.read_text(errors="replace").splitlines()
+                    if any(word in line for word in words)]
+    return out
+
+
+def test_relay_at_its_descriptor_limit_under_load(cluster: ClusterSpec, capsys) -> None:
+    """Fault 5: host a's relay runs out of descriptors (its soft limit lowered to what it
+    has open plus 16, then 300 connections) for FAULT_SECONDS under load. It keeps
+    serving a connection it had, logs the condition a few times (not a line per
+    attempt), spends no CPU looping, and once the flood closes the senders' retries get
+    through: 0 lost."""
+    host = cluster.host("a")
+    relay = [p for p in control.host_processes(cluster, host) if p.label == "relay"][0]
+    pid = control.running_pid(relay)
+    address = (host.address, host.relay_line_port)
+    words = ("EMFILE", "cannot accept", "connections refused", "Too many open files")
+    logged_before = len(_log_lines(cluster, "a", words))
+    limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    kept = socket.create_connection(address, timeout=10)
+    flood: list[socket.socket] = []
+    base = int(time.time()) // STEP * STEP - 300 * STEP
+    try:
+        with Load(cluster, "emfile") as load:
+            time.sleep(2.0)
+            opened = len(os.listdir("/proc/%d/fd" % pid))
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (opened + 16, limits[1]))
+            cpu = _cpu_seconds(pid)
+            for _ in range(300):
+                try:
+                    flood.append(socket.create_connection(address, timeout=2))
+                except OSError:
+                    break
+            kept.sendall("".join("emfile.kept.m%d %d %d\n" % (n, n, base)
+                                 for n in range(50)).encode())
+            time.sleep(FAULT_SECONDS)
+            flooded_cpu = _cpu_seconds(pid) - cpu
+            for sock in flood:
+                sock.close()
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+            time.sleep(2.0)
+        kept.shutdown(socket.SHUT_WR)
+        kept.recv(1)
+    finally:
+        kept.close()
+        for sock in flood:
+            sock.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+    lost = load.missing()
+    got = render(host.render_address, "emfile.kept.*")
+    logged = _log_lines(cluster, "a", words)[logged_before:]
+    with capsys.disabled():
+        print("\nfault 5 (relay at its descriptor limit %.0f s, %d flood connections made): "
+              "%d points sent, %d lost; the kept connection's 50 points: %d stored; relay "
+              "CPU %.2f s while flooded; %d log lines: %s" % (
+                  FAULT_SECONDS, len(flood), load.sent, lost, len(got), flooded_cpu,
+                  len(logged), logged[0][-150:] if logged else "-"))
+    assert control.running_pid(relay) == pid  # no restart needed
+    assert min(load.done) >= 4 and lost == 0
+    assert len(got) == 50
+    assert 1 <= len(logged) <= 2 + FAULT_SECONDS  # once, then at most once an interval
+    assert flooded_cpu < 0.5 * FAULT_SECONDS  # no busy loop on accept()

@@ -65,6 +65,7 @@ def test_cluster_file_and_generated_configs(tmp_path: Path) -> None:
     (GOOD.replace("render = 9090", "relay_line = 2103"), "hosts.b"),
     (GOOD + "[hashes]\n", "hashes"),
     (GOOD.replace("[ring]", '[ring]\nhash_type = "md7"'), "ring.hash_type"),
+    (GOOD.replace("[ring]", '[ring]\nhash_type = "fnv1a_ch"'), "hosts.b.caches"),
 ])
 def test_bad_cluster_files_name_file_and_key(tmp_path: Path, text: str, key: str) -> None:
     path = tmp_path / "c.toml"
