@@ -12,6 +12,7 @@ import pytest
 
 from carbon.carbonlink.client import (CarbonlinkError, cache_query, cache_query_bulk,
                                       request)
+from carbon.formats.pickled import frame
 from tests.support import CarbonInstance, free_port, send_tcp, wait_for
 
 
@@ -44,32 +45,26 @@ def test_cache_query_and_bulk_read_the_points_the_cache_holds(cache: CarbonInsta
     assert sorted(raw["datapoints"]) == [(now - 60 * k, k) for k in (3, 2, 1, 0)]
 
 
-def test_a_short_answer_is_an_error_and_a_closed_port_an_oserror() -> None:
+@pytest.mark.parametrize("answer, error", [
+    (b"\x00\x00\x01\x00abc", "closed after 3 of 256"),  # 256 bytes announced, 3 sent
+    (frame(pickle.dumps([1, 2], protocol=2)), "not a dict"),
+    (frame(b"\x80\x02cos\nsystem\n."), "not a safe pickle"),
+], ids=["short", "list", "unsafe"])
+def test_a_bad_answer_is_an_error(answer: bytes, error: str) -> None:
+    """A cache that closes early or answers something else than a plain dict."""
     with socket.create_server(("127.0.0.1", 0)) as server:
-        def answer_half() -> None:
+        def reply() -> None:
             conn, _ = server.accept()
             with conn:
                 conn.recv(65536)
-                conn.sendall(b"\x00\x00\x01\x00abc")  # 256 announced, 3 sent
-        thread = threading.Thread(target=answer_half)
+                conn.sendall(answer)
+        thread = threading.Thread(target=reply)
         thread.start()
-        with pytest.raises(CarbonlinkError, match="closed after 3 of 256"):
+        with pytest.raises(CarbonlinkError, match=error):
             cache_query(server.getsockname(), "x", timeout=5)
         thread.join()
+
+
+def test_a_closed_port_is_an_oserror() -> None:
     with pytest.raises(OSError):
         cache_query(("127.0.0.1", free_port()), "x", timeout=2)
-
-
-def test_an_answer_that_is_not_a_dict_is_refused() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        def answer_list() -> None:
-            conn, _ = server.accept()
-            with conn:
-                conn.recv(65536)
-                body = pickle.dumps([1, 2], protocol=2)
-                conn.sendall(len(body).to_bytes(4, "big") + body)
-        thread = threading.Thread(target=answer_list)
-        thread.start()
-        with pytest.raises(CarbonlinkError, match="not a dict"):
-            request(server.getsockname(), {"type": "cache-query", "metric": "x"}, timeout=5)
-        thread.join()
