@@ -160,7 +160,9 @@ def test_relay_restart_under_reconnect_storm(cluster: ClusterSpec, tmp_path: Pat
                 for i in range(backlog)] for k in range(senders)]
     stopped = control.stop_process(relay_host, relay)
     assert "stopped" in stopped
-    threads = [threading.Thread(target=send_lines, args=(address, batch)) for batch in batches]
+    attempts = 200 + int(FAULT_SECONDS * 20)  # a refused attempt takes ~0.1 s
+    threads = [threading.Thread(target=send_lines, args=(address, batch, attempts))
+               for batch in batches]
     for thread in threads:
         thread.start()  # every sender retries against the stopped relay
     time.sleep(FAULT_SECONDS)
