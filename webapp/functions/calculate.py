@@ -78,7 +78,7 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
 
 
 _ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
-_FLOATS_OR_NONE = frozenset([float, type(None)])
+MAX_ARRAY_WINDOW = 4096
 
 
 def _array_window(raw: list, points: int, ratio: Optional[float],
@@ -91,34 +91,46 @@ def _array_window(raw: list, points: int, ratio: Optional[float],
 def _array_windows(raws: list[list], points: int, ratios: list[Optional[float]],
                    average: bool) -> Optional[list[list]]:
     """Window sums (or averages) of ``points`` values ending before each point after the
-    first ``points``, for series of one length, with numpy: the known values of a window
-    are added one after the other from 0, as ``sum()`` adds them in graphite-web
-    (Python < 3.12), so the results are the same floats. None (use the Python loop)
-    without numpy, for values other than floats and None, for NaN values and for windows
-    too wide to be worth it."""
+    first ``points``, for series of one length, with numpy (:func:`window_arrays`). None
+    (use the Python loop) without numpy, for values other than floats and None, for NaN
+    values and for windows too wide to be worth it."""
+    from webapp.functions.combine import float_grid
     from webapp.storage import packed
     np = packed.np
-    outputs = len(raws[0]) - points
-    if np is None or points < 1 or points > 4096 or outputs < 1 or \
-            any(not frozenset(map(type, raw)) <= _FLOATS_OR_NONE for raw in raws):
+    if np is None or not 1 <= points <= MAX_ARRAY_WINDOW or len(raws[0]) <= points:
         return None
-    rows = np.array(raws, dtype=np.float64).reshape(len(raws), -1)   # None -> NaN
-    known = ~np.isnan(rows)
-    if int(known.sum()) != sum(len(raw) - raw.count(None) for raw in raws):
-        return None                      # a real NaN value: Python's NaN rules apply
-    zeroed = np.where(known, rows, 0.0)
-    total = np.zeros((len(raws), outputs))
-    count = np.zeros((len(raws), outputs), dtype=np.int64)
-    limits = np.array([ratio or 0.0 for ratio in ratios]).reshape(-1, 1)
-    with np.errstate(all='ignore'):       # overflow to inf, inf - inf: as in Python
-        for j in range(1, points + 1):
-            total += zeroed[:, j:j + outputs]
-            count += known[:, j:j + outputs]
-        ok = (count > 0) & (count / points >= limits)
-        result = total / np.maximum(count, 1) if average else total
+    arrays = float_grid(raws)
+    if arrays is None:
+        return None
+    grid, known = arrays
+    result, ok = window_arrays(np, grid, known, points, ratios, average)
     cells = result.astype(object)
     cells[~ok] = None
     return cells.tolist()
+
+
+def window_arrays(np: Any, values: Any, known: Any, points: int,
+                  ratios: list[Optional[float]], average: bool) -> tuple[Any, Any]:
+    """(sums or averages, ok) of the windows of ``points`` known values ending before each
+    point after the first ``points`` of each row: the known values of a window are added
+    one after the other from 0 as the running Python's ``sum()`` adds them (``pysum``),
+    so the results are the same floats; ``ok`` is False where no value is known or the
+    xFilesFactor ``ratios`` (one per row) is unmet."""
+    from webapp.render import pysum
+    rows, outputs = values.shape[0], values.shape[1] - points
+    zeroed = np.where(known, values, 0.0)
+    total = np.zeros((rows, outputs))
+    comp = np.zeros_like(total)
+    count = np.zeros((rows, outputs), dtype=np.int64)
+    limits = np.array([ratio or 0.0 for ratio in ratios]).reshape(-1, 1)
+    with np.errstate(all='ignore'):       # overflow to inf, inf - inf: as in Python
+        for j in range(1, points + 1):
+            pysum.add_into(np, total, comp, zeroed[:, j:j + outputs])
+            count += known[:, j:j + outputs]
+        total = pysum.result(np, total, comp)
+        ok = (count > 0) & (count / points >= limits)
+        result = total / np.maximum(count, 1) if average else total
+    return result, ok
 
 
 def _moving(name: str, func: str, doc: str) -> None:
