@@ -269,3 +269,15 @@ def test_fused_max_keeps_first_signed_zero() -> None:
         want = [pick(v for v in column if v is not None)
                 for column in zip(*(r.packed.tolist() for r in rows), strict=True)]
         assert [repr(v) for v in got] == [repr(v) for v in want]
+
+
+def test_fused_group_arguments_come_from_the_signature() -> None:
+    from webapp.functions.grouping import groupByNode, groupByNodes
+    from webapp.render.fused import const_arguments
+    from webapp.render.grammar import parse_target
+    args = const_arguments(groupByNode, parse_target('groupByNode(a.*.b,1)'))
+    assert (args['nodeNum'], args['callback']) == (1, 'average')      # its default
+    args = const_arguments(groupByNodes, parse_target('groupByNodes(a.*.b,"max",0,2)'))
+    assert (args['callback'], args['nodes']) == ('max', (0, 2))
+    assert const_arguments(groupByNode, parse_target('groupByNode(a.*.b,1,"sum",3)')) is None
+    assert const_arguments(groupByNode, parse_target('groupByNode(a.*.b,x.y)')) is None

@@ -241,7 +241,7 @@ def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
 
 
 # the evaluator may compute these over packed whisper rows (webapp.render.fused)
-groupByNode.fused_group = 'groupByNode'  # type: ignore[attr-defined]
+groupByNode.fused_group = ('callback', 'nodeNum')  # type: ignore[attr-defined]
 
 
 @render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
@@ -257,7 +257,7 @@ def groupByNodes(requestContext: dict, seriesList: list, callback: str,
     return results
 
 
-groupByNodes.fused_group = 'groupByNodes'  # type: ignore[attr-defined]
+groupByNodes.fused_group = ('callback', 'nodes')  # type: ignore[attr-defined]
 
 
 @render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),

@@ -13,6 +13,8 @@ sends max/min back to the generic path (Python's comparisons with NaN depend on 
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, Optional
 
 from webapp.functions.combine import aggregate_name_tags
@@ -83,7 +85,7 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
     if not packed.ENABLED or node.kwargs or not node.args:
         return None
     if getattr(fn.func, 'fused_group', None) is not None:
-        return _fused_group(ctx, node, fn.func.fused_group)
+        return _fused_group(ctx, node, fn.func.fused_group, fn.func)
     func = getattr(fn.func, 'fused_aggregate', None)
     if func is None or any(type(arg) is not PathExpr for arg in node.args):
         return None
@@ -101,35 +103,52 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
                        tags=tags)]
 
 
-def _fused_group(ctx: dict[str, Any], node: Call, form: str) -> Optional[list[TimeSeries]]:
-    """groupByNode(path, node[, callback]) / groupByNodes(path, callback, *nodes) with a
-    sum/average/max/min callback and integer nodes."""
-    from webapp.functions.grouping import _group_by
-    if type(node.args[0]) is not PathExpr or \
-            any(type(arg) is not Const for arg in node.args[1:]):
+def const_arguments(func: Any, node: Call) -> Optional[dict[str, Any]]:
+    """The arguments ``func`` would get for ``node`` whose arguments after the first are
+    literals, named and with defaults applied by ``func``'s own signature (so the
+    argument order and defaults are written once, in the function); None when an
+    argument is not a literal or they do not fit the signature."""
+    if any(type(arg) is not Const for arg in node.args[1:]):
         return None
-    consts = [arg.value for arg in node.args[1:]]
-    if form == 'groupByNode':
-        if len(consts) not in (1, 2):
-            return None
-        nodes, callback = consts[:1], (consts[1] if len(consts) == 2 else 'average')
-    else:
-        if not consts:
-            return None
-        callback, nodes = consts[0], consts[1:]
-    func = GROUP_CALLBACKS.get(callback) if type(callback) is str else None
-    if func is None or any(type(n) is not int for n in nodes):
+    try:
+        bound = _signature(func).bind(None, None, *[arg.value for arg in node.args[1:]])
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound.arguments
+
+
+@functools.cache
+def _signature(func: Any) -> inspect.Signature:
+    return inspect.signature(func)
+
+
+def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str],
+                 func: Any) -> Optional[list[TimeSeries]]:
+    """groupByNode(path, node[, callback]) / groupByNodes(path, callback, *nodes) with a
+    sum/average/max/min callback and integer nodes; ``form`` names the function's
+    callback and node parameters."""
+    from webapp.functions.grouping import _group_by
+    if type(node.args[0]) is not PathExpr:
+        return None
+    arguments = const_arguments(func, node)
+    if arguments is None:
+        return None
+    callback, nodes = arguments[form[0]], arguments[form[1]]
+    nodes = nodes if type(nodes) is tuple else (nodes,)
+    how = GROUP_CALLBACKS.get(callback) if type(callback) is str else None
+    if how is None or not nodes or any(type(n) is not int for n in nodes):
         return None
     series = _packed_series(ctx, node.args[:1])
     if series is None:
         return None
     xff = ctx.get('xFilesFactor')
     results = []
-    for key, members in _group_by(series, tuple(nodes)).items():
-        values = reduce_rows(members, func, xff)
+    for key, members in _group_by(series, nodes).items():
+        values = reduce_rows(members, how, xff)
         if values is None:
             return None
-        name, tags = aggregate_name_tags(members, func)
+        name, tags = aggregate_name_tags(members, how)
         first = members[0]
         result = TimeSeries(name, first.start, first.end, first.step, values,
                             xFilesFactor=xff, tags=tags)
