@@ -43,7 +43,7 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, free_port, graphite_web_venv, mirrored  # noqa: E402
+from common import ROOT, free_port, graphite_web_venv, mirrored, rss_kb  # noqa: E402
 from render_load import fetch, load  # noqa: E402
 
 STEP = 10
@@ -134,17 +134,20 @@ def build_memory_tree(workdir: Path) -> tuple[Path, int]:
     return storage, now
 
 
+def children(pid: int) -> list[int]:
+    """Child PIDs of ``pid`` (gunicorn's workers); [] when none or gone."""
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
 def peak_rss_mb(server: Server) -> float:
     """Peak resident memory (VmHWM) of the process answering requests: the gunicorn
     worker when there is one, else the server process."""
-    pid = server.proc.pid
-    try:
-        with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
-            children = [int(p) for p in fh.read().split()]
-    except OSError:
-        children = []
-    with open('/proc/%d/status' % (children[0] if children else pid)) as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith('VmHWM:')) / 1024
+    workers = children(server.proc.pid)
+    return rss_kb(workers[0] if workers else server.proc.pid, 'VmHWM') / 1024
 
 
 def memory_check(workdir: Path, run_dir: Path) -> list:
@@ -234,19 +237,11 @@ class Server:
 
     def rss_mb(self) -> float:
         """Resident memory of the process and its children (gunicorn workers), MB."""
-        pids = [self.proc.pid]
-        try:
-            with open('/proc/%d/task/%d/children' % (self.proc.pid, self.proc.pid)) as fh:
-                pids += [int(p) for p in fh.read().split()]
-        except OSError:
-            pass
         total = 0
-        for pid in pids:
+        for pid in [self.proc.pid] + children(self.proc.pid):
             try:
-                with open('/proc/%d/status' % pid) as fh:
-                    total += next(int(line.split()[1]) for line in fh
-                                  if line.startswith('VmRSS:'))
-            except (OSError, StopIteration):
+                total += rss_kb(pid)
+            except OSError:
                 pass
         return total / 1024.0
 
