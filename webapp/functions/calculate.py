@@ -22,7 +22,7 @@ WINDOW = P('windowSize', 'intOrInterval', required=True, suggestions=WINDOW_SUGG
 XFF = P('xFilesFactor', 'float')
 
 
-def _preview(seriesList: list, windowSize: Any) -> int:
+def window_preview(seriesList: list, windowSize: Any) -> int:
     if isinstance(windowSize, str):
         return abs(interval_seconds(windowSize))
     return max(s.step for s in seriesList) * int(windowSize)
@@ -38,7 +38,7 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
     """
     if not seriesList:
         return []
-    preview = _preview(seriesList, windowSize)
+    preview = window_preview(seriesList, windowSize)
     agg = get_agg_func(func)
     tag = 'moving' + func.capitalize()
     wider = evaluate_first_arg(requestContext,
@@ -55,13 +55,13 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
         ratio = xFilesFactor if xFilesFactor is not None else series.xFilesFactor
         plans.append((series, name, points, ratio, list(series)))
     computed: dict[int, list] = {}
-    if func in _ARRAY_WINDOWS:   # series of one window and length together, with numpy
+    if func in ARRAY_WINDOWS:   # series of one window and length together, with numpy
         groups: dict[tuple, list[int]] = {}
         for i, plan in enumerate(plans):
             groups.setdefault((plan[2], len(plan[4])), []).append(i)
         for (points, _length), members in groups.items():
             out = _array_windows([plans[i][4] for i in members], points,
-                                 [plans[i][3] for i in members], _ARRAY_WINDOWS[func])
+                                 [plans[i][3] for i in members], ARRAY_WINDOWS[func])
             if out is not None:
                 computed.update(zip(members, out, strict=True))
     results = []
@@ -77,7 +77,8 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
     return results
 
 
-_ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
+ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
+movingWindow.fused_window = {}  # type: ignore[attr-defined]  # (webapp.render.fused)
 MAX_ARRAY_WINDOW = 4096
 
 
@@ -103,10 +104,7 @@ def _array_windows(raws: list[list], points: int, ratios: list[Optional[float]],
     if arrays is None:
         return None
     grid, known = arrays
-    result, ok = window_arrays(np, grid, known, points, ratios, average)
-    cells = result.astype(object)
-    cells[~ok] = None
-    return cells.tolist()
+    return packed.value_lists(*window_arrays(np, grid, known, points, ratios, average))
 
 
 def window_arrays(np: Any, values: Any, known: Any, points: int,
@@ -139,6 +137,8 @@ def _moving(name: str, func: str, doc: str) -> None:
         return movingWindow(requestContext, seriesList, windowSize, func, xFilesFactor)
     impl.__name__ = name
     impl.__doc__ = doc
+    if func in ARRAY_WINDOWS:   # computed on packed rows by webapp.render.fused
+        impl.fused_window = {'func': func}  # type: ignore[attr-defined]
     render_function(name, CALCULATE, [SL, WINDOW, XFF])(impl)
 
 
@@ -155,7 +155,7 @@ def exponentialMovingAverage(requestContext: dict, seriesList: list,
     """EMA with smoothing constant 2 / (windowSize + 1), seeded by the first window's mean."""
     if not seriesList:
         return []
-    preview = _preview(seriesList, windowSize)
+    preview = window_preview(seriesList, windowSize)
     if isinstance(windowSize, str):
         constant = 2.0 / (preview + 1)
     else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from datetime import timedelta
 from typing import Any, Optional
 
 from webapp.functions.combine import aggregate_name_tags
@@ -79,11 +80,15 @@ def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> 
     return result
 
 
-def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[TimeSeries]]:
-    """The aggregate's (or groupByNode's) result, or None when the generic evaluation
-    must run."""
+def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any,
+                    packed_result: bool = False) -> Optional[list[TimeSeries]]:
+    """The aggregate's (or groupByNode's, or moving window's) result, or None when the
+    generic evaluation must run. With ``packed_result`` (the caller is the JSON writer)
+    a moving window's series may come back as unmaterialised PackedSeries."""
     if not packed.ENABLED or node.kwargs or not node.args:
         return None
+    if getattr(fn.func, 'fused_window', None) is not None:
+        return _fused_window(ctx, node, fn.func, packed_result)
     if getattr(fn.func, 'fused_group', None) is not None:
         return _fused_group(ctx, node, fn.func.fused_group, fn.func)
     func = getattr(fn.func, 'fused_aggregate', None)
@@ -156,3 +161,71 @@ def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str],
         results.append(result)
     ctx['args'] = node.args
     return results
+
+
+def _fused_window(ctx: dict[str, Any], node: Call, func: Any,
+                  packed_result: bool) -> Optional[list[TimeSeries]]:
+    """movingAverage/movingSum/movingWindow(path, window[, func][, xFilesFactor]) with a
+    sum or average window, on packed rows: the generic function's series, names, tags
+    and floats (``webapp.functions.calculate.window_arrays``), without a Python list per
+    series; the first argument is not evaluated for the request's range as a list."""
+    from webapp.functions import calculate
+    if type(node.args[0]) is not PathExpr:
+        return None
+    arguments = const_arguments(func, node)
+    if arguments is None:
+        return None
+    arguments = {**func.fused_window, **arguments}
+    window, how, ratio = arguments['windowSize'], arguments['func'], arguments['xFilesFactor']
+    average = calculate.ARRAY_WINDOWS.get(how) if type(how) is str else None
+    if average is None or type(window) not in (int, str) or \
+            (ratio is not None and (type(ratio) not in (int, float) or not 0 <= ratio <= 1)):
+        return None
+    path = node.args[0].path
+    series = fetch_series(ctx, path, packed=True)
+    if not series:
+        return None
+    try:
+        preview = calculate.window_preview(series, window)
+    except Exception:         # a bad interval: the generic path raises graphite-web's error
+        return None
+    wider_ctx = dict(ctx, startTime=ctx['startTime'] - timedelta(seconds=preview))
+    wider = fetch_series(wider_ctx, path, packed=True)
+    if not wider or any(not isinstance(s, PackedSeries) or s.packed is None for s in wider):
+        return None
+    tag = 'moving' + how.capitalize()
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, one in enumerate(wider):
+        points = int(window) if type(window) is int else preview // one.step
+        groups.setdefault((points, len(one.packed)), []).append(i)
+    out: list[Optional[TimeSeries]] = [None] * len(wider)
+    np = packed.np
+    for (points, length), members in groups.items():
+        if not 1 <= points <= calculate.MAX_ARRAY_WINDOW or length <= points:
+            return None
+        arrays = packed.stack_rows([wider[i].packed for i in members])
+        if arrays is None:
+            return None
+        values, valid = arrays
+        if np.isnan(values[valid]).any():
+            return None          # a stored NaN: Python's NaN rules apply
+        ratios = [ratio if ratio is not None else wider[i].xFilesFactor for i in members]
+        result, ok = calculate.window_arrays(np, values, valid, points, ratios, average)
+        block = packed.Block(result, ok, (0, 0, 0)) if packed_result else None
+        lists = None if packed_result else packed.value_lists(result, ok)
+        for row, i in enumerate(members):
+            one = wider[i]
+            name = ('%s(%s,"%s")' if type(window) is str else '%s(%s,%s)') % (
+                tag, one.name, window)
+            one.tags[tag] = window
+            start = one.start + preview
+            if block is not None:
+                out[i] = PackedSeries(name, start, one.end, one.step,
+                                      packed.PackedValues(block, row), tags=one.tags,
+                                      xFilesFactor=one.xFilesFactor)
+            else:
+                out[i] = TimeSeries(name, start, one.end, one.step, lists[row],
+                                    tags=one.tags, xFilesFactor=one.xFilesFactor)
+    ctx['args'] = node.args
+    return out  # type: ignore[return-value]
+

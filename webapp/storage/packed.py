@@ -83,6 +83,14 @@ def to_list(values: Any) -> list:
     return values
 
 
+def value_lists(values: Any, ok: Any) -> list:
+    """``values`` (a float64 array, 1-D or 2-D) as nested lists of floats with None where
+    ``ok`` is False."""
+    cells = values.astype(object)
+    cells[~ok] = None
+    return cells.tolist()
+
+
 def stack_rows(rows: Sequence[PackedValues]) -> Optional[tuple[Any, Any]]:
     """(values, valid) 2-D arrays of the given rows, or None when their lengths differ."""
     if not rows:
