@@ -43,12 +43,14 @@ values_st = st.one_of(st.none(), special, st.floats(allow_nan=True, allow_infini
     st.lists(st.tuples(st.integers(0, 4000), values_st.filter(lambda v: v is not None)),
              max_size=30)), min_size=1, max_size=4),
        start=st.integers(-200, 4500), length=st.integers(0, 4500),
-       now_shift=st.integers(-100, 100), enabled=st.booleans())
+       now_shift=st.integers(-100, 100), enabled=st.booleans(), direct=st.booleans())
 def test_read_many_matches_whisper_fetch(files: list, start: int, length: int, now_shift: int,
-                                         enabled: bool) -> None:
+                                         enabled: bool, direct: bool) -> None:
     tmp = tempfile.mkdtemp()
-    old = packed.ENABLED
+    old, reader = packed.ENABLED, whisper_read._points
     packed.ENABLED = enabled
+    if not direct:
+        whisper_read._points = None      # the Python decoder (decode_block)
     try:
         paths = []
         for i, (archives, writes) in enumerate(files):
@@ -71,8 +73,27 @@ def test_read_many_matches_whisper_fetch(files: list, start: int, length: int, n
             assert time_info == expected[0]
             assert [repr(v) for v in got] == [repr(v) for v in expected[1]]
     finally:
-        packed.ENABLED = old
+        packed.ENABLED, whisper_read._points = old, reader
         shutil.rmtree(tmp)
+
+
+def test_direct_reader_reports_unreadable_files(tmp_path: Any) -> None:
+    import errno
+    assert whisper_read._points is not None, 'the C reader (webapp.storage._points) is built'
+    now = aligned_now(60)
+    good = make_whisper(str(tmp_path), 'good', [(now - 60, 1.0)])
+    short = make_whisper(str(tmp_path), 'short', [(now - 60, 2.0)])
+    with open(short, 'r+b') as fh:       # the range is cut off after the header was read
+        fh.truncate(os.path.getsize(short) - 12)
+    answers = whisper_read.read_many([good, short], now - 600, now, now)
+    assert isinstance(answers[1], CorruptWhisperFile)
+    (time_info, values), _header = answers[0]
+    assert 1.0 in packed.to_list(values)
+    values = np.ones((1, 2))
+    valid = np.ones((1, 2), dtype=bool)
+    failed = whisper_read._points.read_rows([str(tmp_path / 'gone.wsp').encode()], [(0, 24)],
+                                            [(0, 0)], 0, 60, 2, values, valid)
+    assert failed == [(0, errno.ENOENT)] and not valid.any() and not values.any()
 
 
 def test_read_many_reports_corrupt_and_missing_files(tmp_path: Any) -> None:

@@ -57,7 +57,7 @@ def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> 
         if func in ('sum', 'average'):
             acc = np.zeros(values.shape[1])
             comp = np.zeros_like(acc)
-            for row in np.where(valid, values, 0.0):
+            for row in values:        # 0.0 where no point: as if skipped
                 pysum.add_into(np, acc, comp, row)
             acc = pysum.result(np, acc, comp)
             if func == 'average':
@@ -211,6 +211,7 @@ def _fused_window(ctx: dict[str, Any], node: Call, func: Any,
             return None          # a stored NaN: Python's NaN rules apply
         ratios = [ratio if ratio is not None else wider[i].xFilesFactor for i in members]
         result, ok = calculate.window_arrays(np, values, valid, points, ratios, average)
+        result[~ok] = 0.0        # as in every Block: 0.0 where no value
         block = packed.Block(result, ok, (0, 0, 0)) if packed_result else None
         lists = None if packed_result else packed.value_lists(result, ok)
         for row, i in enumerate(members):
