@@ -35,7 +35,9 @@ of the whole files into /dev/null. Rows are appended to docs/data/growth/render.
 
 ``--memory`` runs only the memory check: 1,000 series x 1 day at 60 s, one json and one
 png request each to a fresh graphite-web (gunicorn, one worker, one thread) and a fresh
-``graphite-render``; the peak resident memory (VmHWM) of the answering process.
+``graphite-render``, then each of the mix's 20 functions over the 1,000 series to a fresh
+``graphite-render`` and to this app under the same gunicorn as graphite-web; the peak
+resident memory (VmHWM) of the answering process.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -383,9 +386,15 @@ def peak_rss_mb(server: Server) -> float:
     return rss_kb(workers[0] if workers else server.proc.pid, 'VmHWM') / 1024
 
 
+def memory_targets() -> list[str]:
+    """The mix's 20 targets over the 1,000 series (``many.*.value``)."""
+    return [re.sub(r'servers\.[\w*]+\.[\w*]+\.[\w*]+', 'many.*.value', t) for t in MIX]
+
+
 def memory_check(workdir: Path, run_dir: Path) -> list:
     """Peak RSS of one process of each server after a json and a png request for the
-    1,000 series (a fresh process per format)."""
+    1,000 series, then of ours (graphite-render, and gunicorn as graphite-web runs) for
+    each of the mix's functions over them (json); a fresh process per request."""
     storage, now = build_memory_tree(workdir)
     gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_1000')
     conf = workdir / 'ours_settings_1000.py'
@@ -393,23 +402,30 @@ def memory_check(workdir: Path, run_dir: Path) -> list:
                     'TAGDB = ""\n' % str(storage))
     one = ['--workers', '1', '--threads', '1', '--worker-class', 'gthread', '--log-level',
            'warning', '--timeout', '300']
+    reference = ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
+                 ['graphite.wsgi:application'], gw_env, str(workdir))
+    ours = ('ours (graphite-render)', [sys.executable, '-m', 'webapp.server', '--config',
+                                       str(conf), '--threads', '4', '--port'],
+            dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT))
+    ours_gunicorn = ('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] + one +
+                     ['webapp.wsgi:application'],
+                     dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, setup_ours_gunicorn(workdir)),
+                          GRAPHITE_SETTINGS=str(conf)), str(ROOT))
+    plan = [('many.*.value', fmt, (reference, ours, ours_gunicorn)) for fmt in ('json', 'png')]
+    plan += [(target, 'json', (ours, ours_gunicorn)) for target in memory_targets()]
     rows = []
-    for fmt in ('json', 'png'):
-        query = '/render?' + urlencode({'target': 'many.*.value', 'from': now - 86400,
+    for target, fmt, servers in plan:
+        query = '/render?' + urlencode({'target': target, 'from': now - 86400,
                                         'until': now, 'now': now, 'format': fmt})
-        for name, cmd, env, cwd in (
-                ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
-                 ['graphite.wsgi:application'], gw_env, str(workdir)),
-                ('ours (graphite-render)', [sys.executable, '-m', 'webapp.server', '--config',
-                                            str(conf), '--threads', '4', '--port'],
-                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT))):
+        for name, cmd, env, cwd in servers:
             server = Server(name, cmd, env, cwd, run_dir)
             try:
                 status, body = fetch(server.port, query)
-                rows.append((fmt, name, status, len(body), peak_rss_mb(server)))
+                rows.append(('`%s` %s' % (target, fmt), name, status, len(body),
+                             peak_rss_mb(server)))
             finally:
                 server.stop()
-            log('memory, %s, %s: %s' % (fmt, name, rows[-1]))
+            log('memory: %s' % (rows[-1],))
     return rows
 
 
@@ -586,7 +602,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     lib = setup_ours_gunicorn(workdir)
     if args.memory:
         rows = memory_check(workdir, run_dir)
-        lines = ['| format | server | status | body bytes | peak RSS MB |',
+        lines = ['| request | server | status | body bytes | peak RSS MB |',
                  '| --- | --- | --- | ---: | ---: |']
         lines += ['| %s | %s | %d | %d | %.0f |' % row for row in rows]
         print('\n'.join(lines))

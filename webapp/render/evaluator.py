@@ -19,7 +19,7 @@ from webapp.render.errors import INPUT_ERRORS, InputError
 from webapp.render.fetch import fetch_series, prefetch
 from webapp.render.fused import fused_aggregate
 from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
-from webapp.render.series import TimeSeries
+from webapp.render.series import PackedSeries, TimeSeries
 
 log = logging.getLogger("webapp.render")
 _NUMERIC = re.compile(r'^-?[\d.]+$')
@@ -191,7 +191,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[
             log.info('Validation Error: %s (func %s)', err, node.name)
             invalid = err
     try:
-        return fn.func(ctx, *args, **kwargs)
+        result = fn.func(ctx, *args, **kwargs)
     except Exception as err:
         if type(err).__name__ == 'NormalizeEmptyResultError':
             return []
@@ -201,6 +201,12 @@ def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[
         if isinstance(err, TypeError) and _is_call_error(err, fn.func):
             raise InputError('%s: %s' % (node.name, err)) from None
         raise
+    if not packed_result and isinstance(result, list):
+        # a function may answer packed rows; only the JSON writer takes them as they are
+        for series in result:
+            if type(series) is PackedSeries:
+                series.materialize()
+    return result
 
 
 def _is_call_error(err: TypeError, func: Any) -> bool:
