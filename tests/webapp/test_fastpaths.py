@@ -211,6 +211,8 @@ TARGETS = [
     'movingWindow(dec.h*.load,4,"avg",0.6)', 'movingAverage(dec.h0*.load,3,0.9)',
     'alias(movingAverage(dec.h*.load,6),"m")', 'movingAverage(dec.nan.load,3)',
     'movingMedian(dec.h0*.load,3)', 'movingWindow(dec.h0*.load,"2min","median")',
+    'timeShift(dec.h*.load,"2min")', 'alias(timeShift(dec.h0*.load,"1min"),"t")',
+    'timeShift(movingAverage(dec.h*.load,3),"1min")',
 ]
 
 
