@@ -187,6 +187,9 @@ def decimal_tree(tmp_path: Any) -> tuple[str, int]:
                                           for j in range(90)])
     make_whisper(root, 'dec.zpos.load', [(base - j * STEP, 0.0 if j % 2 else -0.0)
                                           for j in range(90)])
+    for name, gap in (('grp.a.x', 3), ('grp.a.y', 4), ('grp.b.x', 5), ('grp.a.z', 7)):
+        make_whisper(root, name, [(base - j * STEP, round(float(rng.normal(5, 3)), 3))
+                                  for j in range(90) if j % gap])
     return root, base
 
 
@@ -213,6 +216,9 @@ TARGETS = [
     'movingMedian(dec.h0*.load,3)', 'movingWindow(dec.h0*.load,"2min","median")',
     'timeShift(dec.h*.load,"2min")', 'alias(timeShift(dec.h0*.load,"1min"),"t")',
     'timeShift(movingAverage(dec.h*.load,3),"1min")',
+    # groups of different sizes, summed all at once
+    'groupByNode(grp.*.*,1,"sum")', 'groupByNode(grp.*.*,2,"average")',
+    'groupByNodes(grp.*.*,"sumSeries",1,2)', 'alias(groupByNode(grp.*.*,1,"sum"),"g")',
 ]
 
 

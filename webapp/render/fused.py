@@ -90,7 +90,7 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any,
     if getattr(fn.func, 'fused_window', None) is not None:
         return _fused_window(ctx, node, fn.func, packed_result)
     if getattr(fn.func, 'fused_group', None) is not None:
-        return _fused_group(ctx, node, fn.func.fused_group, fn.func)
+        return _fused_group(ctx, node, fn.func.fused_group, fn.func, packed_result)
     func = getattr(fn.func, 'fused_aggregate', None)
     if func is None or any(type(arg) is not PathExpr for arg in node.args):
         return None
@@ -128,8 +128,8 @@ def _signature(func: Any) -> inspect.Signature:
     return inspect.signature(func)
 
 
-def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str],
-                 func: Any) -> Optional[list[TimeSeries]]:
+def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str], func: Any,
+                 packed_result: bool = False) -> Optional[list[TimeSeries]]:
     """groupByNode(path, node[, callback]) / groupByNodes(path, callback, *nodes) with a
     sum/average/max/min callback and integer nodes; ``form`` names the function's
     callback and node parameters."""
@@ -148,8 +148,14 @@ def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str],
     if series is None:
         return None
     xff = ctx.get('xFilesFactor')
+    groups = _group_by(series, nodes)
+    if how in ('sum', 'average'):
+        grouped = _group_sums(series, groups, how, xff, packed_result)
+        if grouped is not None:
+            ctx['args'] = node.args
+            return grouped
     results = []
-    for key, members in _group_by(series, nodes).items():
+    for key, members in groups.items():
         values = reduce_rows(members, how, xff)
         if values is None:
             return None
@@ -160,6 +166,57 @@ def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str],
         result.name = key
         results.append(result)
     ctx['args'] = node.args
+    return results
+
+
+def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
+                xff: Optional[float], packed_result: bool) -> Optional[list[TimeSeries]]:
+    """Sums or averages of every group at once: step k adds the k-th member of each
+    group (an all-empty row for groups with fewer), so each group's members are added
+    in order from 0 as ``reduce_rows`` and ``sum()`` add them (an empty slot adds 0.0,
+    which changes nothing). Packed rows for the JSON writer, else value lists."""
+    np = packed.np
+    arrays = packed.stack_rows([s.packed for s in series])
+    if arrays is None:
+        return None
+    values, valid = arrays
+    row_of = {id(s): i for i, s in enumerate(series)}
+    members = list(groups.values())
+    width = max(map(len, members))
+    empty = len(series)                       # index of the padding row
+    index = np.full((len(members), width), empty, dtype=np.intp)
+    for g, group in enumerate(members):
+        index[g, :len(group)] = [row_of[id(s)] for s in group]
+    values = np.concatenate([values, np.zeros((1, values.shape[1]))])
+    valid = np.concatenate([valid, np.zeros((1, valid.shape[1]), dtype=bool)])
+    acc = np.zeros((len(members), values.shape[1]))
+    comp = np.zeros_like(acc)
+    count = np.zeros(acc.shape, dtype=np.int64)
+    sizes = np.array([len(group) for group in members]).reshape(-1, 1)
+    with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
+        for k in range(width):
+            pysum.add_into(np, acc, comp, values[index[:, k]])
+            count += valid[index[:, k]]
+        acc = pysum.result(np, acc, comp)
+        if how == 'average':
+            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+        ok = (count > 0) & (count / sizes >= (xff or 0.0))
+    acc[~ok] = 0.0
+    block = packed.Block(acc, ok, (0, 0, 0)) if packed_result else None
+    lists = None if packed_result else packed.value_lists(acc, ok)
+    results: list[TimeSeries] = []
+    for g, (key, group) in enumerate(groups.items()):
+        name, tags = aggregate_name_tags(group, how)
+        first = group[0]
+        if block is not None:
+            result: TimeSeries = PackedSeries(name, first.start, first.end, first.step,
+                                              packed.PackedValues(block, g),
+                                              xFilesFactor=xff, tags=tags)
+        else:
+            result = TimeSeries(name, first.start, first.end, first.step, lists[g],
+                                xFilesFactor=xff, tags=tags)
+        result.name = key
+        results.append(result)
     return results
 
 
