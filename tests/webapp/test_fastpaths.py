@@ -40,7 +40,8 @@ values_st = st.one_of(st.none(), present_values_st)
 # --- reads --------------------------------------------------------------------------------
 @settings(max_examples=40, deadline=None)
 @given(files=st.lists(st.tuples(
-    st.sampled_from([[(1, 50)], [(10, 30)], [(60, 20), (300, 12)], [(7, 13), (21, 9)]]),
+    st.sampled_from([[(1, 50)], [(10, 30)], [(60, 20), (300, 12)], [(7, 13), (21, 9)],
+                     [(10, 60), (60, 80)]]),   # the second archive starts past 512 bytes
     st.lists(st.tuples(st.integers(0, 4000), present_values_st),
              max_size=30)), min_size=1, max_size=4),
        start=st.integers(-200, 4500), length=st.integers(0, 4500),
@@ -318,3 +319,15 @@ def test_fused_group_arguments_come_from_the_signature() -> None:
     assert (args['callback'], args['nodes']) == ('max', (0, 2))
     assert const_arguments(groupByNode, parse_target('groupByNode(a.*.b,1,"sum",3)')) is None
     assert const_arguments(groupByNode, parse_target('groupByNode(a.*.b,x.y)')) is None
+
+
+def test_read_many_second_archive_past_the_header_read(tmp_path: Any) -> None:
+    now = aligned_now(60)
+    path = str(tmp_path / 'deep.wsp')
+    whisper.create(path, [(10, 60), (60, 80)])          # archive 2 starts at byte 760
+    whisper.update_many(path, [(now - j * 10, j * 0.25) for j in range(1, 400)])
+    want = whisper.fetch(path, now - 3000, now, now=now)
+    (time_info, values), _header = whisper_read.read_many([path], now - 3000, now, now)[0]
+    assert time_info == want[0] and time_info[2] == 60
+    assert [repr(v) for v in packed.to_list(values)] == [repr(v) for v in want[1]]
+    assert any(v is not None for v in want[1])

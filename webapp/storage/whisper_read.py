@@ -170,10 +170,8 @@ def parse_header(head: bytes, name: str, read: Any) -> dict:
 
 
 def _read_raw(path: str, from_time: int, until_time: Optional[int],
-              now: Optional[int], budget: Any = None,
-              ranges_only: bool = False) -> tuple[Optional[tuple], dict]:
-    """((time_info, base, bytes) or None, header) of one plain file; with ``ranges_only``
-    the point bytes are not read: (time_info, base, [(offset, size), ...]) instead."""
+              now: Optional[int], budget: Any = None) -> tuple[Optional[tuple], dict]:
+    """((time_info, base, bytes) or None, header) of one plain file."""
     fd = os.open(path, os.O_RDONLY)
     try:
         head = os.pread(fd, _HEAD_READ, 0)
@@ -189,11 +187,65 @@ def _read_raw(path: str, from_time: int, until_time: Optional[int],
         if budget is not None:  # before reading: bounded memory per request
             step = archive['secondsPerPoint']
             budget.spend_points((end - start) // step + 1, path)
-        if ranges_only:
-            return _ranges(archive, start, end, read, path), header
         return _locate(archive, start, end, read, path), header
     finally:
         os.close(fd)
+
+
+def _read_at(path: str, offset: int, size: int) -> bytes:
+    """``size`` bytes at ``offset`` of the file at ``path`` (fewer at its end)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+
+
+def _direct_ranges(paths: list[str], from_time: int, until_time: Optional[int],
+                   now: Optional[int], budget: Any) -> list[Any]:
+    """For each path: ((time_info, base, [(offset, size), ...]) or None, header), or
+    the exception raised: what ``_read_raw`` finds without reading the points. The
+    headers (and, where the chosen archive starts past them, its first point) of all
+    files are read by the C accelerator in one call each."""
+    names = [os.fsencode(path) for path in paths]
+    heads = _points.pread_many(names, [0] * len(paths), _HEAD_READ)
+    results: list[Any] = [None] * len(paths)
+    later: dict[int, tuple] = {}     # files whose archive's first point is past the head
+    for i, (path, head) in enumerate(zip(paths, heads, strict=True)):
+        if budget is not None:
+            budget.check_time()
+        try:
+            if type(head) is int:
+                raise OSError(head, os.strerror(head), path)
+            header = parse_header(head, path, lambda off, size, p=path: _read_at(p, off, size))
+            archive, start, end = choose_archive(header, from_time, until_time, now)
+            if archive is None:
+                results[i] = (None, header)
+                continue
+            if budget is not None:  # before reading: bounded memory per request
+                budget.spend_points((end - start) // archive['secondsPerPoint'] + 1, path)
+            if archive['offset'] + POINT_SIZE <= len(head):
+                results[i] = (_ranges(archive, start, end,
+                                      lambda off, size, h=head: h[off:off + size], path), header)
+            else:
+                later[i] = (archive, start, end, header)
+        except (OSError, WhisperError) as err:
+            results[i] = err
+    if later:
+        order = list(later)
+        firsts = _points.pread_many([names[i] for i in order],
+                                    [later[i][0]['offset'] for i in order], POINT_SIZE)
+        for i, first in zip(order, firsts, strict=True):
+            archive, start, end, header = later[i]
+            try:
+                if type(first) is int:
+                    raise OSError(first, os.strerror(first), paths[i])
+                # _ranges reads only the archive's first point
+                results[i] = (_ranges(archive, start, end, lambda off, size, b=first: b,
+                                      paths[i]), header)
+            except (OSError, WhisperError) as err:
+                results[i] = err
+    return results
 
 
 def read_many(paths: list[str], from_time: int, until_time: Optional[int],
@@ -212,15 +264,22 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
     groups: dict[tuple, list[int]] = {}
     chunks: list[Any] = []
     direct = packed.ENABLED and _points is not None
+    planned = _direct_ranges(paths, from_time, until_time, now, budget) if direct else None
     for i, path in enumerate(paths):
         chunks.append(None)
-        if budget is not None:
-            budget.check_time()
-        try:
-            raw, header = _read_raw(path, from_time, until_time, now, budget, direct)
-        except (OSError, WhisperError) as err:
-            out.append(err)
-            continue
+        if planned is not None:
+            if isinstance(planned[i], Exception):
+                out.append(planned[i])
+                continue
+            raw, header = planned[i]
+        else:
+            if budget is not None:
+                budget.check_time()
+            try:
+                raw, header = _read_raw(path, from_time, until_time, now, budget)
+            except (OSError, WhisperError) as err:
+                out.append(err)
+                continue
         if raw is None:
             out.append((None, header))
             continue
