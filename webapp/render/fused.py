@@ -172,7 +172,7 @@ def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str], func: A
 def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
                 xff: Optional[float], packed_result: bool) -> Optional[list[TimeSeries]]:
     """Sums or averages of every group at once: step k adds the k-th member of each
-    group (an all-empty row for groups with fewer), so each group's members are added
+    group (0.0 for groups with fewer), so each group's members are added
     in order from 0 as ``reduce_rows`` and ``sum()`` add them (an empty slot adds 0.0,
     which changes nothing). Packed rows for the JSON writer, else value lists."""
     np = packed.np
@@ -183,20 +183,22 @@ def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
     row_of = {id(s): i for i, s in enumerate(series)}
     members = list(groups.values())
     width = max(map(len, members))
-    empty = len(series)                       # index of the padding row
-    index = np.full((len(members), width), empty, dtype=np.intp)
+    index = np.zeros((len(members), width), dtype=np.intp)
     for g, group in enumerate(members):
         index[g, :len(group)] = [row_of[id(s)] for s in group]
-    values = np.concatenate([values, np.zeros((1, values.shape[1]))])
-    valid = np.concatenate([valid, np.zeros((1, valid.shape[1]), dtype=bool)])
+    sizes = np.array([len(group) for group in members]).reshape(-1, 1)
     acc = np.zeros((len(members), values.shape[1]))
     comp = np.zeros_like(acc)
     count = np.zeros(acc.shape, dtype=np.int64)
-    sizes = np.array([len(group) for group in members]).reshape(-1, 1)
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
         for k in range(width):
-            pysum.add_into(np, acc, comp, values[index[:, k]])
-            count += valid[index[:, k]]
+            short = sizes[:, 0] <= k              # groups without a k-th member add 0.0
+            rows, known = values[index[:, k]], valid[index[:, k]]
+            if short.any():
+                rows[short] = 0.0
+                known[short] = False
+            pysum.add_into(np, acc, comp, rows)
+            count += known
         acc = pysum.result(np, acc, comp)
         if how == 'average':
             acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
