@@ -83,9 +83,19 @@ def test_orjson_cells_write_what_json_writes(accelerated: bool,
     series = [TimeSeries('s%d' % i, 1000, 1000 + 60 * 3000, 60,
                          [None if v != v else float(v) for v in row[i * 3000:(i + 1) * 3000]])
               for i in range(2)]
-    assert row.size > jsonfmt.FEW_DISTINCT * 4     # the orjson path, not the distinct one
+    assert row.size > jsonfmt.ORJSON_MIN_CELLS     # the orjson path, not the distinct one
     body = b''.join(jsonfmt.render(series)).decode()
     assert body == dumps_like_graphite(series)
+
+
+@pytest.mark.parametrize('points', [10, 60, 128])
+def test_few_cells_printed_once_per_distinct_value(points: int) -> None:
+    odd = [0.5, -0.0, 0.0, 1e-05, 1e16, 123456789.0, math.inf, -math.inf, None, 0.1 + 0.2]
+    series = [TimeSeries('s%d' % i, 0, 60 * points, 60,
+                         [odd[(i * 7 + j * 3) % len(odd)] for j in range(points)])
+              for i in range(2)]
+    assert 2 * points <= jsonfmt.ORJSON_MIN_CELLS   # the distinct-value path
+    assert b''.join(jsonfmt.render(series)).decode() == dumps_like_graphite(series)
 
 
 @settings(max_examples=400, deadline=None)
