@@ -270,7 +270,10 @@ def scale_check(args: argparse.Namespace, workdir: Path, run_dir: Path) -> int:
     """The cost-as-the-work-grows rows at ``args.series`` series (see the module doc)."""
     storage, now = build_scale_tree(workdir, args.series)
     rows = scale_rows(now)
-    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_scale')
+    # graphite-web gives up a fetch after FETCH_TIMEOUT (6 s by default) and answers 500;
+    # here it gets as long as a request may take
+    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_scale',
+                                'FETCH_TIMEOUT = %d\n' % args.timeout)
     conf = workdir / 'ours_settings_scale.py'
     conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
                     'TAGDB = ""\nRENDER_MAX_DATAPOINTS = 10 ** 9\n'
@@ -337,7 +340,10 @@ def scale_report(args: argparse.Namespace, rows: list, servers: list, results: d
             mean[server.name] = None if not times or None in times else \
                 sum(times) / len(times)
         gw, ours = mean[servers[0].name], mean[servers[1].name]
-        gw_text = 'timed out (> %g s)' % args.timeout if gw is None else '%.3f' % gw
+        failed = [run['status'] for run in results.get((key, servers[0].name), [])
+                  if None in run['times']]
+        gw_text = 'failed (HTTP %s, or > %g s)' % (failed[0], args.timeout) if gw is None \
+            else '%.3f' % gw
         ours_text = 'failed' if ours is None else '%.3f' % ours
         ratio = '%.1fx' % (gw / ours) if gw and ours else '-'
         vs_floor = '%.1fx' % (ours / floor['read_loop_s']) if ours else '-'
@@ -347,7 +353,8 @@ def scale_report(args: argparse.Namespace, rows: list, servers: list, results: d
             growth.append({
                 'daemon': 'render', 'impl': 'ours' if server is servers[1] else
                 'graphite-web 1.1.10', 'names': args.series,
-                'load': '%s json, 1 client, %s' % (label.strip('`'), load),
+                'load': '%s json, 1 client, %s%s' % (
+                    label.strip('`'), load, '' if seconds else ', FAILED (no answer)'),
                 'throughput': round(1 / seconds, 4) if seconds else 0.0,
                 'unit': 'requests/s', 'cpu_s': round(cpu[server.name], 2),
                 'peak_rss_mb': round(peaks[server.name], 1),
@@ -429,13 +436,13 @@ def memory_check(workdir: Path, run_dir: Path) -> list:
     return rows
 
 
-def setup_graphite(workdir: Path, storage: Path,
-                   module: str = 'bench_gw_settings') -> tuple[Path, dict]:
+def setup_graphite(workdir: Path, storage: Path, module: str = 'bench_gw_settings',
+                   extra: str = '') -> tuple[Path, dict]:
     venv = graphite_web_venv(extra=('gunicorn',))
     (workdir / (module + '.py')).write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
-        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n'
-        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
+        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n%s'
+        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log'), extra))
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
                GRAPHITE_SETTINGS_MODULE=module)
