@@ -354,7 +354,7 @@ def scale_report(args: argparse.Namespace, rows: list, servers: list, results: d
                 'daemon': 'render', 'impl': 'ours' if server is servers[1] else
                 'graphite-web 1.1.10', 'names': args.series,
                 'load': '%s json, 1 client, %s%s' % (
-                    label.strip('`'), load, '' if seconds else ', FAILED (no answer)'),
+                    label.replace('`', ''), load, '' if seconds else ', FAILED (no answer)'),
                 'throughput': round(1 / seconds, 4) if seconds else 0.0,
                 'unit': 'requests/s', 'cpu_s': round(cpu[server.name], 2),
                 'peak_rss_mb': round(peaks[server.name], 1),
