@@ -19,7 +19,10 @@ from carbon.playground.scenario import ScenarioError, load_scenario
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="carbon-playground", description=__doc__)
     parser.add_argument("scenario", help="scenario file (TOML)")
-    parser.add_argument("--quick", action="store_true", help="the scenario's quick form")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--quick", action="store_true", help="the scenario's quick form")
+    form.add_argument("--long", action="store_true",
+                      help="the scenario's long form (the study as published, hours)")
     parser.add_argument("--out", help="report folder (default: report-<name>-<time>)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the daemons' folders (configs, logs, whisper files)")
@@ -29,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                         " or 'sweep.disk=[\"hdd\"]'")
     args = parser.parse_args(argv)
     try:
-        scenario = load_scenario(args.scenario, quick=args.quick, overrides=args.set)
+        scenario = load_scenario(args.scenario, quick=args.quick, overrides=args.set,
+                                 long=args.long)
     except ScenarioError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

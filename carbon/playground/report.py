@@ -133,6 +133,7 @@ def _emulation_note(rows: list[dict]) -> str:
 
 def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict) -> Path:
     """Write (or rewrite) the whole report folder; returns index.html."""
+    rows = sorted(rows, key=lambda row: row["index"])  # a hup sweep finishes out of order
     outdir.mkdir(parents=True, exist_ok=True)
     plots = outdir / "plots"
     plots.mkdir(exist_ok=True)
@@ -143,12 +144,13 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
                                                     platform.python_version()))
     document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
-                "meta": meta, "disk_note": _emulation_note(rows),
+                "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows),
                 "recommendation": recommendation, "rows": rows, "plots": images,
                 "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
     (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
     title = "Playground report: %s%s" % (document["scenario"],
-                                         " (--quick)" if scenario.quick else "")
+                                         " (--quick)" if scenario.quick else
+                                         " (--long)" if scenario.long else "")
     status = meta.get("status", "complete")
     md = ["# " + title, "", scenario.settings.description, "",
           "Status: %s. %s" % (status, meta.get("written")), "", document["disk_note"], "",

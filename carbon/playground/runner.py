@@ -16,7 +16,7 @@ from typing import Any, Callable
 from carbon.playground import sampler as sampling
 from carbon.playground.loadgen import LoadProfile, LoadResult, run_load
 from carbon.playground.scenario import Scenario
-from carbon.playground.stack import (Daemon, Stack, build, start, start_render,
+from carbon.playground.stack import (Daemon, Stack, build, precreate, start, start_render,
                                      write_disk_profile)
 
 STARTUP_GUESS = 4.0  # seconds a point needs besides load and settling, for the ETA
@@ -146,7 +146,10 @@ class PointRun:
 
     def warm(self, stamp: int) -> float:
         """One point (timestamp ``stamp - step``, outside the measured window) to every
-        metric, then wait until every file exists; returns the seconds it took."""
+        metric, then wait until every file exists; returns the seconds it took (0 with
+        ``warmup`` off or the files made by ``precreate``)."""
+        if not self.scenario.settings.warmup or self.stack.precreated:
+            return 0.0
         began = time.time()
         entry = self.stack.entry
         load = self.scenario.load
@@ -223,13 +226,14 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
     probe: sampling.RenderProbe | None = None
     try:
         progress.show("starting", 0, None, None, force=True)
+        _precreate(scenario, stack)
         start(stack, reference, _profile_dir(scenario, workdir))
         proc_sampler.start()
         if scenario.settings.profile:
             spies = _start_spies(stack, pointdir, scenario)
         run = PointRun(scenario, stack, progress, stop)
         start_stamp = int(time.time()) // scenario.load.step * scenario.load.step
-        warmed = run.warm(start_stamp) if scenario.settings.warmup else 0.0
+        warmed = run.warm(start_stamp)
         if scenario.topology.render:
             probe = sampling.RenderProbe(start_render(stack, pointdir),
                                          render_target(scenario.load),
@@ -256,31 +260,39 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
 def _run_hup(scenario: Scenario, points: list[dict], workdir: Path, reference: Path | None,
              progress: Progress, stop: threading.Event, on_row: Callable[[dict], None]
              ) -> list[dict]:
-    """One stack for the whole sweep; each point rewrites carbon.conf and sends SIGHUP."""
+    """One stack per subject and disk; each point rewrites carbon.conf and sends SIGHUP.
+    carbon 1.1.10 does not re-read these keys on SIGHUP: its points restart."""
     rows: list[dict] = []
-    by_subject: dict[str, list[tuple[int, dict]]] = {}
+    by_stack: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     for index, point in enumerate(points):
-        by_subject.setdefault(point["subject"], []).append((index, point))
-    for subject, items in by_subject.items():
+        if point["subject"] == "reference":
+            continue
+        by_stack.setdefault((point["subject"], point.get("disk", "none")), []).append(
+            (index, point))
+    position = 0  # points begun, for the progress line (indices run out of order here)
+    for (subject, disk), items in by_stack.items():
+        if stop.is_set():
+            break
         first = items[0][1]
-        stackdir = workdir / ("hup-%s" % subject)
+        stackdir = workdir / ("hup-%s-%s" % (subject, disk))
         rounds = expected_rounds(scenario.load) * len(items)
         stack = build(scenario, first, stackdir, rounds, reference)
         proc_sampler = sampling.ProcSampler(stack, min(scenario.settings.interval, 1.0))
         finished: list[tuple[int, dict, LoadResult, dict]] = []
         try:
-            progress.point(items[0][0], point_label(first))
+            progress.point(position, point_label(first))
             progress.show("starting", 0, None, None, force=True)
+            _precreate(scenario, stack)
             start(stack, reference, _profile_dir(scenario, workdir))
             proc_sampler.start()
             run = PointRun(scenario, stack, progress, stop)
             stamp = int(time.time()) // scenario.load.step * scenario.load.step
-            if scenario.settings.warmup:
-                run.warm(stamp)
+            run.warm(stamp)
             for index, point in items:
                 if stop.is_set():
                     break
-                progress.point(index, point_label(point))
+                progress.point(position, point_label(point))
+                position += 1
                 if index != items[0][0]:
                     _hup(stack, scenario, point)
                 result, load_start, load_end = run.load(stamp)
@@ -298,7 +310,20 @@ def _run_hup(scenario: Scenario, points: list[dict], workdir: Path, reference: P
                        [])
             rows.append(row)
             on_row(row)
+    for index, point in enumerate(points):
+        if point["subject"] != "reference" or stop.is_set():
+            continue
+        progress.point(position, point_label(point))
+        position += 1
+        row = _run_restart(scenario, point, index, workdir, reference, progress, stop)
+        rows.append(row)
+        on_row(row)
     return rows
+
+
+def _precreate(scenario: Scenario, stack: Stack) -> None:
+    if scenario.settings.precreate:
+        stack.precreated = precreate(scenario, stack) is not None
 
 
 def _hup(stack: Stack, scenario: Scenario, point: dict) -> None:
