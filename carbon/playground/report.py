@@ -146,6 +146,7 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
                 "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows),
                 "recommendation": recommendation, "rows": rows, "plots": images,
+                "files_note": files_note(rows, scenario),
                 "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
     (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
     title = "Playground report: %s%s" % (document["scenario"],
@@ -161,10 +162,41 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
             "%s: %d requests, median %.0f ms, max %.0f ms, %d errors" % (
                 row["label"], row["render_requests"], row["render_p50_ms"],
                 row["render_max_ms"], row["render_errors"]) for row in probed), ""]
+    if document["files_note"]:
+        md += [document["files_note"], ""]
     md += ["## Recommendation", "", recommendation, ""]
     (outdir / "results.md").write_text("\n".join(md))
     (outdir / "index.html").write_text(_html(title, scenario, document, rows, images))
     return outdir / "index.html"
+
+
+def files_note(rows: list[dict], scenario: Scenario) -> str:
+    """For loads of new names (no warm-up): how long until every file existed."""
+    if scenario.settings.warmup or scenario.settings.precreate:
+        return ""
+    parts = []
+    for row in rows:
+        if row.get("all_files_after_s") is not None:
+            when = "every file after %.1f s" % row["all_files_after_s"]
+        elif row.get("all_files_projected_s"):
+            when = "every file after %s at that pace (projected)" % _duration(
+                row["all_files_projected_s"])
+        else:
+            when = "no file created"
+        parts.append("%s: %d of %d files before the stop, %.0f creates a minute, %s" % (
+            row["label"], row.get("files_before_stop", 0), row.get("metrics", 0),
+            row.get("creates_per_minute", 0.0), when))
+    return "New files (from the load's start): " + "; ".join(parts) + "."
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return "%.0f s" % seconds
+    if seconds < 7200:
+        return "%.1f min" % (seconds / 60.0)
+    if seconds < 172800:
+        return "%.1f h" % (seconds / 3600.0)
+    return "%.1f days" % (seconds / 86400.0)
 
 
 def _html(title: str, scenario: Scenario, document: dict, rows: list[dict],
@@ -195,6 +227,7 @@ img {{ max-width: 100%; }}
 <p class="note">{disk}</p>
 <h2>Results</h2>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{files}
 <h2>Recommendation</h2>
 <p id="recommendation">{recommendation}</p>
 <h2>Across the sweep</h2>
@@ -209,6 +242,7 @@ img {{ max-width: 100%; }}
            status=esc(document["meta"].get("status", "complete")),
            written=esc(document["meta"]["written"]), machine=esc(document["meta"]["machine"]),
            disk=esc(document["disk_note"]), head=head, body=body,
+           files="<p>%s</p>" % esc(document["files_note"]) if document["files_note"] else "",
            recommendation=esc(document["recommendation"]), sweep=sweep, points=points,
            profiles=_profile_links(document.get("profiles", [])))
 

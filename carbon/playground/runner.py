@@ -119,6 +119,8 @@ class PointRun:
         self.progress = progress
         self.stop = stop
         self.host = sampling.host_prefix()
+        self.files_seen: list[tuple[float, int]] = []  # (when, files) while settling
+        self.all_files_at: float | None = None  # when every name sent had its file
 
     def live(self, phase: str, sent: int) -> None:
         interval = self.scenario.settings.interval
@@ -174,9 +176,12 @@ class PointRun:
         deadline = load_end + self.scenario.settings.settle_timeout
         dirs = [cache.data_dir for cache in self.stack.caches]
         while True:
-            on_disk, _files = sampling.count_points(dirs, result.first_timestamp,
-                                                    result.last_timestamp,
-                                                    _roots(self.scenario.load))
+            on_disk, files = sampling.count_points(dirs, result.first_timestamp,
+                                                   result.last_timestamp,
+                                                   _roots(self.scenario.load))
+            self.files_seen.append((time.time(), files))
+            if files >= min(result.names, result.sent) and self.all_files_at is None:
+                self.all_files_at = time.time()
             if on_disk >= result.sent:
                 return on_disk, time.time() - load_end
             if time.time() >= deadline or self.stop.is_set():
@@ -244,7 +249,8 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
             timings["render"] = probe.stop()
         on_disk, to_disk = run.settle(result, load_end)
         timings.update({"load_start": load_start, "load_end": load_end, "stop": time.time(),
-                        "time_to_disk": to_disk, "warmup_seconds": warmed})
+                        "time_to_disk": to_disk, "warmup_seconds": warmed,
+                        "files_seen": run.files_seen, "all_files_at": run.all_files_at})
     finally:
         if probe is not None:
             probe.stop()
@@ -451,6 +457,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "files": files,
         "points_lost": result.sent - on_disk,
         "time_to_disk": timings.get("time_to_disk"),
+        **_file_times(timings, result, load_start),
         "creates": sum(creates.values()),
         "deferred_creates": sum(deferred.values()),
         "dropped_creates": sum(dropped.values()),
@@ -481,6 +488,26 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "self_metrics": self_metrics,  # every daemon's self-metric series, as written
     }
     return row
+
+
+def _file_times(timings: dict, result: LoadResult, load_start: float) -> dict:
+    """How fast the names sent got their files while the point ran (before the stop,
+    which may create the rest): files seen, creates a minute while settling (after the
+    create limiter's first burst), and the seconds from the load's start until every
+    file existed, measured or (when the run ended first) projected at that pace."""
+    seen = timings.get("files_seen") or [(load_start, 0)]
+    names = min(result.names, result.sent)
+    (t0, f0), (t1, f1) = seen[0], seen[-1]
+    if t1 - t0 < 5.0:  # too short a settle: the pace over the whole point
+        t0, f0 = load_start, 0
+    per_minute = (f1 - f0) / max(t1 - t0, 1e-6) * 60.0
+    all_at = timings.get("all_files_at")
+    out = {"files_before_stop": f1, "creates_per_minute": per_minute,
+           "all_files_after_s": None if all_at is None else all_at - load_start,
+           "all_files_projected_s": None}
+    if all_at is None and per_minute > 0:
+        out["all_files_projected_s"] = t1 - load_start + (names - f1) / per_minute * 60.0
+    return out
 
 
 def _tracebacks(path: Path) -> int:
