@@ -341,8 +341,8 @@ def _hup(stack: Stack, scenario: Scenario, point: dict) -> None:
                 settings[key] = str(value)
         daemon.write_conf(settings)
         write_disk_profile(daemon, point.get("disk", "none"))
-        if daemon.kind != "relay" and daemon.proc is not None and daemon.proc.poll() is None:
-            daemon.proc.send_signal(signal.SIGHUP)  # caches and aggregators reload on it
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.send_signal(signal.SIGHUP)  # every daemon of ours reloads on it
     time.sleep(max(1.0, scenario.settings.interval))
 
 
