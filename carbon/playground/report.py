@@ -121,14 +121,16 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join([head, rule] + body)
 
 
-def _emulation_note(rows: list[dict]) -> str:
+def _emulation_note(rows: list[dict], meta: dict) -> str:
     emulated = sorted({row["disk"] for row in rows if row["disk_emulated"]})
+    throttle = (" Real disk throttle (cgroup v2 io.max): %s." % meta["real_throttle"]
+                if meta.get("real_throttle") else "")
     if not emulated:
-        return "Disk: the real disk of this machine (no emulation)."
+        return "Disk: the real disk of this machine (no emulation)." + throttle
     return ("Disk: EMULATED for %s (the emulated-disk storage backend: whisper files on the "
             "real disk, each update and create then blocked for the I/O time of the modelled "
             "device, for carbon 1.1.10 through the same model added to its database plugins); "
-            "rows with disk = none use the real disk." % ", ".join(emulated))
+            "rows with disk = none use the real disk." % ", ".join(emulated)) + throttle
 
 
 def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict) -> Path:
@@ -144,7 +146,7 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
                                                     platform.python_version()))
     document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
-                "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows),
+                "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows, meta),
                 "recommendation": recommendation, "rows": rows, "plots": images,
                 "files_note": files_note(rows, scenario),
                 "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
