@@ -479,8 +479,10 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
             "committed": _per_second(committed, interval),
             "cache_size": [[t, v] for t, v in cache_size.items()],
             "update_ops": _per_second(updates, interval),
-            "points_per_update": [[t, v] for t, v in
-                                  _sum_series(self_metrics, "pointsPerUpdate").items()],
+            # committed / updates over all caches (each cache's pointsPerUpdate summed
+            # over several caches would be no ratio at all)
+            "points_per_update": [[t, committed.get(t, 0.0) / v] for t, v in updates.items()
+                                  if v > 0],
             "cpu": cpu_series,
             "rss": rss_series,
             "relay_queue": relay_queue,
