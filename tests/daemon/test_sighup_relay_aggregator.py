@@ -5,31 +5,13 @@ changed file, nothing logged when nothing changed, and the daemon routes by the 
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
 
+from tests.daemon.test_sighup_reload import hup
 from tests.support import CarbonInstance, read_whisper, send_tcp, wait_for
 
 NOW = int(time.time()) // 60 * 60
-
-
-def hup_lines(instance: CarbonInstance) -> list[str]:
-    return [line.split("SIGHUP: ", 1)[1] for line in instance.output().splitlines()
-            if "SIGHUP: " in line]
-
-
-def hup(instance: CarbonInstance, expected: int) -> list[str]:
-    """SIGHUP; wait for ``expected`` new SIGHUP lines (0: give it a moment)."""
-    before = len(hup_lines(instance))
-    assert instance.proc is not None
-    instance.proc.send_signal(signal.SIGHUP)
-    if expected:
-        wait_for(lambda: len(hup_lines(instance)) >= before + expected, timeout=15,
-                 what="%d SIGHUP log lines" % expected)
-    else:
-        time.sleep(1.0)
-    return hup_lines(instance)[before:]
 
 
 def keep_mtime(path: Path, text: str) -> None:
