@@ -258,8 +258,22 @@ def _profile_links(names: list[str]) -> str:
     return "<h2>Profiles (where each daemon spent its CPU)</h2><ul>%s</ul>" % items
 
 
-def _relative(series: list, t0: float) -> tuple[list[float], list[float]]:
+def _relative(series: list, t0: float, span: tuple[float, float] | None = None
+              ) -> tuple[list[float], list[float]]:
+    """(seconds since ``t0``, values), only the samples inside ``span`` when given."""
+    if span is not None:
+        series = [point for point in series if span[0] <= point[0] <= span[1]]
     return [point[0] - t0 for point in series], [point[1] for point in series]
+
+
+def _span(row: dict) -> tuple[float, float]:
+    """A point's own time: from shortly before its load until it stopped (in a hup
+    sweep the series run on through the stack's later points)."""
+    series = row["series"]
+    end = series.get("end")
+    if end is None:  # rows written before "end" was recorded
+        end = series["load_end"] + (row.get("time_to_disk") or 0.0)
+    return series["t0"] - 2.0, end + 0.5
 
 
 def draw_plots(folder: Path, rows: list[dict]) -> dict[str, list[str]]:
@@ -288,28 +302,29 @@ def draw_plots(folder: Path, rows: list[dict]) -> dict[str, list[str]]:
 def _point_plot(pyplot: Any, row: dict, path: Path) -> None:
     series = row["series"]
     t0 = series["t0"]
+    span = _span(row)
     fig, axes = pyplot.subplots(5, 1, figsize=(7, 11), sharex=True)
     ax = axes[0]
-    ax.plot(*_relative(series["received"], t0), label="received/s")
-    ax.plot(*_relative(series["committed"], t0), label="committed/s")
+    ax.plot(*_relative(series["received"], t0, span), label="received/s")
+    ax.plot(*_relative(series["committed"], t0, span), label="committed/s")
     ax.axhline(row["sent_per_s"], color="grey", linestyle=":", label="sent/s")
     ax.set_ylabel("points/s")
     ax.legend(loc="best", fontsize="small")
-    axes[1].plot(*_relative(series["cache_size"], t0), color="tab:red")
+    axes[1].plot(*_relative(series["cache_size"], t0, span), color="tab:red")
     axes[1].set_ylabel("cache size")
     ax = axes[2]
-    ax.plot(*_relative(series["update_ops"], t0), label="update ops/s")
+    ax.plot(*_relative(series["update_ops"], t0, span), label="update ops/s")
     ax.set_ylabel("update ops/s")
     twin = ax.twinx()
-    twin.plot(*_relative(series["points_per_update"], t0), color="tab:green",
+    twin.plot(*_relative(series["points_per_update"], t0, span), color="tab:green",
               label="points/update")
     twin.set_ylabel("points/update")
     for label, points in series["cpu"].items():
-        axes[3].plot(*_relative(points, t0), label=label)
+        axes[3].plot(*_relative(points, t0, span), label=label)
     axes[3].set_ylabel("CPU % (one core)")
     axes[3].legend(loc="best", fontsize="small")
     for label, points in series["rss"].items():
-        axes[4].plot(*_relative(points, t0), label=label)
+        axes[4].plot(*_relative(points, t0, span), label=label)
     axes[4].set_ylabel("RSS MB")
     axes[4].set_xlabel("seconds since the load started")
     for ax in axes:
@@ -340,9 +355,9 @@ def _grid(pyplot: Any, count: int) -> tuple[Any, list]:
 def _multiples_committed(pyplot: Any, rows: list[dict], path: Path) -> None:
     fig, axes = _grid(pyplot, len(rows))
     for ax, row in zip(axes, rows, strict=False):
-        t0 = row["series"]["t0"]
-        ax.plot(*_relative(row["series"]["received"], t0), label="received/s")
-        ax.plot(*_relative(row["series"]["committed"], t0), label="committed/s")
+        t0, span = row["series"]["t0"], _span(row)
+        ax.plot(*_relative(row["series"]["received"], t0, span), label="received/s")
+        ax.plot(*_relative(row["series"]["committed"], t0, span), label="committed/s")
         ax.set_title(_short(row), fontsize="x-small")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize="x-small")
@@ -355,7 +370,8 @@ def _multiples_committed(pyplot: Any, rows: list[dict], path: Path) -> None:
 def _multiples_cache(pyplot: Any, rows: list[dict], path: Path) -> None:
     fig, axes = _grid(pyplot, len(rows))
     for ax, row in zip(axes, rows, strict=False):
-        ax.plot(*_relative(row["series"]["cache_size"], row["series"]["t0"]), color="tab:red")
+        ax.plot(*_relative(row["series"]["cache_size"], row["series"]["t0"], _span(row)),
+                color="tab:red")
         ax.set_title(_short(row), fontsize="x-small")
         ax.grid(alpha=0.3)
     fig.suptitle("cache size (points)", fontsize="medium")

@@ -475,6 +475,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "series": {
             "t0": load_start,
             "load_end": load_end,
+            "end": stopped,
             "received": _per_second(received, interval),
             "committed": _per_second(committed, interval),
             "cache_size": [[t, v] for t, v in cache_size.items()],
