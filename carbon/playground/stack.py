@@ -20,6 +20,7 @@ from carbon.storage.whisper_create import CreateOptions, create_many, file_plan
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAMS = {"cache": "carbon-cache", "relay": "carbon-relay", "aggregator": "carbon-aggregator"}
 INSTANCES = "abcdefghijklmnopqrstuvwxyz"
+PRECREATE_BATCH = 256  # files created (and open) at once: well below any fd limit
 @dataclass
 class Daemon:
     """One daemon of the stack: its root, ports and process."""
@@ -201,11 +202,15 @@ def precreate(scenario: Scenario, stack: Stack) -> int | None:
     items = [(str(root / (load.name(index).replace(".", os.sep) + ".wsp")), header, total)
              for index in range(load.metrics)]
     made = 0
-    for result in create_many(items, CreateOptions()):
-        if isinstance(result, Exception):
-            raise RuntimeError("cannot create the load's files: %s" % result)
-        os.close(result.fd)
-        made += 1
+    for first in range(0, len(items), PRECREATE_BATCH):  # each batch's files stay open
+        results = create_many(items[first:first + PRECREATE_BATCH], CreateOptions())
+        for result in results:
+            if not isinstance(result, Exception):
+                os.close(result.fd)
+                made += 1
+        for result in results:
+            if isinstance(result, Exception):
+                raise RuntimeError("cannot create the load's files: %s" % result)
     return made
 
 
