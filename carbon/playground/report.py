@@ -180,6 +180,10 @@ def files_note(rows: list[dict], scenario: Scenario) -> str:
     for row in rows:
         if row.get("all_files_after_s") is not None:
             when = "every file after %.1f s" % row["all_files_after_s"]
+        elif row.get("dropped_creates"):
+            when = ("the points of %d names waiting for a create were dropped "
+                    "(droppedCreates): their files come only with their next points"
+                    % row["dropped_creates"])
         elif row.get("all_files_projected_s"):
             when = "every file after %s at that pace (projected)" % _duration(
                 row["all_files_projected_s"])
