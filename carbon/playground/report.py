@@ -58,6 +58,8 @@ def within_bounds(row: dict, scenario: Scenario) -> list[str]:
         why.append("%.0f writes/s > %.0f" % (row["writes_per_s"], bounds.writes_per_second))
     if row["points_lost"] and not scenario.settings.allow_drops:
         why.append("%d points lost" % row["points_lost"])
+    if row.get("killed"):
+        why.append("killed after stop_timeout: %s" % ", ".join(row["killed"]))
     return why
 
 
@@ -164,6 +166,12 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
             "%s: %d requests, median %.0f ms, max %.0f ms, %d errors" % (
                 row["label"], row["render_requests"], row["render_p50_ms"],
                 row["render_max_ms"], row["render_errors"]) for row in probed), ""]
+    killed = ["%s (%s)" % (row["label"], ", ".join(row["killed"])) for row in rows
+              if row.get("killed")]
+    if killed:
+        md += ["WARNING: killed after stop_timeout (%.0f s), so their points lost count what "
+               "the kill cut off: %s." % (scenario.settings.stop_timeout, "; ".join(killed)),
+               ""]
     if document["files_note"]:
         md += [document["files_note"], ""]
     md += ["## Recommendation", "", recommendation, ""]

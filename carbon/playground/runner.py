@@ -255,7 +255,7 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
         if probe is not None:
             probe.stop()
         progress.show("stopping", result.sent, None, None, force=True)
-        stop_took = stack.stop(max(60.0, scenario.settings.settle_timeout))
+        stop_took = stack.stop(scenario.settings.stop_timeout)
         proc_sampler.stop()
         for _daemon, spy, _out in spies:
             _end(spy)
@@ -308,7 +308,7 @@ def _run_hup(scenario: Scenario, points: list[dict], workdir: Path, reference: P
                     "load_start": load_start, "load_end": load_end, "stop": time.time(),
                     "time_to_disk": to_disk}))
         finally:
-            stop_took = stack.stop(max(60.0, scenario.settings.settle_timeout))
+            stop_took = stack.stop(scenario.settings.stop_timeout)
             proc_sampler.stop()
         for index, point, result, timings in finished:
             timings["stop_took"] = stop_took
@@ -465,6 +465,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "errors": result.errors,
         "log_tracebacks": {daemon.label: _tracebacks(daemon.log_path) for daemon in stack.daemons},
         "stop_seconds": timings.get("stop_took", {}),
+        "killed": list(stack.killed),  # daemons killed after stop_timeout: losses are ours
         "pids": {d.label: d.proc.pid for d in stack.daemons if d.proc is not None},
         "profiles": [str(path.name) for _d, _p, path in spies if path.exists()],
         "cprofile": [str(d.profile_out) for d in stack.daemons

@@ -4,7 +4,8 @@ Everything is checked before anything starts; a bad file raises ScenarioError na
 file, line and key.
 
     [scenario]            name, description, interval, settle_timeout, mode, subjects,
-                          profile, allow_drops, warmup, precreate, reference_points
+                          profile, allow_drops, warmup, precreate, reference_points,
+                          stop_timeout
     [scenario.bounds]     cpu_percent, rss_mb, writes_per_second
     [topology]            caches, relay, aggregator, render, aggregation_rules
     [load]                carbon.playground.loadgen.LoadProfile fields (not host/port)
@@ -80,6 +81,9 @@ class Settings:
     allow_drops: bool = False
     warmup: bool = True  # one point to every metric first, until every file exists
     precreate: bool = False  # the playground creates the files instead (one cache)
+    # seconds each daemon may take after SIGTERM (a cache drains its whole cache first)
+    # before it is killed: points a kill loses are the playground's doing, not the daemon's
+    stop_timeout: float = 300.0
     # sweep key -> values: the points carbon 1.1.10 runs (it cannot be stepped by SIGHUP,
     # so a hup sweep restarts it per point; a few representative points keep that short)
     reference_points: dict = field(default_factory=dict)

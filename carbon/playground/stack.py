@@ -63,6 +63,7 @@ class Stack:
     daemons: list[Daemon] = field(default_factory=list)
     subject: str = "ours"
     render: Any = None
+    killed: list = field(default_factory=list)  # labels of daemons stop() had to SIGKILL
     load_retention: tuple[int, int] = (1, 1)  # (step, points) of the load's files
     precreated: bool = False  # the load's files were made by ``precreate``
 
@@ -96,6 +97,7 @@ class Stack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+                self.killed.append(daemon.label)
             took[daemon.label] = time.monotonic() - started
         return took
 
