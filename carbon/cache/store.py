@@ -66,25 +66,20 @@ def _increasing(stamps: array) -> bool:
     return all(map(lt, stamps, islice(stamps, 1, None)))
 
 
-def dedupe_sorted(raw: array) -> Points:
+def dedupe_sorted(raw: array, plain: bool = False) -> Points:
     """Interleaved (ts, value) pairs -> sorted unique points, last value winning.
 
     Points usually arrive in time order: then they are taken as they are (checked in
-    C, and returned as SortedPoints); else ``dict(zip(...))`` keeps the last value of a
-    repeated timestamp.
+    C, and returned as SortedPoints, or with ``plain`` as a plain ``list`` of
+    ``(float, float)`` tuples: the wire shape carbonlink answers carry, since
+    graphite-web's unpickler takes no other class); else ``dict(zip(...))`` keeps the
+    last value of a repeated timestamp.
     """
     stamps = raw[::2]
     if _increasing(stamps):
+        if plain:
+            return list(zip(stamps, raw[1::2], strict=True))
         return SortedPoints(stamps, raw[1::2])
-    return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
-
-
-def plain_points(raw: array) -> Points:
-    """``dedupe_sorted`` as a plain ``list`` of ``(float, float)`` tuples: the wire shape
-    carbonlink answers carry (graphite-web's unpickler takes no other class)."""
-    stamps = raw[::2]
-    if _increasing(stamps):
-        return list(zip(stamps, raw[1::2], strict=True))
     return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
 
 
@@ -186,7 +181,8 @@ class MetricCache:
 
     def get(self, metric: str) -> Points:
         """The points of a metric (for carbonlink), without removing them: a plain list
-        of (timestamp, value) tuples, time-ordered, duplicates resolved (``plain_points``).
+        of (timestamp, value) tuples, time-ordered, duplicates resolved
+        (``dedupe_sorted(..., plain=True)``).
 
         Includes points a writer is writing right now; newer cached values win.
         """
@@ -195,11 +191,11 @@ class MetricCache:
             raw = as_pairs(raw) if raw is not None else None
             writing = self.writing.get(metric)
         if writing is None:
-            return plain_points(raw) if raw is not None else []
+            return dedupe_sorted(raw, plain=True) if raw is not None else []
         merged = array("d", writing)
         if raw is not None:
             merged.extend(raw)
-        return plain_points(merged)
+        return dedupe_sorted(merged, plain=True)
 
     def count(self, metric: str) -> int:
         raw = self.data.get(metric)
