@@ -28,11 +28,9 @@ except ImportError:  # pragma: no cover - built without a compiler
     _native_add_batch = None
 
 
-def add_points_py(data: dict[str, bytearray], batch: Batch, limit: int) -> int:
-    """Append (metric, timestamp, value) points to their metrics' bytearrays, at most
-    ``limit`` when it is not negative; what carbon.cache._store.add_batch does."""
-    if 0 <= limit < len(batch):
-        batch = batch[:limit]
+def add_points_py(data: dict[str, bytearray], batch: Batch) -> int:
+    """Append (metric, timestamp, value) points to their metrics' bytearrays; what
+    carbon.cache._store.add_batch does."""
     pack = _PAIR.pack
     for metric, stamp, value in batch:
         pair = pack(stamp, value)
@@ -110,14 +108,11 @@ class MetricCache:
     def __bool__(self) -> bool:
         return bool(self.data)
 
-    def add_batch(self, batch: Batch, limit: float = float("inf")) -> int:
-        """Add points; returns how many were accepted before ``limit`` was reached."""
-        data = self.data
+    def add_batch(self, batch: Batch) -> int:
+        """Add points (all of them: MAX_CACHE_SIZE is the sink's flow control); returns
+        how many."""
         with self.lock:
-            room = limit - self.size
-            if room <= 0:
-                return 0
-            added = self.add_points(data, batch, int(room) if room < len(batch) else -1)
+            added = self.add_points(self.data, batch)
             self.size += added
         return added
 

@@ -21,14 +21,14 @@ def test_last_write_wins_and_sorted_pop():
     assert cache.size == 1 and "a" not in cache
 
 
-def test_limit_and_restore():
+def test_restore_keeps_newer_points_newer():
     cache = MetricCache()
-    assert cache.add_batch([("a", i, i) for i in range(10)], limit=4) == 4
-    assert cache.add_batch([("b", 1, 1)], limit=4) == 0
+    assert cache.add_batch([("a", i, i) for i in range(4)]) == 4
+    assert cache.add_batch([("b", 1, 1)]) == 1
     points = cache.pop("a")
     cache.add_batch([("a", 100, 9.0)])
     cache.restore("a", points)
-    assert cache.get("a")[-1] == (100, 9.0) and cache.size == 5
+    assert cache.get("a")[-1] == (100, 9.0) and cache.size == 6
 
 
 @pytest.mark.parametrize("name", ["sorted", "max", "naive", "timesorted", "bucketmax"])
