@@ -137,13 +137,14 @@ class MetricCache:
             self.size += added
 
     def pop(self, metric: str) -> Points:
-        """Remove a metric and return its points sorted by time, duplicates resolved."""
+        """Remove a metric and return its points sorted by time, duplicates resolved (the
+        last value of a timestamp wins): a plain list of (timestamp, value) tuples."""
         with self.lock:
             raw = self.data.pop(metric, None)
             if raw is None:
                 return []
             self.size -= len(raw) >> 4
-        return dedupe_sorted(as_pairs(raw))
+        return sorted(dict(_PAIR.iter_unpack(raw)).items())
 
     def pop_for_write(self, metric: str) -> Points:
         """Like ``pop``, but the points stay visible to ``get`` until ``written``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from operator import neg
 from typing import Any, Container
 
 from carbon.cache.store import MetricCache
@@ -90,11 +91,13 @@ class SortedStrategy(Strategy):
     logs_sorts = True
 
     def snapshot(self) -> list[str]:
-        data = self.cache.data
-        empty: tuple = ()
-        names = list(data)
-        names.sort(key=lambda metric: len(data.get(metric, empty)))
-        return names
+        cache = self.cache
+        with cache.lock:
+            names = list(cache.data)
+            sizes = list(map(len, cache.data.values()))
+        # a stable sort by pending points (ties keep arrival order), keyed at C level
+        order = sorted(range(len(names)), key=sizes.__getitem__)
+        return list(map(names.__getitem__, order))
 
 
 @WRITE_STRATEGIES.register("timesorted")
@@ -118,12 +121,14 @@ class MaxStrategy(Strategy):
     """The metric with the most pending points, from a heap: O(log n) a pick.
 
     The heap is rebuilt once it has been consumed, so a pick reflects counts at
-    the start of the pass (carbon rescans every metric on every pick instead).
+    the start of the pass (carbon rescans every metric on every pick instead). Ties go
+    to the metric that arrived first, as carbon's ``max`` over the cache gives them.
     """
 
     def __init__(self, cache: MetricCache, settings: Any = None, log: Any = None) -> None:
         super().__init__(cache, settings, log)
-        self.heap: list[tuple[int, str]] = []
+        self.heap: list[tuple[int, int]] = []  # (-pending points, index in ``names``)
+        self.names: list[str] = []
 
     def snapshot(self) -> list[str]:
         return []
@@ -131,13 +136,19 @@ class MaxStrategy(Strategy):
     def choose(self) -> str | None:
         cache = self.cache
         for _attempt in range(2):
-            while self.heap:
-                _, metric = heapq.heappop(self.heap)
+            heap, names = self.heap, self.names
+            while heap:
+                metric = names[heapq.heappop(heap)[1]]
                 if metric in cache:
                     return metric
             if not cache:
                 return None
-            self.heap = [(-count, metric) for metric, count in cache.counts()]
+            with cache.lock:
+                self.names = list(cache.data)
+                sizes = list(map(len, cache.data.values()))
+            # integer pairs compare at C speed; the points count is len >> 4 but the
+            # byte length orders metrics the same way
+            self.heap = list(zip(map(neg, sizes), range(len(sizes)), strict=True))
             heapq.heapify(self.heap)
             self.passes += 1
         return None
