@@ -60,7 +60,7 @@ from carbon.storage.whisper_create import file_plan  # noqa: E402
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 LOAD = {"connections": 4, "tidy": False, "timeout": 600.0, "reference_timeout": None,
-        "delete_runs": False, "settle": 65.0}
+        "delete_runs": False, "settle": 65.0, "deleted_at": None}
 REFERENCE_NAME = "carbon-cache 1.1.10"
 FLOOR_SOURCE = Path(__file__).resolve().parent / "create_floor.c"
 SAMPLE_FILES = 2000  # files read to estimate a stopped reference's points on disk
@@ -228,6 +228,7 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     """One run; ``missing`` > 0 (files without every point after LOAD["timeout"] s) marks
     it failed and leaves its rate None. With LOAD["reference_timeout"] the reference is
     stopped then instead and its rate so far is estimated (``bounded``)."""
+    settled()
     base = dirs.new("cachebench-")
     ports = make_root(base, strategy, "inf")
     proc = start(impl, base)
@@ -306,17 +307,24 @@ def estimate_written(names: list[str], pending: dict, base: Path, now: int,
 
 
 def finish(base: Path, dirs: RunDirs) -> None:
-    """With LOAD["delete_runs"]: remove the run's folder, write the deletions back, and
-    wait LOAD["settle"] s (ext4 skips inodes freed in the last minute when it allocates,
-    which makes the next run's creates several times slower). Else the folder stays until
-    the end and the next run starts after a sync."""
+    """With LOAD["delete_runs"]: remove the run's folder and write the deletions back
+    (the next run waits, see ``settled``). Else the folder stays until the end and the
+    next run starts after a sync."""
     if LOAD["delete_runs"]:
         shutil.rmtree(base, ignore_errors=True)
         dirs.paths.remove(base)
         os.sync()
-        time.sleep(LOAD["settle"])
+        LOAD["deleted_at"] = time.monotonic()
     else:
         settle()
+
+
+def settled() -> None:
+    """Wait until LOAD["settle"] s have passed since the last run folder was deleted:
+    ext4 (without a journal, as here) skips inodes freed in the last 60 s when it
+    allocates, and checking each one made the next run's creates several times slower."""
+    if LOAD["deleted_at"] is not None:
+        time.sleep(max(0.0, LOAD["settle"] - (time.monotonic() - LOAD["deleted_at"])))
 
 
 def floor_binary(folder: Path) -> str:
@@ -329,6 +337,7 @@ def floor_binary(folder: Path) -> str:
 def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = False) -> dict:
     """The C create loop over the run's files (same paths, order, header and size,
     fallocated; ``write_points``: also one write of each metric's points)."""
+    settled()
     base = dirs.new("cachefloor-")
     binary = floor_binary(base)
     header, total = file_plan(archives(), None, None)
@@ -374,6 +383,7 @@ def carbonlink_count(port: int, metric: str) -> int:
 
 def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:
     """Resident bytes per cached point and per cached metric, with writes paused."""
+    settled()
     base = dirs.new("cachemem-")
     ports = make_root(base, "sorted", "0.001")
     proc = start(impl, base)
