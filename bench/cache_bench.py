@@ -425,6 +425,8 @@ def main() -> None:
     parser.add_argument("--aggregation", default="",
                         help="aggregationMethod for every metric (default: average)")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the cached-memory runs (writes paused)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat each shared strategy's pair, alternating who goes first")
     parser.add_argument("--writer-threads", type=int, default=0,
@@ -564,8 +566,11 @@ def record_growth(means: dict, args: argparse.Namespace) -> None:
 
 def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
     """Every run and the tables; returns how many runs failed."""
-    rows = []
+    rows: list[dict] = []
     settle()
+    if args.memory_only:
+        print_memory(args, dirs)
+        return 0
     if args.floor:
         rows.append(run_floor(args.points, args.metrics, dirs))
         print(rows[-1], flush=True)
@@ -608,15 +613,20 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
                   % (strategy, format(int(mean_off), ","), format(int(mean_on), ","),
                      len(on), 100 * (1 - mean_on / mean_off)))
     if not args.no_memory:
-        impls = ["ours"] if args.no_reference else ["reference", "ours"]
-        memory = [run_memory(impl, args.points, args.metrics, dirs) for impl in impls]
-        print("\n| implementation | RSS growth MB | bytes per cached point "
-              "| bytes per cached metric |")
-        print("|---|---|---|---|")
-        for m in memory:
-            print("| %s | %.1f | %.0f | %.0f |" % (m["impl"], m["rss_growth_mb"],
-                                                  m["bytes_per_point"], m["bytes_per_metric"]))
+        print_memory(args, dirs)
     return sum(1 for r in rows if r["missing"])
+
+
+def print_memory(args: argparse.Namespace, dirs: RunDirs) -> None:
+    """Bytes per cached point and per cached metric, the reference's and ours."""
+    impls = ["ours"] if args.no_reference else ["reference", "ours"]
+    memory = [run_memory(impl, args.points, args.metrics, dirs) for impl in impls]
+    print("\n%s over %s metrics, writes paused:" % (load_text(args), format(args.metrics, ",")))
+    print("| implementation | RSS growth MB | bytes per cached point | bytes per cached metric |")
+    print("|---|---|---|---|")
+    for m in memory:
+        print("| %s | %.1f | %.0f | %.0f |" % (m["impl"], m["rss_growth_mb"],
+                                              m["bytes_per_point"], m["bytes_per_metric"]))
 
 
 if __name__ == "__main__":
