@@ -448,6 +448,8 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="time bench/create_floor.c on the same files before the first "
                              "and after the last run")
+    parser.add_argument("--floor-once", action="store_true",
+                        help="with --floor: only before the first run (long loads)")
     parser.add_argument("--delete-runs", action="store_true",
                         help="remove each run's folder once measured, then sync and wait "
                              "--settle seconds")
@@ -581,7 +583,7 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
             JOURNAL["value"] = journal
             rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
             print(rows[-1], flush=True)
-    if args.floor:
+    if args.floor and not args.floor_once:
         rows.append(run_floor(args.points, args.metrics, dirs))
         print(rows[-1], flush=True)
     print("\n| implementation | strategy | journal | points/s | seconds | CPU s | peak RSS MB "
