@@ -62,13 +62,14 @@ class Strategy:
                          % (len(self.queue), time.time() - started))
 
     def choose(self) -> str | None:
-        cache, skip = self.cache, self.skip
+        data, skip = self.cache.data, self.skip  # dict lookups, no method call a pick
         for _attempt in range(2):
-            while self.queue:
-                metric = self.queue.pop()
-                if metric in cache and metric not in skip:
+            queue = self.queue
+            while queue:
+                metric = queue.pop()
+                if metric in data and metric not in skip:
                     return metric
-            if not cache:
+            if not data:
                 return None
             self._refill()
         return None
@@ -135,13 +136,14 @@ class MaxStrategy(Strategy):
 
     def choose(self) -> str | None:
         cache = self.cache
+        data, heappop = cache.data, heapq.heappop
         for _attempt in range(2):
             heap, names = self.heap, self.names
             while heap:
-                metric = names[heapq.heappop(heap)[1]]
-                if metric in cache:
+                metric = names[heappop(heap)[1]]
+                if metric in data:
                     return metric
-            if not cache:
+            if not data:
                 return None
             with cache.lock:
                 self.names = list(cache.data)
