@@ -3,8 +3,11 @@
 Each file is a JSON list of rows {"daemon", "impl", "names", "load", "throughput", "unit",
 "cpu_s", "peak_rss_mb", "measured", "command"} (the benches append them). One PNG per
 daemon, docs/img/growth-<daemon>.png: throughput (left) and peak RSS (right) against the
-number of names, log x, one line per implementation and load (ours solid, references
-dashed). Missing or empty files are skipped; a row without a number is left out.
+number of names, log x, one line per implementation (ours solid, references dashed; log y
+for throughput; a hollow marker is a rate measured over a run stopped early). The load of each point is in
+the row (and in docs/performance.md's tables): a bench may use a lighter load for its
+largest name counts. Missing or empty files are skipped; a row without a number is left
+out.
 
     python bench/growth_plot.py [--data docs/data/growth] [--out docs/img]
 """
@@ -40,13 +43,12 @@ def read_rows(path: Path) -> list[dict]:
     return usable
 
 
-def series(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """Rows grouped by (impl, load), each group sorted by names; for a repeated name
+def series(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped by implementation, each group sorted by names; for a repeated name
     count the latest measurement wins."""
-    groups: dict[tuple[str, str], dict[float, dict]] = {}
+    groups: dict[str, dict[float, dict]] = {}
     for row in rows:
-        key = (str(row["impl"]), str(row.get("load", "")))
-        by_names = groups.setdefault(key, {})
+        by_names = groups.setdefault(str(row["impl"]), {})
         names = float(row["names"])
         if names not in by_names or str(row.get("measured", "")) >= str(
                 by_names[names].get("measured", "")):
@@ -64,25 +66,31 @@ def draw(daemon: str, rows: list[dict], out: Path) -> Path:
     groups = series(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     units = sorted({str(row.get("unit", "")) for row in rows})
-    for (impl, load), points in sorted(groups.items()):
+    for impl, points in sorted(groups.items(), key=lambda item: item[0] != "ours"):
         style = "-" if impl == "ours" else "--"
-        label = impl if len(groups) == len({k[0] for k in groups}) else "%s: %s" % (impl, load)
         names = [float(row["names"]) for row in points]
-        left.plot(names, [float(row["throughput"]) for row in points], style, marker="o",
-                  label=label)
+        line = left.plot(names, [float(row["throughput"]) for row in points], style,
+                         marker="o", label=impl)[0]
+        early = [row for row in points if "stopped early" in str(row.get("load", ""))]
+        if early:  # a rate so far: hollow
+            left.plot([float(row["names"]) for row in early],
+                      [float(row["throughput"]) for row in early], "o", markersize=9,
+                      markerfacecolor="white", color=line.get_color())
         memory = [(float(row["names"]), float(row["peak_rss_mb"])) for row in points
                   if row.get("peak_rss_mb") is not None]
         if memory:
-            right.plot(*zip(*memory, strict=True), style, marker="o", label=label)
+            right.plot(*zip(*memory, strict=True), style, marker="o", label=impl,
+                       color=line.get_color())
     left.set_title("%s: throughput" % daemon)
     left.set_ylabel(" / ".join(units) or "throughput")
     right.set_title("%s: peak RSS" % daemon)
     right.set_ylabel("MB")
+    left.set_yscale("log")  # rates span orders of magnitude between daemons and loads
+    right.set_ylim(bottom=0)
     for axis in (left, right):
         axis.set_xscale("log")
         axis.set_xlabel("names")
         axis.grid(True, which="both", alpha=0.3)
-        axis.set_ylim(bottom=0)
     left.legend(fontsize="small")
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
