@@ -3,11 +3,11 @@
 Each file is a JSON list of rows {"daemon", "impl", "names", "load", "throughput", "unit",
 "cpu_s", "peak_rss_mb", "measured", "command"} (the benches append them). One PNG per
 daemon, docs/img/growth-<daemon>.png: throughput (left) and peak RSS (right) against the
-number of names, log x, one line per implementation (ours solid, references dashed; log y
-for throughput; a hollow marker is a rate measured over a run stopped early). The load of each point is in
-the row (and in docs/performance.md's tables): a bench may use a lighter load for its
-largest name counts. Missing or empty files are skipped; a row without a number is left
-out.
+number of names, log x (log y for throughput), one line per implementation (ours solid,
+references dashed; a hollow marker is a rate measured over a run stopped early). The load
+of each point is in its row (and in docs/performance.md's tables): a bench may use a
+lighter load for its largest name counts. Missing or empty files are skipped; a row
+without a number is left out.
 
     python bench/growth_plot.py [--data docs/data/growth] [--out docs/img]
 """
