@@ -6,8 +6,8 @@
  * data: the cache's dict of metric name -> bytearray of native doubles (interleaved
  * timestamp, value pairs in arrival order). batch: a sequence of (metric: str,
  * timestamp, value) with float (or int) timestamp and value. Appends each point to its
- * metric's bytearray (a new one for a new metric). Returns how many were added; raises TypeError for an item
- * that is not such a triple (points before it stay added).
+ * metric's bytearray (a new one for a new metric). Returns how many were added; raises
+ * TypeError for an item that is not such a triple (points before it stay added).
  *
  * The caller holds the cache's lock. Exactly what the pure-Python loop
  * (carbon.cache.store.add_points_py) does.
