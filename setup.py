@@ -21,6 +21,7 @@ NATIVE = [
     Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
     Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
+    Extension("webapp.storage._points", ["webapp/storage/_points.c"]),
 ]
 
 
