@@ -36,19 +36,34 @@ def read_rows(path: Path) -> list[dict]:
     usable = []
     for row in rows:
         try:
-            if float(row["names"]) > 0 and float(row["throughput"]) >= 0:
+            failed = "FAILED" in str(row.get("load", ""))
+            if float(row["names"]) > 0 and float(row["throughput"]) >= 0 and not failed:
                 usable.append(row)
         except (KeyError, TypeError, ValueError):
             continue
     return usable
 
 
+def request_of(row: dict) -> str:
+    """What a row measured, without its run details (the load's text up to its first ", ")."""
+    return str(row.get("load", "")).split(", ")[0].strip()
+
+
 def series(rows: list[dict]) -> dict[str, list[dict]]:
     """Rows grouped by implementation, each group sorted by names; for a repeated name
-    count the latest measurement wins."""
+    count the latest measurement wins. Where one implementation measured several requests
+    at the same name count (the render app's sumSeries, groupByNode and raw rows), each
+    request is a line of its own."""
+    seen: dict[tuple[str, float], set[str]] = {}
+    for row in rows:
+        seen.setdefault((str(row["impl"]), float(row["names"])), set()).add(request_of(row))
+    several = any(len(requests) > 1 for requests in seen.values())
     groups: dict[str, dict[float, dict]] = {}
     for row in rows:
-        by_names = groups.setdefault(str(row["impl"]), {})
+        key = str(row["impl"])
+        if several:
+            key = "%s: %s" % (key, request_of(row))
+        by_names = groups.setdefault(key, {})
         names = float(row["names"])
         if names not in by_names or str(row.get("measured", "")) >= str(
                 by_names[names].get("measured", "")):
@@ -66,8 +81,8 @@ def draw(daemon: str, rows: list[dict], out: Path) -> Path:
     groups = series(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     units = sorted({str(row.get("unit", "")) for row in rows})
-    for impl, points in sorted(groups.items(), key=lambda item: item[0] != "ours"):
-        style = "-" if impl == "ours" else "--"
+    for impl, points in sorted(groups.items(), key=lambda item: not item[0].startswith("ours")):
+        style = "-" if impl.startswith("ours") else "--"
         names = [float(row["names"]) for row in points]
         line = left.plot(names, [float(row["throughput"]) for row in points], style,
                          marker="o", label=impl)[0]
