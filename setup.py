@@ -20,6 +20,7 @@ NATIVE = [
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
     Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
+    Extension("carbon.relay._route", ["carbon/relay/_route.c"]),
     Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
 ]
 

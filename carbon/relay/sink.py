@@ -7,7 +7,8 @@ and the flush at shutdown (``shutdown``).
 Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the
 spool directory may be passed in too). ``start()`` connects to every destination and
 replays what a previous run spooled; ``put_many(batch)`` routes and queues;
-``put_lines(line_batch)`` (the lean path) routes received lines by name through a
+``put_chunk(read)`` routes, checks and writes a whole read of lines in C for line
+destinations (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received lines by name through a
 ``RouteIndex`` and queues their bytes as they came (line protocol) or points made
 in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in whole
 buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
@@ -27,6 +28,7 @@ from carbon.formats.pickled import items_from_lines
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch, LineBatch
 from carbon.relay.client import DestinationClient
+from carbon.relay.chunks import ChunkRouter, available as chunks_available
 from carbon.relay.client_set import configured_destinations, make_clients, spool_directory
 from carbon.relay.destinations import Destination
 from carbon.relay.dynamic import DynamicRouting
@@ -82,6 +84,9 @@ class RelaySink:
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
                                 int(settings.get("RELAY_HASH_CACHE_SIZE",
                                                  DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
+        # The whole-read path (line destinations): reads routed and written in C.
+        self.chunks = ChunkRouter(self.index, self.router, self.index.size) if (
+            self.line_protocol and self.accepts_lines and chunks_available()) else None
         self.unroutable_unlogged = 0
         self.stopping = False
         self.stopped = False
@@ -130,6 +135,25 @@ class RelaySink:
                 client.flush()
             client.check(now)
         self.schedule_flush()
+
+    def put_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
+        """Route and queue a whole read of complete lines in one C call (``chunks``);
+        returns its datapoints, or None when the read must be parsed instead."""
+        if self.chunks is None or self.stopped:
+            return None
+        routed = self.chunks.route(chunk, max_length)
+        if routed is None:
+            return None
+        payloads, counts, nowhere, example, count = routed
+        clients = self.client_list
+        now = self.reactor.seconds()
+        for k, payload in enumerate(payloads):
+            if payload is not None:
+                self._queue(clients[k], payload, counts[k], now)
+        if nowhere:
+            self._unroutable(nowhere, example.decode("utf-8"))
+        self.schedule_flush()
+        return count
 
     def put_lines(self, batch: LineBatch) -> None:
         """Route a LineBatch by name through the RouteIndex and queue each destination's
