@@ -23,10 +23,10 @@ class RelayDaemon(Daemon):
     """Routes every received batch to DESTINATIONS; self-metrics under carbon.relays.
 
     With line destinations a whole read is routed and written in C
-    (``carbon.relay.chunks``); else reads of canonical lines take the lean path (``LineBatch`` through
-    ``Pipeline.process_lines`` to ``RelaySink.put_lines``); the white/blacklist is
-    wrapped so that it filters LineBatches too. With RELAY_WORKERS > 1 inbound TCP
-    connections are spread over worker processes (``carbon.relay.workers``).
+    (``carbon.relay.chunks``); else reads of canonical lines take the lean path
+    (``LineBatch`` through ``Pipeline.process_lines`` to ``RelaySink.put_lines``); the
+    white/blacklist is wrapped so that it filters LineBatches too. With RELAY_WORKERS > 1
+    inbound TCP connections are spread over worker processes (``carbon.relay.workers``).
     """
 
     metric_kind = "relays"

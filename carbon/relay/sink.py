@@ -8,12 +8,12 @@ Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and
 spool directory may be passed in too). ``start()`` connects to every destination and
 replays what a previous run spooled; ``put_many(batch)`` routes and queues;
 ``put_chunk(read)`` routes, checks and writes a whole read of lines in C for line
-destinations (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received lines by name through a
-``RouteIndex`` and queues their bytes as they came (line protocol) or points made
-in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in whole
-buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
-SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is left and closes; the Deferred fires
-when done.
+destinations (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received
+lines by name through a ``RouteIndex`` and queues their bytes as they came (line
+protocol) or points made in bulk (pickle); sending happens a moment later
+(TIME_TO_DEFER_SENDING) in whole buffers, or at once when a queue reaches its high
+watermark. ``stop()`` flushes for SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is
+left and closes; the Deferred fires when done.
 """
 
 from __future__ import annotations
