@@ -1,8 +1,8 @@
 """RelaySink: the relay's pipeline sink -- route each batch, queue it per destination.
 
 Its parts live beside it: the clients with their spools and TLS (``client_set``), the
-timers (``timers``), DYNAMIC_ROUTER (``dynamic``), TAG_RELAY_NORMALIZED (``tag_names``)
-and the flush at shutdown (``shutdown``).
+timers (``timers``), DYNAMIC_ROUTER (``dynamic``) and the flush at shutdown
+(``shutdown``); TAG_RELAY_NORMALIZED is ``carbon.tags.normalize_batch``.
 
 Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the
 spool directory may be passed in too). ``start()`` connects to every destination and
@@ -34,9 +34,9 @@ from carbon.relay.destinations import Destination
 from carbon.relay.dynamic import DynamicRouting
 from carbon.relay.index import RouteIndex
 from carbon.relay.shutdown import flush_then_close
-from carbon.relay.tag_names import normalize_names
 from carbon.relay.timers import RelayTimers
 from carbon.routers import DatapointRouter, make_router
+from carbon.tags import normalize_batch
 
 
 class RelaySink:
@@ -119,7 +119,7 @@ class RelaySink:
         if not batch:
             return
         if self.normalize_tags:
-            batch = normalize_names(batch)
+            batch = normalize_batch(batch, _keep_name)
         if self.stopped:
             self._spool_late(batch)
             return
@@ -264,6 +264,11 @@ class RelaySink:
 
     def _stopped(self, _: Any) -> None:
         self.stopped = True
+
+
+def _keep_name(name: str, error: ValueError) -> str:
+    """TAG_RELAY_NORMALIZED keeps a name that does not parse as received (the reference)."""
+    return name
 
 
 def relay_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:
