@@ -129,11 +129,11 @@ write_u64(char *p, uint64_t v)
     return p;
 }
 
-/* ("%.10f" % v).rstrip("0").rstrip(".") for a finite v with |v| < 2**53: v is m * 2**e
- * exactly, v * 10**10 = m * 10**10 * 2**e is rounded half to even in 128-bit integers
- * (what a correctly rounded "%.10f" does), then written. Returns the end. */
-static char *
-write_value(char *p, double v)
+/* round-half-even(v * 10**10) for a finite v with |v| < 2**53 (what a correctly
+ * rounded "%.10f" prints): v is m * 2**e exactly, so v * 10**10 = m * 10**10 * 2**e is
+ * rounded in 128-bit integers. */
+static unsigned __int128
+scaled_value(double v)
 {
     double a = fabs(v);
     int e;
@@ -153,7 +153,71 @@ write_value(char *p, double v)
         if (rem > half || (rem == half && (q & 1)))
             q++;
     }
-    if (signbit(v))
+    return q;
+}
+
+/* The same rounding read off the decimal text itself, when the text decides it:
+ * [-]digits[.digits] (no exponent), under 10**15. float(text) is within half an ulp
+ * of the text, so both round alike unless the digits past the 10th decimal are within
+ * that distance of a tie; then (and for other forms) returns -1 and the caller parses
+ * the number. */
+static int
+scaled_text(const char *s, Py_ssize_t len, unsigned __int128 *q, int *negative)
+{
+    Py_ssize_t i = 0;
+    *negative = 0;
+    if (len > 0 && s[0] == '-') {
+        *negative = 1;
+        i = 1;
+    }
+    uint64_t whole = 0, frac = 0, rest = 0;
+    int digits = 0, fdigits = 0, rdigits = 0;
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (++digits > 15)
+            return -1;
+        whole = whole * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (i < len && s[i] == '.') {
+        for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+            digits++;
+            if (fdigits < 10) {
+                frac = frac * 10 + (uint64_t)(s[i] - '0');
+                fdigits++;
+            }
+            else if (rdigits < 9) {
+                rest = rest * 10 + (uint64_t)(s[i] - '0');
+                rdigits++;
+            }
+        }
+    }
+    if (i != len || digits == 0)
+        return -1;
+    for (; fdigits < 10; fdigits++)
+        frac *= 10;
+    /* |v| < 2**p: an ulp is at most 2**(p-53), half of it 2**(p-54); in units of
+     * 10**-10, doubled for slack. */
+    int p = 64 - __builtin_clzll(whole + 1);
+    double margin = ldexp(1.0, p - 53) * 1e10;
+    if (margin >= 0.25)
+        return -1;
+    int up = 0;
+    if (rdigits) {
+        /* the digits past the 10th decimal as a fraction of one unit: within [lo, hi] */
+        double lo = (double)rest / POW10[rdigits], hi = (double)(rest + 1) / POW10[rdigits];
+        if (lo > 0.5 + margin)
+            up = 1;
+        else if (!(hi < 0.5 - margin))
+            return -1;
+    }
+    *q = (unsigned __int128)whole * TEN10 + frac + (unsigned)up;
+    return 0;
+}
+
+/* ("%.10f" % v).rstrip("0").rstrip(".") from v's scaled value and sign. */
+static char *
+write_scaled(char *p, unsigned __int128 q, int negative)
+{
+    if (negative)
         *p++ = '-';
     uint64_t whole = (uint64_t)(q / TEN10), frac = (uint64_t)(q % TEN10);
     p = write_u64(p, whole);
@@ -171,6 +235,12 @@ write_value(char *p, double v)
         p += last + 1;
     }
     return p;
+}
+
+static char *
+write_value(char *p, double v)
+{
+    return write_scaled(p, scaled_value(v), signbit(v) != 0);
 }
 
 /* ---------- hashes for placement (carbon.hashing's positions) ----------------------- */
@@ -490,7 +560,8 @@ typedef struct {
     const unsigned char *name;
     uint32_t name_len;
     int code;
-    double value;
+    int negative;
+    unsigned __int128 value; /* round-half-even(|value| * 10**10) */
     long long stamp;
 } LineRecord;
 
@@ -717,11 +788,10 @@ out_reserve(OutBuf *b, size_t more)
     return 0;
 }
 
-static inline int
-is_space(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
-}
+/* bytes.split()'s ASCII whitespace */
+static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1,
+                                         ['\x0b'] = 1, ['\x0c'] = 1};
+#define is_space(c) (SPACE[(unsigned char)(c)])
 
 /* Split and check every line; fills records. Returns the number of records, -1 if the
  * read must take the general path, -2 on error. */
@@ -761,16 +831,22 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
             return -1;
         LineRecord *r = &records[count];
         double stamp;
-        int rc = parse_number((const char *)field[1], flen[1], &r->value);
-        if (rc == 0)
-            rc = parse_number((const char *)field[2], flen[2], &stamp);
+        if (scaled_text((const char *)field[1], flen[1], &r->value, &r->negative) < 0) {
+            double value;
+            int rc = parse_number((const char *)field[1], flen[1], &value);
+            if (rc == -2)
+                return -2;
+            if (rc < 0 || !isfinite(value) || fabs(value) >= 9.0e15)
+                return -1;
+            r->value = scaled_value(value);
+            r->negative = signbit(value) != 0;
+        }
+        int rc = parse_number((const char *)field[2], flen[2], &stamp);
         if (rc == -2)
             return -2;
-        if (rc < 0 || !isfinite(r->value) || !isfinite(stamp))
-            return -1;
         /* a timestamp meaning now, and ones past what this writes exactly */
-        if ((-2.0 < stamp && stamp <= -1.0) || fabs(stamp) >= 9.0e18 ||
-            fabs(r->value) >= 9.0e15)
+        if (rc < 0 || !isfinite(stamp) || (-2.0 < stamp && stamp <= -1.0) ||
+            fabs(stamp) >= 9.0e18)
             return -1;
         for (Py_ssize_t i = 0; i < flen[0]; i++) {
             if (field[0][i] >= 0x80) {
@@ -856,7 +932,7 @@ RouteTable_route(RouteTable *t, PyObject *args)
             continue;
         }
         char *p = line;
-        p = write_value(p, r->value);
+        p = write_scaled(p, r->value, r->negative);
         *p++ = ' ';
         if (r->stamp < 0) {
             *p++ = '-';
@@ -948,6 +1024,22 @@ format_value(PyObject *module, PyObject *arg)
 }
 
 static PyObject *
+format_text(PyObject *module, PyObject *arg)
+{
+    char *text;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(arg, &text, &len) < 0)
+        return NULL;
+    unsigned __int128 q;
+    int negative;
+    if (scaled_text(text, len, &q, &negative) < 0)
+        Py_RETURN_NONE;
+    char buf[64];
+    char *end = write_scaled(buf, q, negative);
+    return PyBytes_FromStringAndSize(buf, end - buf);
+}
+
+static PyObject *
 position(PyObject *module, PyObject *args)
 {
     int kind;
@@ -994,6 +1086,9 @@ static PyTypeObject RouteTableType = {
 static PyMethodDef module_methods[] = {
     {"format_value", format_value, METH_O,
      "format_value(v) -> bytes: ('%.10f' % v).rstrip('0').rstrip('.') for |v| < 9e15"},
+    {"format_text", format_text, METH_O,
+     "format_text(text) -> bytes | None: format_value(float(text)) read off the decimal "
+     "text, or None when the text does not decide it"},
     {"position", position, METH_VARARGS,
      "position(kind, data) -> int: 1 carbon_ch, 2 fnv1a_ch, 3 mmh3_ch ring position, "
      "4 jump_fnv1a_ch bucket among 2**20"},

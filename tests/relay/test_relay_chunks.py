@@ -15,7 +15,7 @@ from carbon.hashing import ConsistentHashRing
 from carbon.relay.chunks import ChunkRouter
 from carbon.relay.index import RouteIndex
 from carbon.routers import make_router, parse_destinations
-from carbon.relay._route import format_value, position
+from carbon.relay._route import format_text, format_value, position
 from test_relay_lines import (CANON_STAMPS, CANON_VALUES, ENDINGS, NAMES, OTHER_STAMPS,
                               OTHER_VALUES, SEPARATORS, BAD_NAMES)
 from test_relay_routers import CASES, _settings
@@ -121,6 +121,27 @@ def test_declined_reads():
 @given(st.floats(allow_nan=False, allow_infinity=False, min_value=-8.9e15, max_value=8.9e15))
 def test_value_text_is_python_formatting(value):
     assert format_value(value) == ("%.10f" % value).rstrip("0").rstrip(".").encode()
+
+
+@settings(max_examples=500, deadline=None)
+@given(whole=st.integers(0, 10 ** 15 - 1), fraction=st.text("0123456789", max_size=25),
+       tie=st.sampled_from(["", "5", "49999999", "50000001", "5000000000000"]),
+       negative=st.booleans())
+def test_decimal_text_rounds_like_its_double(whole, fraction, tie, negative):
+    """The shortcut that reads "%.10f" off the decimal text answers like the double or
+    not at all (near a tie, or past what a double holds to 10 decimals)."""
+    digits = (fraction + "0" * 10)[:10] + tie if tie else fraction
+    text = "%s%d%s" % ("-" if negative else "", whole, "." + digits if digits else "")
+    got = format_text(text.encode())
+    if got is not None:
+        assert got == ("%.10f" % float(text)).rstrip("0").rstrip(".").encode()
+
+
+def test_decimal_text_shortcut_is_taken():
+    for text in (b"0.7362519846152", b"123.45678901234567", b"-0.00000000001", b"42"):
+        assert format_text(text) == ("%.10f" % float(text)).rstrip("0").rstrip(".").encode()
+    for text in (b"0.00000000005", b"1e3", b"123456789.123456789", b"+1", b"."):
+        assert format_text(text) is None
 
 
 def test_value_text_edges():
