@@ -260,10 +260,16 @@ static const uint32_t MD5_K[64] = {
     0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
     0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
     0xeb86d391};
-static const unsigned char MD5_R[64] = {
-    7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9,  14, 20, 5, 9,
-    14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-    4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+#define MD5_STEP(f, a, b, c, d, x, k, r)                                                 \
+    do {                                                                                 \
+        a += f(b, c, d) + (x) + (k);                                                     \
+        a = ((a << (r)) | (a >> (32 - (r)))) + b;                                        \
+    } while (0)
+#define MD5_F(b, c, d) (((b) & (c)) | (~(b) & (d)))
+#define MD5_G(b, c, d) (((d) & (b)) | (~(d) & (c)))
+#define MD5_H(b, c, d) ((b) ^ (c) ^ (d))
+#define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
 
 static void
 md5_block(md5_state *s, const unsigned char *block)
@@ -273,31 +279,29 @@ md5_block(md5_state *s, const unsigned char *block)
         w[i] = (uint32_t)block[4 * i] | ((uint32_t)block[4 * i + 1] << 8) |
                ((uint32_t)block[4 * i + 2] << 16) | ((uint32_t)block[4 * i + 3] << 24);
     uint32_t a = s->a, b = s->b, c = s->c, d = s->d;
-    for (int i = 0; i < 64; i++) {
-        uint32_t f;
-        int g;
-        if (i < 16) {
-            f = (b & c) | (~b & d);
-            g = i;
-        }
-        else if (i < 32) {
-            f = (d & b) | (~d & c);
-            g = (5 * i + 1) & 15;
-        }
-        else if (i < 48) {
-            f = b ^ c ^ d;
-            g = (3 * i + 5) & 15;
-        }
-        else {
-            f = c ^ (b | ~d);
-            g = (7 * i) & 15;
-        }
-        uint32_t t = d;
-        d = c;
-        c = b;
-        uint32_t x = a + f + MD5_K[i] + w[g];
-        b = b + ((x << MD5_R[i]) | (x >> (32 - MD5_R[i])));
-        a = t;
+    for (int i = 0; i < 16; i += 4) {
+        MD5_STEP(MD5_F, a, b, c, d, w[i], MD5_K[i], 7);
+        MD5_STEP(MD5_F, d, a, b, c, w[i + 1], MD5_K[i + 1], 12);
+        MD5_STEP(MD5_F, c, d, a, b, w[i + 2], MD5_K[i + 2], 17);
+        MD5_STEP(MD5_F, b, c, d, a, w[i + 3], MD5_K[i + 3], 22);
+    }
+    for (int i = 16; i < 32; i += 4) {
+        MD5_STEP(MD5_G, a, b, c, d, w[(5 * i + 1) & 15], MD5_K[i], 5);
+        MD5_STEP(MD5_G, d, a, b, c, w[(5 * i + 6) & 15], MD5_K[i + 1], 9);
+        MD5_STEP(MD5_G, c, d, a, b, w[(5 * i + 11) & 15], MD5_K[i + 2], 14);
+        MD5_STEP(MD5_G, b, c, d, a, w[(5 * i + 16) & 15], MD5_K[i + 3], 20);
+    }
+    for (int i = 32; i < 48; i += 4) {
+        MD5_STEP(MD5_H, a, b, c, d, w[(3 * i + 5) & 15], MD5_K[i], 4);
+        MD5_STEP(MD5_H, d, a, b, c, w[(3 * i + 8) & 15], MD5_K[i + 1], 11);
+        MD5_STEP(MD5_H, c, d, a, b, w[(3 * i + 11) & 15], MD5_K[i + 2], 16);
+        MD5_STEP(MD5_H, b, c, d, a, w[(3 * i + 14) & 15], MD5_K[i + 3], 23);
+    }
+    for (int i = 48; i < 64; i += 4) {
+        MD5_STEP(MD5_I, a, b, c, d, w[(7 * i) & 15], MD5_K[i], 6);
+        MD5_STEP(MD5_I, d, a, b, c, w[(7 * i + 7) & 15], MD5_K[i + 1], 10);
+        MD5_STEP(MD5_I, c, d, a, b, w[(7 * i + 14) & 15], MD5_K[i + 2], 15);
+        MD5_STEP(MD5_I, b, c, d, a, w[(7 * i + 21) & 15], MD5_K[i + 3], 21);
     }
     s->a += a;
     s->b += b;
@@ -561,6 +565,7 @@ typedef struct {
     uint32_t name_len;
     int code;
     int negative;
+    uint64_t hash;
     unsigned __int128 value; /* round-half-even(|value| * 10**10) */
     long long stamp;
 } LineRecord;
@@ -569,9 +574,23 @@ static int
 table_add(RouteTable *t, const unsigned char *name, uint32_t len, uint64_t h, int code)
 {
     if (t->current.count >= t->size) {
+        /* the new generation starts at the full one's size: no rehashing as it fills */
+        size_t slots = t->current.slots ? t->current.mask + 1 : 0;
+        size_t capacity = t->current.capacity;
         generation_free(&t->retired);
         t->retired = t->current;
         memset(&t->current, 0, sizeof(t->current));
+        if (slots) {
+            t->current.slots = PyMem_Calloc(slots, sizeof(Slot));
+            t->current.arena = PyMem_Malloc(capacity);
+            if (!t->current.slots || !t->current.arena) {
+                generation_free(&t->current);
+                PyErr_NoMemory();
+                return -1;
+            }
+            t->current.mask = slots - 1;
+            t->current.capacity = capacity;
+        }
     }
     return generation_add(&t->current, name, len, h, code, t->seed);
 }
@@ -579,9 +598,8 @@ table_add(RouteTable *t, const unsigned char *name, uint32_t len, uint64_t h, in
 /* The code of a name: current, else retired (copied over), else the ring, else -1.
  * -2 on error. */
 static int
-table_lookup(RouteTable *t, const unsigned char *name, uint32_t len)
+table_lookup(RouteTable *t, const unsigned char *name, uint32_t len, uint64_t h)
 {
-    uint64_t h = name_hash(name, len, t->seed);
     int code = generation_find(&t->current, name, len, h);
     if (code >= 0)
         return code;
@@ -894,9 +912,18 @@ RouteTable_route(RouteTable *t, PyObject *args)
         result = Py_NewRef(Py_None);
         goto done;
     }
+    for (Py_ssize_t i = 0; i < count; i++)
+        records[i].hash = name_hash(records[i].name, records[i].name_len, t->seed);
     for (Py_ssize_t i = 0; i < count; i++) {
         LineRecord *r = &records[i];
-        r->code = table_lookup(t, r->name, r->name_len);
+        if (i + 8 < count) { /* the table is far bigger than the caches: ask ahead */
+            uint64_t ahead = records[i + 8].hash;
+            if (t->current.slots)
+                __builtin_prefetch(&t->current.slots[ahead & t->current.mask]);
+            if (t->retired.slots)
+                __builtin_prefetch(&t->retired.slots[ahead & t->retired.mask]);
+        }
+        r->code = table_lookup(t, r->name, r->name_len, r->hash);
         if (r->code == -2)
             goto done;
         if (r->code < 0) {

@@ -5,6 +5,7 @@ reference vectors), a bounded name table that follows placement changes."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -75,6 +76,7 @@ def _expected(chunk: bytes, router, dests) -> dict:
             .split(b"\r\n")[:-1] for dest in dests}
 
 
+SIMPLE_NUMBER = re.compile(rb"[0-9.eE+-]{1,63}")
 ROUTER = make_router(Settings(RELAY_METHOD="consistent-hashing", REPLICATION_FACTOR=2,
                               DESTINATIONS=DESTS))
 
@@ -90,7 +92,9 @@ def test_chunk_path_writes_what_parse_and_encode_write(lines):
     points, bad = parse_lines(chunk.split(b"\n")[:-1], now=-1.5)  # "now" stays visible
     if routed is None:  # only a read the parse path must see declines
         assert bad or any(-2.0 < p[1] <= -1.0 or abs(p[1]) >= 9e18 or abs(p[2]) >= 9e15
-                          for p in points)
+                          for p in points) or any(
+            not SIMPLE_NUMBER.fullmatch(field) for line in lines
+            for field in line.split()[1:3])  # float() reads '1_000' too: parsed, not here
         return
     assert not bad
     assert routed[4] == len(points)
