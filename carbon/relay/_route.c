@@ -156,6 +156,13 @@ scaled_value(double v)
     return q;
 }
 
+/* 2**(p-53) * 10**10 for p = 0..19: a whole ulp below 2**p, in units of 10**-10 */
+static const double MARGIN[20] = {
+    0x1p-53 * 1e10, 0x1p-52 * 1e10, 0x1p-51 * 1e10, 0x1p-50 * 1e10, 0x1p-49 * 1e10,
+    0x1p-48 * 1e10, 0x1p-47 * 1e10, 0x1p-46 * 1e10, 0x1p-45 * 1e10, 0x1p-44 * 1e10,
+    0x1p-43 * 1e10, 0x1p-42 * 1e10, 0x1p-41 * 1e10, 0x1p-40 * 1e10, 0x1p-39 * 1e10,
+    0x1p-38 * 1e10, 0x1p-37 * 1e10, 0x1p-36 * 1e10, 0x1p-35 * 1e10, 0x1p-34 * 1e10};
+
 /* The same rounding read off the decimal text itself, when the text decides it:
  * [-]digits[.digits] (no exponent), under 10**15. float(text) is within half an ulp
  * of the text, so both round alike unless the digits past the 10th decimal are within
@@ -197,9 +204,9 @@ scaled_text(const char *s, Py_ssize_t len, unsigned __int128 *q, int *negative)
     /* |v| < 2**p: an ulp is at most 2**(p-53), half of it 2**(p-54); in units of
      * 10**-10, doubled for slack. */
     int p = 64 - __builtin_clzll(whole + 1);
-    double margin = ldexp(1.0, p - 53) * 1e10;
-    if (margin >= 0.25)
+    if (p > 19) /* 2**(19-53) * 10**10 is 0.58 */
         return -1;
+    double margin = MARGIN[p];
     int up = 0;
     if (rdigits) {
         /* the digits past the 10th decimal as a fraction of one unit: within [lo, hi] */
@@ -219,7 +226,15 @@ write_scaled(char *p, unsigned __int128 q, int negative)
 {
     if (negative)
         *p++ = '-';
-    uint64_t whole = (uint64_t)(q / TEN10), frac = (uint64_t)(q % TEN10);
+    uint64_t whole, frac;
+    if (q >> 64) {
+        whole = (uint64_t)(q / TEN10);
+        frac = (uint64_t)(q % TEN10);
+    }
+    else {
+        whole = (uint64_t)q / TEN10;
+        frac = (uint64_t)q % TEN10;
+    }
     p = write_u64(p, whole);
     if (frac) {
         char digits[10];
@@ -546,8 +561,20 @@ typedef struct {
 } OutBuf;
 
 typedef struct {
+    const unsigned char *name;
+    uint32_t name_len;
+    int code;
+    int negative;
+    uint64_t hash;
+    unsigned __int128 value; /* round-half-even(|value| * 10**10) */
+    long long stamp;
+} LineRecord;
+
+typedef struct {
     PyObject_HEAD
     Generation current, retired;
+    LineRecord *records; /* one a line of the read being routed */
+    size_t records_cap;
     size_t size;
     uint64_t seed;
     int destinations;
@@ -560,15 +587,6 @@ typedef struct {
     OutBuf *out;
 } RouteTable;
 
-typedef struct {
-    const unsigned char *name;
-    uint32_t name_len;
-    int code;
-    int negative;
-    uint64_t hash;
-    unsigned __int128 value; /* round-half-even(|value| * 10**10) */
-    long long stamp;
-} LineRecord;
 
 static int
 table_add(RouteTable *t, const unsigned char *name, uint32_t len, uint64_t h, int code)
@@ -633,6 +651,7 @@ RouteTable_dealloc(RouteTable *t)
     PyMem_Free(t->members);
     PyMem_Free(t->ring_positions);
     PyMem_Free(t->ring_codes);
+    PyMem_Free(t->records);
     if (t->out) {
         for (int k = 0; k < t->destinations; k++)
             PyMem_Free(t->out[k].data);
@@ -896,15 +915,18 @@ RouteTable_route(RouteTable *t, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*n:route", &chunk, &max_length))
         return NULL;
     const unsigned char *s = chunk.buf;
-    Py_ssize_t n = chunk.len, lines = 0;
-    for (const unsigned char *p = s; (p = memchr(p, '\n', s + n - p)); p++)
-        lines++;
+    Py_ssize_t n = chunk.len, lines = n / 6 + 1; /* a line with 3 fields: >= 6 bytes */
     PyObject *result = NULL, *unknown = NULL;
-    LineRecord *records = PyMem_Malloc((lines ? lines : 1) * sizeof(LineRecord));
-    if (!records) {
-        PyErr_NoMemory();
-        goto done;
+    if ((size_t)lines > t->records_cap) { /* kept between calls: reads are alike */
+        LineRecord *grown = PyMem_Realloc(t->records, lines * sizeof(LineRecord));
+        if (!grown) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        t->records = grown;
+        t->records_cap = (size_t)lines;
     }
+    LineRecord *records = t->records;
     Py_ssize_t count = read_lines(s, n, max_length, records);
     if (count == -2)
         goto done;
@@ -1018,7 +1040,11 @@ RouteTable_route(RouteTable *t, PyObject *args)
     result = Py_BuildValue("(NNnNn)", payloads, counts, nowhere, name, count);
 done:
     Py_XDECREF(unknown);
-    PyMem_Free(records);
+    if (t->records_cap > (1 << 16)) { /* not a huge one, though */
+        PyMem_Free(t->records);
+        t->records = NULL;
+        t->records_cap = 0;
+    }
     PyBuffer_Release(&chunk);
     return result;
 }
