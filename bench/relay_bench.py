@@ -25,7 +25,8 @@ harness alone: the same parts sent straight to the sinks (part k to sink k modul
 the sinks, no relay, no placement check), the ceiling of what this harness can
 measure on this machine. ``--growth FILE`` appends each relay's mean to FILE (issue
 17's cost-as-the-work-grows data). ``--memory-per-name N`` teaches our relay's name
-table N names and prints the bytes it holds per name.
+table N names (RELAY_HASH_CACHE_SIZE as ``--hash-cache`` or the default) and prints the
+names it keeps and the bytes it holds per name.
 
 carbon-c-relay is used if ``carbon-c-relay`` (or ``relay``) is on PATH; it always
 sends plaintext, so its destinations count lines.
@@ -51,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import (ROOT, RunDirs, crelay_binary, free_port, mirrored,  # noqa: E402
                     reference_venv, rss_kb, stop, wait_port)
 
+from carbon.config.defaults import DEFAULTS  # noqa: E402
 from carbon.config.settings import Settings  # noqa: E402
 from carbon.formats.pickled import split_frames  # noqa: E402
 from carbon.routers import make_router, parse_destinations  # noqa: E402
@@ -351,25 +353,28 @@ def append_growth(path: Path, results: list[dict], args: argparse.Namespace) -> 
     path.write_text(json.dumps(rows, indent=1) + "\n")
 
 
-def memory_per_name(count: int) -> None:
-    """Teach our relay's name table ``count`` names (bench-like, 30 characters) through
-    its whole-read path and print what it holds per name, and the RSS growth."""
+def memory_per_name(count: int, size: int) -> None:
+    """Teach our relay's name table ``count`` names (bench-like, 29 characters) through
+    its whole-read path with RELAY_HASH_CACHE_SIZE ``size``; print the names it keeps
+    (at most two generations of ``size``), the bytes it holds for them and the RSS
+    growth."""
     from carbon.relay.chunks import ChunkRouter
     from carbon.relay.index import RouteIndex
 
     dests = ["127.0.0.1:%d:%s" % (2004 + k, chr(ord("a") + k)) for k in range(3)]
     router = make_router(Settings(RELAY_METHOD="consistent-hashing"), parse_destinations(dests))
-    chunks = ChunkRouter(RouteIndex(router, parse_destinations(dests), count), router, count)
+    chunks = ChunkRouter(RouteIndex(router, parse_destinations(dests), size), router, size)
     rss0 = rss_kb(os.getpid())
     for start in range(0, count, 2000):
         chunk = b"".join(b"bench.host%03d.metric%09d 0.7362519846152 1700000000\n" % (
             i % 1000, i) for i in range(start, min(count, start + 2000)))
         assert chunks.route(chunk, 0) is not None
     rss1 = rss_kb(os.getpid())
-    print("%s names (30 characters) known: table %.1f MB, %.1f bytes a name; RSS growth "
-          "%.1f MB, %.1f bytes a name; at most 2 x RELAY_HASH_CACHE_SIZE names are held" % (
-              format(chunks.known, ","), chunks.memory / 1e6, chunks.memory / chunks.known,
-              (rss1 - rss0) / 1024, (rss1 - rss0) * 1024 / chunks.known))
+    print("%s names sent, RELAY_HASH_CACHE_SIZE %s: %s names (29 characters) known, "
+          "table %.1f MB allocated (%.1f bytes a name), RSS growth %.1f MB (%.1f bytes a "
+          "name)" % (format(count, ","), format(size, ","), format(chunks.known, ","),
+                     chunks.memory / 1e6, chunks.memory / chunks.known,
+                     (rss1 - rss0) / 1024, (rss1 - rss0) * 1024 / chunks.known))
 
 
 def main() -> None:
@@ -401,7 +406,8 @@ def main() -> None:
                         help="run the implementations forwards, then backwards, ...")
     args = parser.parse_args()
     if args.memory_per_name:
-        memory_per_name(args.memory_per_name)
+        memory_per_name(args.memory_per_name, args.hash_cache or int(
+            DEFAULTS["RELAY_HASH_CACHE_SIZE"]))
         return
     load_before = loadavg()
     parts, sent = make_payload(args.lines, args.names, args.connections,
