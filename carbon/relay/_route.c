@@ -2,14 +2,15 @@
  * destination's bytes in one C call (carbon.relay.chunks drives it).
  *
  * RouteTable(destinations, size)
- *   .route(chunk, max_length) -> None | list[bytes] | (payloads, counts, nowhere, example,
- *                                                       lines)
+ *   .route(chunk, max_length, items=False) -> None | list[bytes] |
+ *                                       (payloads, counts, nowhere, example, lines)
  *       chunk: complete lines, each ending in '\n'.  None: some line is not one this
  *       path writes exactly as parse_lines + encode_line would (a bad line, inf/nan, a
  *       timestamp meaning "now", an overlong line, a number float() reads but this does
  *       not): the caller takes the general path for the whole read.  A list: names
  *       neither known nor placeable here (placed by the caller, then .learn()).  A tuple:
- *       payloads[k] is destination k's bytes (None if nothing), counts[k] its lines,
+ *       payloads[k] is destination k's bytes (None if nothing) or with `items` its
+ *       pickle message items (name, (timestamp, value)), counts[k] its lines,
  *       nowhere the lines without a destination, example the first such name and
  *       lines the datapoints read.
  *   .learn(names, codes)        remember names -> route codes (one byte a name)
@@ -567,6 +568,7 @@ typedef struct {
     int negative;
     uint64_t hash;
     unsigned __int128 value; /* round-half-even(|value| * 10**10) */
+    double value_d, stamp_d; /* the parsed numbers (pickle items) */
     long long stamp;
 } LineRecord;
 
@@ -833,7 +835,8 @@ static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r
 /* Split and check every line; fills records. Returns the number of records, -1 if the
  * read must take the general path, -2 on error. */
 static Py_ssize_t
-read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineRecord *records)
+read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineRecord *records,
+           int items)
 {
     Py_ssize_t count = 0, start = 0;
     while (start < n) {
@@ -868,7 +871,14 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
             return -1;
         LineRecord *r = &records[count];
         double stamp;
-        if (scaled_text((const char *)field[1], flen[1], &r->value, &r->negative) < 0) {
+        if (items) { /* pickle items carry the parsed doubles */
+            int rc = parse_number((const char *)field[1], flen[1], &r->value_d);
+            if (rc == -2)
+                return -2;
+            if (rc < 0 || !isfinite(r->value_d))
+                return -1;
+        }
+        else if (scaled_text((const char *)field[1], flen[1], &r->value, &r->negative) < 0) {
             double value;
             int rc = parse_number((const char *)field[1], flen[1], &value);
             if (rc == -2)
@@ -902,9 +912,78 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
         r->name = field[0];
         r->name_len = (uint32_t)flen[0];
         r->stamp = (long long)stamp;
+        r->stamp_d = stamp;
         count++;
     }
     return count;
+}
+
+/* route()'s answer for pickle destinations: per destination a list of message items
+ * (name, (timestamp, value)), as items_from_lines / wire_items make them. */
+static PyObject *
+route_items(RouteTable *t, LineRecord *records, Py_ssize_t count)
+{
+    int D = t->destinations;
+    Py_ssize_t nowhere = 0, example = -1;
+    PyObject *lists = PyList_New(D), *counts = NULL, *name = NULL;
+    if (!lists)
+        return NULL;
+    for (int k = 0; k < D; k++) {
+        PyObject *list = PyList_New(0);
+        if (!list)
+            goto error;
+        PyList_SET_ITEM(lists, k, list);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        LineRecord *r = &records[i];
+        int members = t->member_count[r->code];
+        if (!members) {
+            if (example < 0)
+                example = i;
+            nowhere++;
+            continue;
+        }
+        PyObject *metric = PyUnicode_DecodeUTF8((const char *)r->name, r->name_len, "strict");
+        PyObject *stamp = PyFloat_FromDouble(r->stamp_d);
+        PyObject *value = PyFloat_FromDouble(r->value_d);
+        PyObject *point = NULL, *item = NULL;
+        if (metric && stamp && value && (point = PyTuple_Pack(2, stamp, value)))
+            item = PyTuple_Pack(2, metric, point);
+        Py_XDECREF(metric);
+        Py_XDECREF(stamp);
+        Py_XDECREF(value);
+        Py_XDECREF(point);
+        if (!item)
+            goto error;
+        for (int m = 0; m < members; m++) {
+            if (PyList_Append(PyList_GET_ITEM(lists, t->members[r->code * D + m]), item) < 0) {
+                Py_DECREF(item);
+                goto error;
+            }
+        }
+        Py_DECREF(item);
+    }
+    if (!(counts = PyList_New(D)))
+        goto error;
+    for (int k = 0; k < D; k++) {
+        PyObject *list = PyList_GET_ITEM(lists, k);
+        PyObject *number = PyLong_FromSsize_t(PyList_GET_SIZE(list));
+        if (!number)
+            goto error;
+        PyList_SET_ITEM(counts, k, number);
+        if (!PyList_GET_SIZE(list))
+            PyList_SetItem(lists, k, Py_NewRef(Py_None));
+    }
+    name = example < 0 ? Py_NewRef(Py_None)
+                       : PyBytes_FromStringAndSize((const char *)records[example].name,
+                                                   records[example].name_len);
+    if (!name)
+        goto error;
+    return Py_BuildValue("(NNnNn)", lists, counts, nowhere, name, count);
+error:
+    Py_XDECREF(lists);
+    Py_XDECREF(counts);
+    return NULL;
 }
 
 static PyObject *
@@ -912,7 +991,8 @@ RouteTable_route(RouteTable *t, PyObject *args)
 {
     Py_buffer chunk;
     Py_ssize_t max_length;
-    if (!PyArg_ParseTuple(args, "y*n:route", &chunk, &max_length))
+    int items = 0;
+    if (!PyArg_ParseTuple(args, "y*n|p:route", &chunk, &max_length, &items))
         return NULL;
     const unsigned char *s = chunk.buf;
     Py_ssize_t n = chunk.len, lines = n / 6 + 1; /* a line with 3 fields: >= 6 bytes */
@@ -927,7 +1007,7 @@ RouteTable_route(RouteTable *t, PyObject *args)
         t->records_cap = (size_t)lines;
     }
     LineRecord *records = t->records;
-    Py_ssize_t count = read_lines(s, n, max_length, records);
+    Py_ssize_t count = read_lines(s, n, max_length, records, items);
     if (count == -2)
         goto done;
     if (count == -1) {
@@ -962,6 +1042,10 @@ RouteTable_route(RouteTable *t, PyObject *args)
     if (unknown) {
         result = unknown;
         unknown = NULL;
+        goto done;
+    }
+    if (items) {
+        result = route_items(t, records, count);
         goto done;
     }
     int D = t->destinations;

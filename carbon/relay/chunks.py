@@ -5,7 +5,8 @@ name up in a bounded C table (name -> route code, two generations of
 RELAY_HASH_CACHE_SIZE names, like ``RouteIndex``), places names it does not know on
 the reference ring itself (carbon_ch, fnv1a_ch, mmh3_ch, jump_fnv1a_ch with one
 replica) and writes each destination's bytes: ``name value timestamp\\r\\n``, the
-value as carbon's line client writes the parsed float. Names it cannot place (rules,
+value as carbon's line client writes the parsed float (or, for pickle destinations,
+its message items ``(name, (timestamp, value))``). Names it cannot place (rules,
 replicas, other rings) are placed here in bulk by ``RouteIndex.place`` and taught to
 the table. A read holding any line the C path would not write exactly as
 ``parse_lines`` + ``encode_line`` do (a bad line, inf or nan, a timestamp meaning now,
@@ -63,9 +64,10 @@ class ChunkRouter:
         """Bytes the table holds for names."""
         return self.table.memory
 
-    def route(self, chunk: bytes, max_length: int = 0) -> Routed | None:
+    def route(self, chunk: bytes, max_length: int = 0, items: bool = False) -> Routed | None:
         """(payloads, counts, nowhere, example name, datapoints) of a read of complete
-        lines, or None when the read must be parsed (see the module doc)."""
+        lines, or None when the read must be parsed (see the module doc). A payload is
+        a destination's line bytes, or with ``items`` its pickle message items."""
         generation = getattr(self.router, "generation", 0)
         if generation != self.generation:
             self.table.clear()
@@ -73,7 +75,7 @@ class ChunkRouter:
             self._set_ring()
         table = self.table
         for _ in range(2):  # a table smaller than one read's names: parse it instead
-            routed = table.route(chunk, max_length)
+            routed = table.route(chunk, max_length, items)
             if type(routed) is not list:
                 return routed
             unknown = list(dict.fromkeys(routed))

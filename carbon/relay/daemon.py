@@ -22,7 +22,7 @@ GC_THRESHOLD = 20000  # the relay's young-generation collection threshold
 class RelayDaemon(Daemon):
     """Routes every received batch to DESTINATIONS; self-metrics under carbon.relays.
 
-    With line destinations a whole read is routed and written in C
+    A whole read is routed (and its lines written) in C
     (``carbon.relay.chunks``); else reads of canonical lines take the lean path
     (``LineBatch`` through ``Pipeline.process_lines`` to ``RelaySink.put_lines``); the
     white/blacklist is wrapped so that it filters LineBatches too. With RELAY_WORKERS > 1

@@ -4,16 +4,16 @@ Its parts live beside it: the clients with their spools and TLS (``client_set``)
 timers (``timers``), DYNAMIC_ROUTER (``dynamic``) and the flush at shutdown
 (``shutdown``); TAG_RELAY_NORMALIZED is ``carbon.tags.normalize_batch``.
 
-Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the
-spool directory may be passed in too). ``start()`` connects to every destination and
-replays what a previous run spooled; ``put_many(batch)`` routes and queues;
-``put_chunk(read)`` routes, checks and writes a whole read of lines in C for line
-destinations (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received
-lines by name through a ``RouteIndex`` and queues their bytes as they came (line
-protocol) or points made in bulk (pickle); sending happens a moment later
-(TIME_TO_DEFER_SENDING) in whole buffers, or at once when a queue reaches its high
-watermark. ``stop()`` flushes for SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is
-left and closes; the Deferred fires when done.
+Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the spool
+directory may be passed in too). ``start()`` connects to every destination and replays
+what a previous run spooled; ``put_many(batch)`` routes and queues; ``put_chunk(read)``
+routes and checks a whole read of lines in C and writes each destination's lines or pickle
+items (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received lines by
+name through a ``RouteIndex`` and queues their bytes as they came (line protocol) or
+points made in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in
+whole buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
+SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is left and closes; the Deferred fires
+when done.
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ class RelaySink:
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
                                 int(settings.get("RELAY_HASH_CACHE_SIZE",
                                                  DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
-        # The whole-read path (line destinations): reads routed and written in C.
+        # The whole-read path: reads routed (and lines written) in C.
         self.chunks = ChunkRouter(self.index, self.router, self.index.size) if (
-            self.line_protocol and self.accepts_lines and chunks_available()) else None
+            self.accepts_lines and chunks_available()) else None
         self.unroutable_unlogged = 0
         self.stopping = False
         self.stopped = False
@@ -137,11 +137,12 @@ class RelaySink:
         self.schedule_flush()
 
     def put_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
-        """Route and queue a whole read of complete lines in one C call (``chunks``);
-        returns its datapoints, or None when the read must be parsed instead."""
+        """Route and queue a whole read of complete lines in one C call (``chunks``):
+        line bytes or pickle message items per destination; returns its datapoints, or
+        None when the read must be parsed instead."""
         if self.chunks is None or self.stopped:
             return None
-        routed = self.chunks.route(chunk, max_length)
+        routed = self.chunks.route(chunk, max_length, not self.line_protocol)
         if routed is None:
             return None
         payloads, counts, nowhere, example, count = routed

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from carbon.config.settings import Settings
+from carbon.formats.pickled import encode_pickle_items, wire_items
 from carbon.formats.plaintext import encode_line, parse_lines
 from carbon.hashing import ConsistentHashRing
 from carbon.relay.chunks import ChunkRouter
@@ -109,6 +110,25 @@ def test_every_read_of_valid_lines_takes_the_chunk_path(lines):
     routed = _chunk_router(ROUTER, dests).route(chunk, 0)
     assert routed is not None
     assert _received(routed, dests) == _expected(chunk, ROUTER, dests)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.one_of(fine_line(), other_line()), max_size=25))
+def test_pickle_items_are_what_the_tuple_path_pickles(lines):
+    """For pickle destinations: the same message items, pickled to the same bytes."""
+    dests = parse_destinations(DESTS)
+    chunk = b"".join(line + b"\n" for line in lines)
+    routed = _chunk_router(ROUTER, dests).route(chunk, 0, True)
+    points, bad = parse_lines(chunk.split(b"\n")[:-1], now=-1.5)
+    if routed is None:
+        assert bad or any(-2.0 < p[1] <= -1.0 or abs(p[1]) >= 9e18 for p in points) or any(
+            not SIMPLE_NUMBER.fullmatch(field) for line in lines
+            for field in line.split()[1:3])
+        return
+    for dest, items, count in zip(dests, routed[0], routed[1], strict=True):
+        expected = wire_items([p for p in points if dest in ROUTER.get_destinations(p[0])])
+        assert (items or []) == expected and count == len(expected)
+        assert encode_pickle_items(items or [])[0] == encode_pickle_items(expected)[0]
 
 
 def test_declined_reads():

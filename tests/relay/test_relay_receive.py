@@ -56,7 +56,8 @@ def _expected(data: bytes, sink: RelaySink) -> dict:
     return per
 
 
-@pytest.mark.parametrize("protocol,stage", [("line", False), ("pickle", False), ("line", True)])
+@pytest.mark.parametrize("protocol,stage", [("line", False), ("pickle", False), ("line", True),
+                                            ("pickle", True)])
 def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, protocol, stage):
     """With ``stage`` reads go to the whole-read C path first (as in the daemon)."""
     data, bad = _stream()
