@@ -90,9 +90,12 @@ def handle_action(action: str, pidfile: str, program: str, instance: str | None,
 
 
 def write_pidfile(pidfile: str) -> None:
+    """Write our pid so that a reader never sees an empty or partial pidfile."""
     os.makedirs(os.path.dirname(pidfile) or ".", exist_ok=True)
-    with open(pidfile, "w") as handle:
+    staging = "%s.%d.tmp" % (pidfile, os.getpid())
+    with open(staging, "w") as handle:
         handle.write("%d" % os.getpid())
+    os.replace(staging, pidfile)
 
 
 def remove_pidfile(pidfile: str) -> None:
