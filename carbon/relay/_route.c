@@ -38,80 +38,20 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../formats/_number.h"
+
 #define MAX_CODES 256
 #define TEN10 10000000000ULL
 
-/* ---------- number parsing (the same decisions as _plaintext.c's to_double) ------- */
+/* ---------- number parsing ----------------------------------------------------------- */
 
-static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-static int
-fast_decimal(const char *s, Py_ssize_t len, double *out)
-{
-    Py_ssize_t i = 0;
-    int negative = 0, digits = 0, fraction = -1;
-    long long mantissa = 0;
-    if (len > 0 && s[0] == '-') {
-        negative = 1;
-        i = 1;
-    }
-    if (i >= len)
-        return -1;
-    for (; i < len; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9') {
-            if (++digits > 15)
-                return -1;
-            mantissa = mantissa * 10 + (c - '0');
-            if (fraction >= 0)
-                fraction++;
-        }
-        else if (c == '.' && fraction < 0)
-            fraction = 0;
-        else
-            return -1;
-    }
-    if (digits == 0)
-        return -1;
-    double value = (double)mantissa;
-    if (fraction > 0)
-        value /= POW10[fraction];
-    *out = negative ? -value : value;
-    return 0;
-}
-
-/* float(field) for fields of digits, '.', '-', '+', 'e', 'E' (what float() does for
- * them: PyOS_string_to_double of the whole text). 0 ok, -1 not handled here (the
- * caller falls back, no exception set), -2 error set. */
+/* float(field) for fields of digits, '.', '-', '+', 'e', 'E'. 0 ok, -1 not handled here
+ * (the caller falls back, no exception set), -2 error set. */
 static int
 parse_number(const char *s, Py_ssize_t len, double *out)
 {
-    char buf[64];
-    if (fast_decimal(s, len, out) == 0)
-        return 0;
-    if (len >= (Py_ssize_t)sizeof(buf))
-        return -1;
-    for (Py_ssize_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' ||
-              c == 'E'))
-            return -1;
-    }
-    char *end;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    double value = PyOS_string_to_double(buf, &end, NULL);
-    if (value == -1.0 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError))
-            return -2;
-        PyErr_Clear();
-        return -1;
-    }
-    if (end != buf + len)
-        return -1;
-    *out = value;
-    return 0;
+    int rc = simple_to_double(s, len, out);
+    return rc == -3 ? -1 : rc;
 }
 
 /* ---------- value and timestamp text ------------------------------------------------ */
@@ -918,31 +858,24 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
     return count;
 }
 
-/* route()'s answer for pickle destinations: per destination a list of message items
- * (name, (timestamp, value)), as items_from_lines / wire_items make them. */
-static PyObject *
-route_items(RouteTable *t, LineRecord *records, Py_ssize_t count)
+/* Pickle destinations: lists[k] = destination k's message items (name, (timestamp,
+ * value)), as items_from_lines / wire_items make them, or None. 0, or -1 on error. */
+static int
+items_out(RouteTable *t, LineRecord *records, Py_ssize_t count, PyObject *lists,
+          PyObject *counts)
 {
     int D = t->destinations;
-    Py_ssize_t nowhere = 0, example = -1;
-    PyObject *lists = PyList_New(D), *counts = NULL, *name = NULL;
-    if (!lists)
-        return NULL;
     for (int k = 0; k < D; k++) {
         PyObject *list = PyList_New(0);
         if (!list)
-            goto error;
+            return -1;
         PyList_SET_ITEM(lists, k, list);
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         LineRecord *r = &records[i];
         int members = t->member_count[r->code];
-        if (!members) {
-            if (example < 0)
-                example = i;
-            nowhere++;
+        if (!members)
             continue;
-        }
         PyObject *metric = PyUnicode_DecodeUTF8((const char *)r->name, r->name_len, "strict");
         PyObject *stamp = PyFloat_FromDouble(r->stamp_d);
         PyObject *value = PyFloat_FromDouble(r->value_d);
@@ -954,36 +887,84 @@ route_items(RouteTable *t, LineRecord *records, Py_ssize_t count)
         Py_XDECREF(value);
         Py_XDECREF(point);
         if (!item)
-            goto error;
+            return -1;
         for (int m = 0; m < members; m++) {
             if (PyList_Append(PyList_GET_ITEM(lists, t->members[r->code * D + m]), item) < 0) {
                 Py_DECREF(item);
-                goto error;
+                return -1;
             }
         }
         Py_DECREF(item);
     }
-    if (!(counts = PyList_New(D)))
-        goto error;
     for (int k = 0; k < D; k++) {
-        PyObject *list = PyList_GET_ITEM(lists, k);
-        PyObject *number = PyLong_FromSsize_t(PyList_GET_SIZE(list));
+        Py_ssize_t size = PyList_GET_SIZE(PyList_GET_ITEM(lists, k));
+        PyObject *number = PyLong_FromSsize_t(size);
         if (!number)
-            goto error;
+            return -1;
         PyList_SET_ITEM(counts, k, number);
-        if (!PyList_GET_SIZE(list))
+        if (!size)
             PyList_SetItem(lists, k, Py_NewRef(Py_None));
     }
-    name = example < 0 ? Py_NewRef(Py_None)
-                       : PyBytes_FromStringAndSize((const char *)records[example].name,
-                                                   records[example].name_len);
-    if (!name)
-        goto error;
-    return Py_BuildValue("(NNnNn)", lists, counts, nowhere, name, count);
-error:
-    Py_XDECREF(lists);
-    Py_XDECREF(counts);
-    return NULL;
+    return 0;
+}
+
+/* Line destinations: payloads[k] = destination k's lines, or None. 0, or -1. */
+static int
+lines_out(RouteTable *t, LineRecord *records, Py_ssize_t count, PyObject *payloads,
+          PyObject *counts)
+{
+    int D = t->destinations;
+    for (int k = 0; k < D; k++) {
+        t->out[k].len = 0;
+        t->out[k].lines = 0;
+    }
+    char line[512];
+    for (Py_ssize_t i = 0; i < count; i++) {
+        LineRecord *r = &records[i];
+        int members = t->member_count[r->code];
+        if (!members)
+            continue;
+        char *p = write_scaled(line, r->value, r->negative);
+        *p++ = ' ';
+        if (r->stamp < 0) {
+            *p++ = '-';
+            p = write_u64(p, (uint64_t)0 - (uint64_t)r->stamp);
+        }
+        else
+            p = write_u64(p, (uint64_t)r->stamp);
+        *p++ = '\r';
+        *p++ = '\n';
+        size_t tail = p - line, total = r->name_len + 1 + tail;
+        for (int m = 0; m < members; m++) {
+            OutBuf *b = &t->out[t->members[r->code * D + m]];
+            if (out_reserve(b, total) < 0)
+                return -1;
+            memcpy(b->data + b->len, r->name, r->name_len);
+            b->data[b->len + r->name_len] = ' ';
+            memcpy(b->data + b->len + r->name_len + 1, line, tail);
+            b->len += total;
+            b->lines++;
+        }
+    }
+    for (int k = 0; k < D; k++) {
+        OutBuf *b = &t->out[k];
+        PyObject *payload = b->lines
+                                ? PyBytes_FromStringAndSize((const char *)b->data, b->len)
+                                : Py_NewRef(Py_None);
+        if (!payload)
+            return -1;
+        PyList_SET_ITEM(payloads, k, payload);
+        PyObject *number = PyLong_FromSsize_t(b->lines);
+        if (!number)
+            return -1;
+        PyList_SET_ITEM(counts, k, number);
+        if (b->cap > (1 << 22)) { /* do not keep a huge buffer around */
+            PyMem_Free(b->data);
+            b->data = NULL;
+            b->cap = 0;
+        }
+    }
+    return 0;
 }
 
 static PyObject *
@@ -996,7 +977,7 @@ RouteTable_route(RouteTable *t, PyObject *args)
         return NULL;
     const unsigned char *s = chunk.buf;
     Py_ssize_t n = chunk.len, lines = n / 6 + 1; /* a line with 3 fields: >= 6 bytes */
-    PyObject *result = NULL, *unknown = NULL;
+    PyObject *result = NULL, *unknown = NULL, *payloads = NULL, *counts = NULL;
     if ((size_t)lines > t->records_cap) { /* kept between calls: reads are alike */
         LineRecord *grown = PyMem_Realloc(t->records, lines * sizeof(LineRecord));
         if (!grown) {
@@ -1044,86 +1025,29 @@ RouteTable_route(RouteTable *t, PyObject *args)
         unknown = NULL;
         goto done;
     }
-    if (items) {
-        result = route_items(t, records, count);
-        goto done;
-    }
-    int D = t->destinations;
-    for (int k = 0; k < D; k++) {
-        t->out[k].len = 0;
-        t->out[k].lines = 0;
-    }
     Py_ssize_t nowhere = 0, example = -1;
-    char line[512];
     for (Py_ssize_t i = 0; i < count; i++) {
-        LineRecord *r = &records[i];
-        int members = t->member_count[r->code];
-        if (!members) {
+        if (!t->member_count[records[i].code]) {
             if (example < 0)
                 example = i;
             nowhere++;
-            continue;
-        }
-        char *p = line;
-        p = write_scaled(p, r->value, r->negative);
-        *p++ = ' ';
-        if (r->stamp < 0) {
-            *p++ = '-';
-            p = write_u64(p, (uint64_t)0 - (uint64_t)r->stamp);
-        }
-        else
-            p = write_u64(p, (uint64_t)r->stamp);
-        *p++ = '\r';
-        *p++ = '\n';
-        size_t tail = p - line, total = r->name_len + 1 + tail;
-        for (int m = 0; m < members; m++) {
-            OutBuf *b = &t->out[t->members[r->code * D + m]];
-            if (out_reserve(b, total) < 0)
-                goto done;
-            memcpy(b->data + b->len, r->name, r->name_len);
-            b->data[b->len + r->name_len] = ' ';
-            memcpy(b->data + b->len + r->name_len + 1, line, tail);
-            b->len += total;
-            b->lines++;
         }
     }
-    PyObject *payloads = PyList_New(D), *counts = PyList_New(D);
-    if (!payloads || !counts) {
-        Py_XDECREF(payloads);
-        Py_XDECREF(counts);
+    if (!(payloads = PyList_New(t->destinations)) || !(counts = PyList_New(t->destinations)))
         goto done;
-    }
-    for (int k = 0; k < D; k++) {
-        PyObject *payload = t->out[k].lines ? PyBytes_FromStringAndSize(
-                                                  (const char *)t->out[k].data, t->out[k].len)
-                                            : Py_NewRef(Py_None);
-        PyObject *number = PyLong_FromSsize_t(t->out[k].lines);
-        if (!payload || !number) {
-            Py_XDECREF(payload);
-            Py_XDECREF(number);
-            Py_DECREF(payloads);
-            Py_DECREF(counts);
-            goto done;
-        }
-        PyList_SET_ITEM(payloads, k, payload);
-        PyList_SET_ITEM(counts, k, number);
-        if (t->out[k].cap > (1 << 22)) { /* do not keep a huge buffer around */
-            PyMem_Free(t->out[k].data);
-            t->out[k].data = NULL;
-            t->out[k].cap = 0;
-        }
-    }
+    if ((items ? items_out : lines_out)(t, records, count, payloads, counts) < 0)
+        goto done;
     PyObject *name = example < 0 ? Py_NewRef(Py_None)
                                  : PyBytes_FromStringAndSize((const char *)records[example].name,
                                                              records[example].name_len);
-    if (!name) {
-        Py_DECREF(payloads);
-        Py_DECREF(counts);
-        goto done;
+    if (name) {
+        result = Py_BuildValue("(NNnNn)", payloads, counts, nowhere, name, count);
+        payloads = counts = NULL; /* stolen */
     }
-    result = Py_BuildValue("(NNnNn)", payloads, counts, nowhere, name, count);
 done:
     Py_XDECREF(unknown);
+    Py_XDECREF(payloads);
+    Py_XDECREF(counts);
     if (t->records_cap > (1 << 16)) { /* not a huge one, though */
         PyMem_Free(t->records);
         t->records = NULL;
