@@ -39,6 +39,7 @@ import json
 import os
 import pickle
 import random
+import shlex
 import socket
 import subprocess
 import sys
@@ -336,7 +337,7 @@ def append_growth(path: Path, results: list[dict], args: argparse.Namespace) -> 
     rows = json.loads(path.read_text()) if path.exists() else []
     label = args.load_label or "%s lines over %s names, %d connection(s), %s values" % (
         format(args.lines, ","), format(args.names, ","), args.connections, args.values)
-    command = "python bench/" + " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+    command = "python bench/" + shlex.join([Path(sys.argv[0]).name] + sys.argv[1:])
     for impl in dict.fromkeys(r["impl"] for r in results):
         runs = [r for r in results if r["impl"] == impl]
         if impl not in GROWTH_IMPLS:
