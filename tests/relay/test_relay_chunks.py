@@ -259,3 +259,17 @@ def test_rules_router_unroutable_names_are_counted(tmp_path):
     payloads, counts, nowhere, example, lines = routed
     assert payloads == [b"a.x 1 1\r\na.z 3 3\r\n", None] and counts == [2, 0]
     assert (nowhere, example, lines) == (2, b"b.y", 4)
+
+
+def test_no_name_table():
+    """RELAY_HASH_CACHE_SIZE = 0: ring names are still placed in C on every read."""
+    router = make_router(Settings(RELAY_METHOD="consistent-hashing", DESTINATIONS=DESTS))
+    dests = parse_destinations(DESTS)
+    chunks = _chunk_router(router, dests, size=0)
+    names = ["nocache.m%d" % i for i in range(300)]
+    for _ in range(2):
+        routed = chunks.route(b"".join(b"%s 1 1700000000\n" % n.encode() for n in names), 0)
+        got = {d: [line.split(b" ")[0].decode() for line in lines]
+               for d, lines in _received(routed, dests).items()}
+        assert got == {d: [n for n in names if d in router.get_destinations(n)] for d in dests}
+        assert chunks.known <= 2
