@@ -122,17 +122,26 @@ class RewriteRulesFile:
         self._mtime = _mtime(path)
         self.rules = load_rewrite_rules(path)
 
-    def check(self) -> tuple[bool, list[ConfigError]]:
-        """(rules were replaced, errors to log)."""
+    def check(self, force: bool = False) -> tuple[bool, list[ConfigError]]:
+        """(rules were replaced, errors to log); ``force`` (SIGHUP) reads the file
+        whatever its mtime and replaces the rules only when they differ."""
         mtime = _mtime(self.path)
-        if mtime == self._mtime:
+        if mtime == self._mtime and not force:
             return False, []
         self._mtime = mtime
         try:
-            self.rules = load_rewrite_rules(self.path)
+            rules = load_rewrite_rules(self.path)
         except ConfigError as exc:
             return False, [exc]
+        if force and _meaning(rules) == _meaning(self.rules):
+            return False, []
+        self.rules = rules
         return True, list(self.rules.errors)
+
+
+def _meaning(rules: RewriteRules) -> dict[str, list[tuple[str, str]]]:
+    return {section: [(rule.pattern, rule.replacement) for rule in items]
+            for section, items in rules.sections.items()}
 
 
 def _mtime(path: str) -> float | None:

@@ -9,7 +9,6 @@ carbon-aggregator-cache's is the cache (written to whisper by the writer).
 from __future__ import annotations
 
 import os
-import signal
 from typing import Any, Callable
 
 from twisted.internet import defer
@@ -19,6 +18,7 @@ from carbon.aggregator.processor import AggregationProcessor
 from carbon.aggregator.rules import RuleSet, RulesFile, parse_rules, reload_rules
 from carbon.daemon.base import Daemon
 from carbon.daemon.cache import CacheDaemon
+from carbon.daemon.reload import reload_lists
 from carbon.instrumentation.reporter import Reporter
 from carbon.relay.sink import RelaySink, relay_extra
 from carbon.rewrite import RewriteProcessor, RewriteRulesFile
@@ -60,28 +60,33 @@ class AggregationStages:
         return [self.pre, self.aggregate, self.post]
 
     def check_files(self, force: bool = False) -> None:
-        """Reload changed rule files; a file that does not parse keeps the old rules."""
+        """Reload changed rule files (by mtime, as carbon 1.1.10 polls them); ``force``
+        (SIGHUP) reads them whatever their mtime and logs only rules that changed. A
+        file that does not parse keeps the old rules."""
+        said = "SIGHUP: " if force else ""
         if self.rules_file is not None:
             if force:
                 new, error = reload_rules(self.rules_file.path, self.rules_file.ruleset)
-                changed = error is None
+                changed = error is None and [rule.key for rule in new.rules] != \
+                    [rule.key for rule in self.rules_file.ruleset.rules]
                 if changed:
                     self.rules_file.ruleset = new
             else:
                 changed, error = self.rules_file.check()
             if error is not None:
-                self.log.aggregator("keeping previous aggregation rules: %s" % error)
+                self.log.aggregator("%skeeping previous aggregation rules: %s" % (said, error))
             if changed:
                 self.aggregate.set_ruleset(self.rules_file.ruleset)
-                self.log.aggregator("reloaded %d aggregation rules"
-                                    % len(self.rules_file.ruleset.rules))
-        changed, errors = self.rewrite_file.check()
+                self.log.aggregator("%sreloaded %d aggregation rules"
+                                    % (said, len(self.rules_file.ruleset.rules)))
+        changed, errors = self.rewrite_file.check(force)
         for error in errors:
-            self.log.aggregator("rewrite rules: %s" % error)
+            self.log.aggregator("%srewrite rules: %s" % (said, error))
         if changed:
             self.pre.set_rules(self.rewrite_file.rules)
             self.post.set_rules(self.rewrite_file.rules)
-            self.log.aggregator("reloaded rewrite rules")
+            self.log.aggregator("%sreloaded rewrite rules (%d)" % (said, sum(
+                len(rules) for rules in self.rewrite_file.rules.sections.values())))
 
     def gauges(self) -> dict[str, Callable[[], float]]:
         settle = self.aggregate.settle  # staged values count as buffered
@@ -98,7 +103,7 @@ def aggregator_extra(counters: dict, samples: dict, record: Callable[[str, float
 
 
 class AggregationTicks:
-    """Mixin: emit due aggregates every second, poll rule files, reload on SIGHUP."""
+    """Mixin: emit due aggregates every second, poll rule files (SIGHUP: ``reload``)."""
 
     stages: AggregationStages
     reactor: Any
@@ -108,8 +113,6 @@ class AggregationTicks:
         self._put_aggregates = put_many
         self.every(1, self.tick)
         self.every(10, self.stages.check_files)
-        reload = lambda: self.stages.check_files(force=True)  # noqa: E731
-        signal.signal(signal.SIGHUP, lambda signum, frame: self.reactor.callFromThread(reload))
 
     def tick(self, force: bool = False) -> None:
         batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
@@ -142,6 +145,12 @@ class AggregatorDaemon(AggregationTicks, Daemon):
     def start_sink(self) -> None:
         self.relay.start()
         self.start_aggregation(self.relay.put_many)
+
+    def reload(self) -> None:
+        """SIGHUP (carbon.daemon.cli): the rule files whatever their mtime, and the
+        white/blacklist. (carbon-aggregator-cache: CacheDaemon.reload does both too.)"""
+        self.stages.check_files(force=True)
+        reload_lists(self.list_filter, self.log.msg)
 
     @defer.inlineCallbacks
     def stop_sink(self) -> Any:

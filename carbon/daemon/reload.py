@@ -1,20 +1,23 @@
-"""SIGHUP for carbon-cache: re-read the tunables and the schema and rule files.
+"""SIGHUP: re-read the tunables and the schema and rule files of a running daemon.
 
-MAX_UPDATES_PER_SECOND, MAX_CREATES_PER_MINUTE, CACHE_WRITE_STRATEGY and MAX_CACHE_SIZE
-are read again from carbon.conf and applied to the running writer and cache; the
-storage schemas (and, for carbon-aggregator-cache, the aggregation and rewrite rules)
-are re-read. One log line per changed value; a carbon.conf that no longer parses keeps
-every running value and says why.
+carbon-cache: MAX_UPDATES_PER_SECOND, MAX_CREATES_PER_MINUTE, CACHE_WRITE_STRATEGY and
+MAX_CACHE_SIZE are read again from carbon.conf and applied to the running writer and
+cache; the storage schemas (and, for carbon-aggregator-cache, the aggregation and
+rewrite rules) are re-read. carbon-relay: relay-rules.conf (RELAY_METHOD = rules) or
+the aggregation rules of aggregated-consistent-hashing. Both: the whitelist and
+blacklist. One log line per changed value or file; a file that no longer parses keeps
+what is running and says why.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from carbon.cache.strategies import make_strategy
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.plugins import WRITE_STRATEGIES
+from carbon.relay.rules import RelayRule, load_relay_rules
 
 RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
               "MAX_CACHE_SIZE")
@@ -61,8 +64,68 @@ def reload_cache_daemon(daemon: Any) -> list[str]:
     stages = getattr(daemon, "stages", None)
     if stages is not None:  # carbon-aggregator-cache: its rule files too
         stages.check_files(force=True)
-    if daemon.list_filter is not None:
-        daemon.list_filter.reload()
+    reload_lists(daemon.list_filter, say)
+    return lines
+
+
+def reload_lists(list_filter: Any, say: Callable[[str], None]) -> None:
+    """Re-read the whitelist and blacklist (USE_WHITELIST) if their files changed."""
+    if list_filter is None:
+        return
+    for label, patterns in (("whitelist", list_filter.whitelist),
+                            ("blacklist", list_filter.blacklist)):
+        if patterns is None:
+            continue
+        before = [regex.pattern for regex in patterns.patterns]
+        try:
+            patterns.reload()
+        except ConfigError as exc:
+            say("SIGHUP: kept the %s: %s" % (label, exc))
+            continue
+        after = [regex.pattern for regex in patterns.patterns]
+        if after != before:
+            say("SIGHUP: reloaded %s (%d patterns)" % (label, len(after)))
+
+
+def _rules_key(rules: list[RelayRule]) -> list[tuple]:
+    return [(rule.name, rule.pattern, tuple(rule.destinations), rule.continue_matching)
+            for rule in rules]
+
+
+def reload_relay_daemon(daemon: Any) -> list[str]:
+    """carbon-relay's SIGHUP: its routing rules and the white/blacklist; returns the log
+    lines written (one per file whose contents changed)."""
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        daemon.log.msg(line)
+
+    router = daemon.relay.router
+    path = getattr(router, "rules_path", None)
+    if path is not None:  # RELAY_METHOD = rules
+        try:
+            rules = load_relay_rules(path)
+        except ConfigError as exc:
+            say("SIGHUP: kept the relay rules: %s" % exc)
+        else:
+            if _rules_key(rules) != _rules_key(router.rules):
+                router.rules = rules
+                router.clear_cache()  # also drops the lean path's route index
+                say("SIGHUP: reloaded %d relay rules from %s" % (len(rules), path))
+                unknown = router.unknown_rule_destinations()
+                if unknown:
+                    say("SIGHUP: relay rules name destinations missing from DESTINATIONS, "
+                        "never used: %s" % ", ".join(str(dest) for dest in unknown))
+    aggregation = getattr(router, "aggregation_rules", None)
+    if getattr(aggregation, "check", None) is not None:  # aggregated-consistent-hashing
+        changed, error = aggregation.check()
+        if error is not None:
+            say("SIGHUP: kept the aggregation rules: %s" % error)
+        elif changed:
+            router.clear_cache()
+            say("SIGHUP: reloaded %d aggregation rules" % len(aggregation.ruleset.rules))
+    reload_lists(daemon.list_filter, say)
     return lines
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from carbon.playground.cgroup_io import io_throttle_status
 from carbon.playground.report import write_report
 from carbon.playground.runner import run_sweep
 from carbon.playground.scenario import ScenarioError, load_scenario
@@ -19,7 +20,10 @@ from carbon.playground.scenario import ScenarioError, load_scenario
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="carbon-playground", description=__doc__)
     parser.add_argument("scenario", help="scenario file (TOML)")
-    parser.add_argument("--quick", action="store_true", help="the scenario's quick form")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--quick", action="store_true", help="the scenario's quick form")
+    form.add_argument("--long", action="store_true",
+                      help="the scenario's long form (the study as published, hours)")
     parser.add_argument("--out", help="report folder (default: report-<name>-<time>)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the daemons' folders (configs, logs, whisper files)")
@@ -29,12 +33,17 @@ def main(argv: list[str] | None = None) -> int:
                         " or 'sweep.disk=[\"hdd\"]'")
     args = parser.parse_args(argv)
     try:
-        scenario = load_scenario(args.scenario, quick=args.quick, overrides=args.set)
+        scenario = load_scenario(args.scenario, quick=args.quick, overrides=args.set,
+                                 long=args.long)
     except ScenarioError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2
+    usable, why = io_throttle_status(tempfile.gettempdir())
+    throttle = ("usable (%s), not used: the disk profiles are emulated" % why if usable
+                else "not available here: %s" % why)
     if args.check:
         print("%s: %d sweep points" % (args.scenario, len(scenario.points())))
+        print("real disk throttle (cgroup v2 io.max): %s" % throttle)
         return 0
     name = scenario.settings.name or Path(args.scenario).stem
     out = Path(args.out or "report-%s-%s" % (name, time.strftime("%Y%m%d-%H%M%S")))
@@ -46,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="carbon-playground-"))
     rows: list[dict] = []
     meta = {"command": " ".join(["carbon-playground"] + (argv or sys.argv[1:])),
-            "points_planned": len(scenario.points()), "status": "running"}
+            "points_planned": len(scenario.points()), "status": "running",
+            "real_throttle": throttle}
     stop = threading.Event()
 
     def on_row(row: dict) -> None:

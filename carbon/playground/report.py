@@ -58,6 +58,8 @@ def within_bounds(row: dict, scenario: Scenario) -> list[str]:
         why.append("%.0f writes/s > %.0f" % (row["writes_per_s"], bounds.writes_per_second))
     if row["points_lost"] and not scenario.settings.allow_drops:
         why.append("%d points lost" % row["points_lost"])
+    if row.get("killed"):
+        why.append("killed after stop_timeout: %s" % ", ".join(row["killed"]))
     return why
 
 
@@ -121,18 +123,21 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join([head, rule] + body)
 
 
-def _emulation_note(rows: list[dict]) -> str:
+def _emulation_note(rows: list[dict], meta: dict) -> str:
     emulated = sorted({row["disk"] for row in rows if row["disk_emulated"]})
+    throttle = (" Real disk throttle (cgroup v2 io.max): %s." % meta["real_throttle"]
+                if meta.get("real_throttle") else "")
     if not emulated:
-        return "Disk: the real disk of this machine (no emulation)."
+        return "Disk: the real disk of this machine (no emulation)." + throttle
     return ("Disk: EMULATED for %s (the emulated-disk storage backend: whisper files on the "
             "real disk, each update and create then blocked for the I/O time of the modelled "
             "device, for carbon 1.1.10 through the same model added to its database plugins); "
-            "rows with disk = none use the real disk." % ", ".join(emulated))
+            "rows with disk = none use the real disk." % ", ".join(emulated)) + throttle
 
 
 def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict) -> Path:
     """Write (or rewrite) the whole report folder; returns index.html."""
+    rows = sorted(rows, key=lambda row: row["index"])  # a hup sweep finishes out of order
     outdir.mkdir(parents=True, exist_ok=True)
     plots = outdir / "plots"
     plots.mkdir(exist_ok=True)
@@ -143,12 +148,14 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
                                                     platform.python_version()))
     document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
-                "meta": meta, "disk_note": _emulation_note(rows),
+                "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows, meta),
                 "recommendation": recommendation, "rows": rows, "plots": images,
+                "files_note": files_note(rows, scenario),
                 "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
     (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
     title = "Playground report: %s%s" % (document["scenario"],
-                                         " (--quick)" if scenario.quick else "")
+                                         " (--quick)" if scenario.quick else
+                                         " (--long)" if scenario.long else "")
     status = meta.get("status", "complete")
     md = ["# " + title, "", scenario.settings.description, "",
           "Status: %s. %s" % (status, meta.get("written")), "", document["disk_note"], "",
@@ -159,10 +166,51 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
             "%s: %d requests, median %.0f ms, max %.0f ms, %d errors" % (
                 row["label"], row["render_requests"], row["render_p50_ms"],
                 row["render_max_ms"], row["render_errors"]) for row in probed), ""]
+    killed = ["%s (%s)" % (row["label"], ", ".join(row["killed"])) for row in rows
+              if row.get("killed")]
+    if killed:
+        md += ["WARNING: killed after stop_timeout (%.0f s), so their points lost count what "
+               "the kill cut off: %s." % (scenario.settings.stop_timeout, "; ".join(killed)),
+               ""]
+    if document["files_note"]:
+        md += [document["files_note"], ""]
     md += ["## Recommendation", "", recommendation, ""]
     (outdir / "results.md").write_text("\n".join(md))
     (outdir / "index.html").write_text(_html(title, scenario, document, rows, images))
     return outdir / "index.html"
+
+
+def files_note(rows: list[dict], scenario: Scenario) -> str:
+    """For loads of new names (no warm-up): how long until every file existed."""
+    if scenario.settings.warmup or scenario.settings.precreate:
+        return ""
+    parts = []
+    for row in rows:
+        if row.get("all_files_after_s") is not None:
+            when = "every file after %.1f s" % row["all_files_after_s"]
+        elif row.get("dropped_creates"):
+            when = ("the points of %d names waiting for a create were dropped "
+                    "(droppedCreates): their files come only with their next points"
+                    % row["dropped_creates"])
+        elif row.get("all_files_projected_s"):
+            when = "every file after %s at that pace (projected)" % _duration(
+                row["all_files_projected_s"])
+        else:
+            when = "no file created"
+        parts.append("%s: %d of %d files before the stop, %.0f creates a minute, %s" % (
+            row["label"], row.get("files_before_stop", 0), row.get("metrics", 0),
+            row.get("creates_per_minute", 0.0), when))
+    return "New files (from the load's start): " + "; ".join(parts) + "."
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return "%.0f s" % seconds
+    if seconds < 7200:
+        return "%.1f min" % (seconds / 60.0)
+    if seconds < 172800:
+        return "%.1f h" % (seconds / 3600.0)
+    return "%.1f days" % (seconds / 86400.0)
 
 
 def _html(title: str, scenario: Scenario, document: dict, rows: list[dict],
@@ -193,6 +241,7 @@ img {{ max-width: 100%; }}
 <p class="note">{disk}</p>
 <h2>Results</h2>
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{files}
 <h2>Recommendation</h2>
 <p id="recommendation">{recommendation}</p>
 <h2>Across the sweep</h2>
@@ -207,6 +256,7 @@ img {{ max-width: 100%; }}
            status=esc(document["meta"].get("status", "complete")),
            written=esc(document["meta"]["written"]), machine=esc(document["meta"]["machine"]),
            disk=esc(document["disk_note"]), head=head, body=body,
+           files="<p>%s</p>" % esc(document["files_note"]) if document["files_note"] else "",
            recommendation=esc(document["recommendation"]), sweep=sweep, points=points,
            profiles=_profile_links(document.get("profiles", [])))
 
@@ -220,8 +270,22 @@ def _profile_links(names: list[str]) -> str:
     return "<h2>Profiles (where each daemon spent its CPU)</h2><ul>%s</ul>" % items
 
 
-def _relative(series: list, t0: float) -> tuple[list[float], list[float]]:
+def _relative(series: list, t0: float, span: tuple[float, float] | None = None
+              ) -> tuple[list[float], list[float]]:
+    """(seconds since ``t0``, values), only the samples inside ``span`` when given."""
+    if span is not None:
+        series = [point for point in series if span[0] <= point[0] <= span[1]]
     return [point[0] - t0 for point in series], [point[1] for point in series]
+
+
+def _span(row: dict) -> tuple[float, float]:
+    """A point's own time: from shortly before its load until it stopped (in a hup
+    sweep the series run on through the stack's later points)."""
+    series = row["series"]
+    end = series.get("end")
+    if end is None:  # rows written before "end" was recorded
+        end = series["load_end"] + (row.get("time_to_disk") or 0.0)
+    return series["t0"] - 2.0, end + 0.5
 
 
 def draw_plots(folder: Path, rows: list[dict]) -> dict[str, list[str]]:
@@ -250,28 +314,29 @@ def draw_plots(folder: Path, rows: list[dict]) -> dict[str, list[str]]:
 def _point_plot(pyplot: Any, row: dict, path: Path) -> None:
     series = row["series"]
     t0 = series["t0"]
+    span = _span(row)
     fig, axes = pyplot.subplots(5, 1, figsize=(7, 11), sharex=True)
     ax = axes[0]
-    ax.plot(*_relative(series["received"], t0), label="received/s")
-    ax.plot(*_relative(series["committed"], t0), label="committed/s")
+    ax.plot(*_relative(series["received"], t0, span), label="received/s")
+    ax.plot(*_relative(series["committed"], t0, span), label="committed/s")
     ax.axhline(row["sent_per_s"], color="grey", linestyle=":", label="sent/s")
     ax.set_ylabel("points/s")
     ax.legend(loc="best", fontsize="small")
-    axes[1].plot(*_relative(series["cache_size"], t0), color="tab:red")
+    axes[1].plot(*_relative(series["cache_size"], t0, span), color="tab:red")
     axes[1].set_ylabel("cache size")
     ax = axes[2]
-    ax.plot(*_relative(series["update_ops"], t0), label="update ops/s")
+    ax.plot(*_relative(series["update_ops"], t0, span), label="update ops/s")
     ax.set_ylabel("update ops/s")
     twin = ax.twinx()
-    twin.plot(*_relative(series["points_per_update"], t0), color="tab:green",
+    twin.plot(*_relative(series["points_per_update"], t0, span), color="tab:green",
               label="points/update")
     twin.set_ylabel("points/update")
     for label, points in series["cpu"].items():
-        axes[3].plot(*_relative(points, t0), label=label)
+        axes[3].plot(*_relative(points, t0, span), label=label)
     axes[3].set_ylabel("CPU % (one core)")
     axes[3].legend(loc="best", fontsize="small")
     for label, points in series["rss"].items():
-        axes[4].plot(*_relative(points, t0), label=label)
+        axes[4].plot(*_relative(points, t0, span), label=label)
     axes[4].set_ylabel("RSS MB")
     axes[4].set_xlabel("seconds since the load started")
     for ax in axes:
@@ -302,9 +367,9 @@ def _grid(pyplot: Any, count: int) -> tuple[Any, list]:
 def _multiples_committed(pyplot: Any, rows: list[dict], path: Path) -> None:
     fig, axes = _grid(pyplot, len(rows))
     for ax, row in zip(axes, rows, strict=False):
-        t0 = row["series"]["t0"]
-        ax.plot(*_relative(row["series"]["received"], t0), label="received/s")
-        ax.plot(*_relative(row["series"]["committed"], t0), label="committed/s")
+        t0, span = row["series"]["t0"], _span(row)
+        ax.plot(*_relative(row["series"]["received"], t0, span), label="received/s")
+        ax.plot(*_relative(row["series"]["committed"], t0, span), label="committed/s")
         ax.set_title(_short(row), fontsize="x-small")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize="x-small")
@@ -317,7 +382,8 @@ def _multiples_committed(pyplot: Any, rows: list[dict], path: Path) -> None:
 def _multiples_cache(pyplot: Any, rows: list[dict], path: Path) -> None:
     fig, axes = _grid(pyplot, len(rows))
     for ax, row in zip(axes, rows, strict=False):
-        ax.plot(*_relative(row["series"]["cache_size"], row["series"]["t0"]), color="tab:red")
+        ax.plot(*_relative(row["series"]["cache_size"], row["series"]["t0"], _span(row)),
+                color="tab:red")
         ax.set_title(_short(row), fontsize="x-small")
         ax.grid(alpha=0.3)
     fig.suptitle("cache size (points)", fontsize="medium")

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from carbon.playground import sampler as sampling
 from carbon.playground.loadgen import LoadProfile, LoadResult, run_load
 from carbon.playground.scenario import Scenario
-from carbon.playground.stack import (Daemon, Stack, build, start, start_render,
+from carbon.playground.stack import (Daemon, Stack, build, precreate, start, start_render,
                                      write_disk_profile)
 
 STARTUP_GUESS = 4.0  # seconds a point needs besides load and settling, for the ETA
@@ -119,6 +119,8 @@ class PointRun:
         self.progress = progress
         self.stop = stop
         self.host = sampling.host_prefix()
+        self.files_seen: list[tuple[float, int]] = []  # (when, files) while settling
+        self.all_files_at: float | None = None  # when every name sent had its file
 
     def live(self, phase: str, sent: int) -> None:
         interval = self.scenario.settings.interval
@@ -146,7 +148,10 @@ class PointRun:
 
     def warm(self, stamp: int) -> float:
         """One point (timestamp ``stamp - step``, outside the measured window) to every
-        metric, then wait until every file exists; returns the seconds it took."""
+        metric, then wait until every file exists; returns the seconds it took (0 with
+        ``warmup`` off or the files made by ``precreate``)."""
+        if not self.scenario.settings.warmup or self.stack.precreated:
+            return 0.0
         began = time.time()
         entry = self.stack.entry
         load = self.scenario.load
@@ -171,9 +176,12 @@ class PointRun:
         deadline = load_end + self.scenario.settings.settle_timeout
         dirs = [cache.data_dir for cache in self.stack.caches]
         while True:
-            on_disk, _files = sampling.count_points(dirs, result.first_timestamp,
-                                                    result.last_timestamp,
-                                                    _roots(self.scenario.load))
+            on_disk, files = sampling.count_points(dirs, result.first_timestamp,
+                                                   result.last_timestamp,
+                                                   _roots(self.scenario.load))
+            self.files_seen.append((time.time(), files))
+            if files >= min(result.names, result.sent) and self.all_files_at is None:
+                self.all_files_at = time.time()
             if on_disk >= result.sent:
                 return on_disk, time.time() - load_end
             if time.time() >= deadline or self.stop.is_set():
@@ -223,13 +231,14 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
     probe: sampling.RenderProbe | None = None
     try:
         progress.show("starting", 0, None, None, force=True)
+        _precreate(scenario, stack)
         start(stack, reference, _profile_dir(scenario, workdir))
         proc_sampler.start()
         if scenario.settings.profile:
             spies = _start_spies(stack, pointdir, scenario)
         run = PointRun(scenario, stack, progress, stop)
         start_stamp = int(time.time()) // scenario.load.step * scenario.load.step
-        warmed = run.warm(start_stamp) if scenario.settings.warmup else 0.0
+        warmed = run.warm(start_stamp)
         if scenario.topology.render:
             probe = sampling.RenderProbe(start_render(stack, pointdir),
                                          render_target(scenario.load),
@@ -240,12 +249,13 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
             timings["render"] = probe.stop()
         on_disk, to_disk = run.settle(result, load_end)
         timings.update({"load_start": load_start, "load_end": load_end, "stop": time.time(),
-                        "time_to_disk": to_disk, "warmup_seconds": warmed})
+                        "time_to_disk": to_disk, "warmup_seconds": warmed,
+                        "files_seen": run.files_seen, "all_files_at": run.all_files_at})
     finally:
         if probe is not None:
             probe.stop()
         progress.show("stopping", result.sent, None, None, force=True)
-        stop_took = stack.stop(max(60.0, scenario.settings.settle_timeout))
+        stop_took = stack.stop(scenario.settings.stop_timeout)
         proc_sampler.stop()
         for _daemon, spy, _out in spies:
             _end(spy)
@@ -256,31 +266,39 @@ def _run_restart(scenario: Scenario, point: dict, index: int, workdir: Path,
 def _run_hup(scenario: Scenario, points: list[dict], workdir: Path, reference: Path | None,
              progress: Progress, stop: threading.Event, on_row: Callable[[dict], None]
              ) -> list[dict]:
-    """One stack for the whole sweep; each point rewrites carbon.conf and sends SIGHUP."""
+    """One stack per subject and disk; each point rewrites carbon.conf and sends SIGHUP.
+    carbon 1.1.10 does not re-read these keys on SIGHUP: its points restart."""
     rows: list[dict] = []
-    by_subject: dict[str, list[tuple[int, dict]]] = {}
+    by_stack: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     for index, point in enumerate(points):
-        by_subject.setdefault(point["subject"], []).append((index, point))
-    for subject, items in by_subject.items():
+        if point["subject"] == "reference":
+            continue
+        by_stack.setdefault((point["subject"], point.get("disk", "none")), []).append(
+            (index, point))
+    position = 0  # points begun, for the progress line (indices run out of order here)
+    for (subject, disk), items in by_stack.items():
+        if stop.is_set():
+            break
         first = items[0][1]
-        stackdir = workdir / ("hup-%s" % subject)
+        stackdir = workdir / ("hup-%s-%s" % (subject, disk))
         rounds = expected_rounds(scenario.load) * len(items)
         stack = build(scenario, first, stackdir, rounds, reference)
         proc_sampler = sampling.ProcSampler(stack, min(scenario.settings.interval, 1.0))
         finished: list[tuple[int, dict, LoadResult, dict]] = []
         try:
-            progress.point(items[0][0], point_label(first))
+            progress.point(position, point_label(first))
             progress.show("starting", 0, None, None, force=True)
+            _precreate(scenario, stack)
             start(stack, reference, _profile_dir(scenario, workdir))
             proc_sampler.start()
             run = PointRun(scenario, stack, progress, stop)
             stamp = int(time.time()) // scenario.load.step * scenario.load.step
-            if scenario.settings.warmup:
-                run.warm(stamp)
+            run.warm(stamp)
             for index, point in items:
                 if stop.is_set():
                     break
-                progress.point(index, point_label(point))
+                progress.point(position, point_label(point))
+                position += 1
                 if index != items[0][0]:
                     _hup(stack, scenario, point)
                 result, load_start, load_end = run.load(stamp)
@@ -290,7 +308,7 @@ def _run_hup(scenario: Scenario, points: list[dict], workdir: Path, reference: P
                     "load_start": load_start, "load_end": load_end, "stop": time.time(),
                     "time_to_disk": to_disk}))
         finally:
-            stop_took = stack.stop(max(60.0, scenario.settings.settle_timeout))
+            stop_took = stack.stop(scenario.settings.stop_timeout)
             proc_sampler.stop()
         for index, point, result, timings in finished:
             timings["stop_took"] = stop_took
@@ -298,7 +316,20 @@ def _run_hup(scenario: Scenario, points: list[dict], workdir: Path, reference: P
                        [])
             rows.append(row)
             on_row(row)
+    for index, point in enumerate(points):
+        if point["subject"] != "reference" or stop.is_set():
+            continue
+        progress.point(position, point_label(point))
+        position += 1
+        row = _run_restart(scenario, point, index, workdir, reference, progress, stop)
+        rows.append(row)
+        on_row(row)
     return rows
+
+
+def _precreate(scenario: Scenario, stack: Stack) -> None:
+    if scenario.settings.precreate:
+        stack.precreated = precreate(scenario, stack) is not None
 
 
 def _hup(stack: Stack, scenario: Scenario, point: dict) -> None:
@@ -310,8 +341,8 @@ def _hup(stack: Stack, scenario: Scenario, point: dict) -> None:
                 settings[key] = str(value)
         daemon.write_conf(settings)
         write_disk_profile(daemon, point.get("disk", "none"))
-        if daemon.kind != "relay" and daemon.proc is not None and daemon.proc.poll() is None:
-            daemon.proc.send_signal(signal.SIGHUP)  # caches and aggregators reload on it
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.send_signal(signal.SIGHUP)  # every daemon of ours reloads on it
     time.sleep(max(1.0, scenario.settings.interval))
 
 
@@ -426,6 +457,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "files": files,
         "points_lost": result.sent - on_disk,
         "time_to_disk": timings.get("time_to_disk"),
+        **_file_times(timings, result, load_start),
         "creates": sum(creates.values()),
         "deferred_creates": sum(deferred.values()),
         "dropped_creates": sum(dropped.values()),
@@ -433,6 +465,7 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "errors": result.errors,
         "log_tracebacks": {daemon.label: _tracebacks(daemon.log_path) for daemon in stack.daemons},
         "stop_seconds": timings.get("stop_took", {}),
+        "killed": list(stack.killed),  # daemons killed after stop_timeout: losses are ours
         "pids": {d.label: d.proc.pid for d in stack.daemons if d.proc is not None},
         "profiles": [str(path.name) for _d, _p, path in spies if path.exists()],
         "cprofile": [str(d.profile_out) for d in stack.daemons
@@ -443,12 +476,15 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "series": {
             "t0": load_start,
             "load_end": load_end,
+            "end": stopped,
             "received": _per_second(received, interval),
             "committed": _per_second(committed, interval),
             "cache_size": [[t, v] for t, v in cache_size.items()],
             "update_ops": _per_second(updates, interval),
-            "points_per_update": [[t, v] for t, v in
-                                  _sum_series(self_metrics, "pointsPerUpdate").items()],
+            # committed / updates over all caches (each cache's pointsPerUpdate summed
+            # over several caches would be no ratio at all)
+            "points_per_update": [[t, committed.get(t, 0.0) / v] for t, v in updates.items()
+                                  if v > 0],
             "cpu": cpu_series,
             "rss": rss_series,
             "relay_queue": relay_queue,
@@ -456,6 +492,26 @@ def _row(scenario: Scenario, point: dict, index: int, stack: Stack,
         "self_metrics": self_metrics,  # every daemon's self-metric series, as written
     }
     return row
+
+
+def _file_times(timings: dict, result: LoadResult, load_start: float) -> dict:
+    """How fast the names sent got their files while the point ran (before the stop,
+    which may create the rest): files seen, creates a minute while settling (after the
+    create limiter's first burst), and the seconds from the load's start until every
+    file existed, measured or (when the run ended first) projected at that pace."""
+    seen = timings.get("files_seen") or [(load_start, 0)]
+    names = min(result.names, result.sent)
+    (t0, f0), (t1, f1) = seen[0], seen[-1]
+    if t1 - t0 < 5.0:  # too short a settle: the pace over the whole point
+        t0, f0 = load_start, 0
+    per_minute = (f1 - f0) / max(t1 - t0, 1e-6) * 60.0
+    all_at = timings.get("all_files_at")
+    out = {"files_before_stop": f1, "creates_per_minute": per_minute,
+           "all_files_after_s": None if all_at is None else all_at - load_start,
+           "all_files_projected_s": None}
+    if all_at is None and per_minute > 0:
+        out["all_files_projected_s"] = t1 - load_start + (names - f1) / per_minute * 60.0
+    return out
 
 
 def _tracebacks(path: Path) -> int:

@@ -4,13 +4,15 @@ Everything is checked before anything starts; a bad file raises ScenarioError na
 file, line and key.
 
     [scenario]            name, description, interval, settle_timeout, mode, subjects,
-                          profile, allow_drops, warmup
+                          profile, allow_drops, warmup, precreate, reference_points,
+                          stop_timeout
     [scenario.bounds]     cpu_percent, rss_mb, writes_per_second
     [topology]            caches, relay, aggregator, render, aggregation_rules
     [load]                carbon.playground.loadgen.LoadProfile fields (not host/port)
     [carbon]              carbon.conf keys every daemon gets
     [sweep]               carbon.conf keys and ``disk`` -> lists of values (crossed)
     [quick]               the same tables again; merged over the above with --quick
+    [long]                the same again, merged with --long (a study longer than 15 min)
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ SUBJECTS = ("ours", "reference")
 HUP_KEYS = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
             "MAX_CACHE_SIZE")
 REFERENCE_STRATEGIES = ("timesorted", "sorted", "max", "naive")  # carbon 1.1.10 accepts
-TABLES = ("scenario", "topology", "load", "carbon", "sweep", "quick")
+TABLES = ("scenario", "topology", "load", "carbon", "sweep", "quick", "long")
+FORMS = ("quick", "long")  # tables merged over the rest by --quick / --long
 
 
 class ScenarioError(ValueError):
@@ -77,6 +80,13 @@ class Settings:
     profile: bool = False
     allow_drops: bool = False
     warmup: bool = True  # one point to every metric first, until every file exists
+    precreate: bool = False  # the playground creates the files instead (one cache)
+    # seconds each daemon may take after SIGTERM (a cache drains its whole cache first)
+    # before it is killed: points a kill loses are the playground's doing, not the daemon's
+    stop_timeout: float = 300.0
+    # sweep key -> values: the points carbon 1.1.10 runs (it cannot be stepped by SIGHUP,
+    # so a hup sweep restarts it per point; a few representative points keep that short)
+    reference_points: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -89,15 +99,22 @@ class Scenario:
     carbon: dict[str, Any]
     sweep: dict[str, list]
     quick: bool = False
+    long: bool = False
 
     def points(self) -> list[dict[str, Any]]:
-        """Every sweep point: the crossed product of the sweep lists, subjects outermost."""
+        """Every sweep point: the crossed product of the sweep lists, each with every
+        subject (carbon 1.1.10 only at ``reference_points`` when those are given)."""
         keys = list(self.sweep)
         combos = itertools.product(*(self.sweep[key] for key in keys)) if keys else [()]
+        only = self.settings.reference_points
         out = []
         for combo in combos:
             for subject in self.settings.subjects:
                 point = dict(zip(keys, combo, strict=True))
+                if subject == "reference" and any(
+                        str(point[key]) not in [str(v) for v in values]
+                        for key, values in only.items()):
+                    continue
                 point.setdefault("disk", "none")
                 point["subject"] = subject
                 out.append(point)
@@ -170,6 +187,8 @@ class _Checker:
                 raise self.fail(table, key, "%r is not a string" % (value,))
             if isinstance(default, list) and not isinstance(value, list):
                 raise self.fail(table, key, "%r is not a list" % (value,))
+            if isinstance(default, dict) and not isinstance(value, dict):
+                raise self.fail(table, key, "%r is not a table" % (value,))
             setattr(obj, key, value)
         return obj
 
@@ -190,10 +209,15 @@ class _Checker:
             if parsed not in WRITE_STRATEGIES:
                 raise self.fail(table, key, "unknown strategy %r (known: %s)"
                                 % (parsed, ", ".join(WRITE_STRATEGIES.names())))
-            if self.reference and parsed not in REFERENCE_STRATEGIES:
-                raise self.fail(table, key, "carbon 1.1.10 (subject reference) does not know "
-                                "%r (it knows %s)" % (parsed, ", ".join(REFERENCE_STRATEGIES)))
+            if self.reference and table == "carbon":  # swept ones: see reference_strategies
+                self.reference_strategy(table, parsed)
         return text
+
+    def reference_strategy(self, table: str, strategy: str) -> None:
+        if strategy not in REFERENCE_STRATEGIES:
+            raise self.fail(table, "CACHE_WRITE_STRATEGY", "carbon 1.1.10 (subject reference) "
+                            "does not know %r (it knows %s)"
+                            % (strategy, ", ".join(REFERENCE_STRATEGIES)))
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -223,9 +247,9 @@ def _override(data: dict, path: str, setting: str) -> None:
 
 
 def load_scenario(path: str | Path, quick: bool = False,
-                  overrides: list[str] | None = None) -> Scenario:
-    """Read and check a scenario; ``quick`` merges its ``[quick]`` tables over the rest,
-    then each ``table.key=value`` of ``overrides`` is applied."""
+                  overrides: list[str] | None = None, long: bool = False) -> Scenario:
+    """Read and check a scenario; ``quick`` (``long``) merges its ``[quick]`` (``[long]``)
+    tables over the rest, then each ``table.key=value`` of ``overrides`` is applied."""
     path = str(path)
     try:
         text = Path(path).read_text()
@@ -241,13 +265,17 @@ def load_scenario(path: str | Path, quick: bool = False,
     for table in data:
         if table not in TABLES:
             raise check.fail("", table, "unknown table (known: %s)" % ", ".join(TABLES))
-    quick_tables = data.get("quick", {})
-    for table in quick_tables:
-        if table not in TABLES or table == "quick":
-            raise check.fail("quick", table, "unknown table (known: %s)"
-                             % ", ".join(TABLES[:-1]))
-    if quick:
-        for table, values in quick_tables.items():
+    for form in FORMS:
+        for table in data.get(form, {}):
+            if table not in TABLES or table in FORMS:
+                raise check.fail(form, table, "unknown table (known: %s)"
+                                 % ", ".join(t for t in TABLES if t not in FORMS))
+    if quick and long:
+        raise ScenarioError("%s: --quick and --long exclude each other" % path)
+    for form, wanted in (("quick", quick), ("long", long)):
+        if not wanted:
+            continue
+        for table, values in data.get(form, {}).items():
             data[table] = _merge(data.get(table, {}), values) if isinstance(values, dict) \
                 else values
     for setting in overrides or []:
@@ -256,7 +284,8 @@ def load_scenario(path: str | Path, quick: bool = False,
     bounds = check.dataclass_from("scenario.bounds", Bounds,
                                   data.get("scenario", {}).get("bounds", {}))
     for key in data.get("scenario", {}):
-        if isinstance(data["scenario"][key], dict) and key != "bounds":
+        if isinstance(data["scenario"][key], dict) and key not in ("bounds",
+                                                                    "reference_points"):
             raise check.fail("scenario", key, "unknown table")
     topology = check.dataclass_from("topology", Topology, data.get("topology", {}))
     if settings.mode not in MODES:
@@ -301,6 +330,24 @@ def load_scenario(path: str | Path, quick: bool = False,
         if settings.mode == "hup" and key not in HUP_KEYS:
             raise check.fail("sweep", key, "mode = \"hup\" can only step %s"
                              % ", ".join(HUP_KEYS))
-    if settings.mode == "hup" and len(sweep.get("disk", ["none"])) > 1:
-        raise check.fail("sweep", "disk", "mode = \"hup\" keeps one disk for the whole run")
-    return Scenario(path, settings, bounds, topology, load, carbon, sweep, quick)
+    only: dict[str, list] = {}
+    for key, values in (settings.reference_points if check.reference else {}).items():
+        if key not in sweep:
+            raise check.fail("scenario.reference_points", key, "not a swept key (swept: %s)"
+                             % ", ".join(sweep) if sweep else "nothing is swept")
+        values = values if isinstance(values, list) else [values]
+        known = [str(value) for value in sweep[key]]
+        for value in values:
+            if key != "disk":
+                value = check.carbon_value("scenario.reference_points", key, value)
+            if str(value) not in known:
+                raise check.fail("scenario.reference_points", key, "%r is not swept (swept: %s)"
+                                 % (value, ", ".join(known)))
+        only[key] = [str(value) if key != "disk" else value for value in values]
+    settings.reference_points = only
+    if check.reference:
+        key = "CACHE_WRITE_STRATEGY"
+        table = "scenario.reference_points" if key in only else "sweep"
+        for strategy in only.get(key, sweep.get(key, [])):
+            check.reference_strategy(table, strategy)
+    return Scenario(path, settings, bounds, topology, load, carbon, sweep, quick, long)

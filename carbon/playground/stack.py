@@ -15,10 +15,12 @@ from typing import Any
 
 from carbon.playground.ports import free_port
 from carbon.playground.scenario import Scenario
+from carbon.storage.whisper_create import CreateOptions, create_many, file_plan
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAMS = {"cache": "carbon-cache", "relay": "carbon-relay", "aggregator": "carbon-aggregator"}
 INSTANCES = "abcdefghijklmnopqrstuvwxyz"
+PRECREATE_BATCH = 256  # files created (and open) at once: well below any fd limit
 @dataclass
 class Daemon:
     """One daemon of the stack: its root, ports and process."""
@@ -61,6 +63,9 @@ class Stack:
     daemons: list[Daemon] = field(default_factory=list)
     subject: str = "ours"
     render: Any = None
+    killed: list = field(default_factory=list)  # labels of daemons stop() had to SIGKILL
+    load_retention: tuple[int, int] = (1, 1)  # (step, points) of the load's files
+    precreated: bool = False  # the load's files were made by ``precreate``
 
     @property
     def caches(self) -> list[Daemon]:
@@ -92,6 +97,7 @@ class Stack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+                self.killed.append(daemon.label)
             took[daemon.label] = time.monotonic() - started
         return took
 
@@ -142,7 +148,8 @@ def build(scenario: Scenario, point: dict[str, Any], workdir: Path, rounds: int,
                              carbon_points=int(7200 / max(1, interval)),
                              step=scenario.load.step,
                              load_points=load_points_needed(scenario, rounds))
-    stack = Stack(subject=subject)
+    stack = Stack(subject=subject, load_retention=(
+        scenario.load.step, load_points_needed(scenario, rounds)))
     caches = []
     for index in range(topo.caches):
         ports = {"line": free_port(), "pickle": free_port(), "query": free_port()}
@@ -182,6 +189,31 @@ def build(scenario: Scenario, point: dict[str, Any], workdir: Path, rounds: int,
         write_disk_profile(daemon, point.get("disk", "none"))
         daemon.write_conf()
     return stack
+
+
+def precreate(scenario: Scenario, stack: Stack) -> int | None:
+    """Create every load metric's whisper file (as the cache would: the load's schema,
+    xFilesFactor 0, average) before the daemons start: the steady state a warm-up
+    reaches, without the creates' cost on an emulated disk. None when the names' files
+    cannot be known here (tagged names, or several caches behind a hashing relay)."""
+    load = scenario.load
+    if len(stack.caches) != 1 or ";" in load.pattern:
+        return None
+    header, total = file_plan([stack.load_retention], 0.0, "average")
+    root = stack.caches[0].data_dir
+    items = [(str(root / (load.name(index).replace(".", os.sep) + ".wsp")), header, total)
+             for index in range(load.metrics)]
+    made = 0
+    for first in range(0, len(items), PRECREATE_BATCH):  # each batch's files stay open
+        results = create_many(items[first:first + PRECREATE_BATCH], CreateOptions())
+        for result in results:
+            if not isinstance(result, Exception):
+                os.close(result.fd)
+                made += 1
+        for result in results:
+            if isinstance(result, Exception):
+                raise RuntimeError("cannot create the load's files: %s" % result)
+    return made
 
 
 def write_disk_profile(daemon: Daemon, disk: str) -> None:

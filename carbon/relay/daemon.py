@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gc
+import signal
 from typing import Any
 
 from twisted.internet import defer
 
 from carbon.config.defaults import DEFAULTS
 from carbon.daemon.base import Daemon
+from carbon.daemon.reload import reload_relay_daemon
 from carbon.instrumentation.reporter import Reporter
 from carbon.relay.chunks import ChunkStage
 from carbon.relay.linefilter import LineListFilter
@@ -69,6 +71,15 @@ class RelayDaemon(Daemon):
                                    foreground=self.log.logdir is None)
             self.pool.start()
             self.receivers.hand_off = self.pool.dispatch
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the relay rules and white/blacklist (carbon.daemon.reload),
+        in the RELAY_WORKERS processes too."""
+        reload_relay_daemon(self)
+        if self.pool is not None:
+            for proc, _channel in self.pool.workers.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGHUP)
 
     def descriptor_claims(self) -> int:
         """A connection and two spool files per destination."""

@@ -91,6 +91,7 @@ def worker_main(argv: list[str] | None = None) -> None:
     reactor.addReader(ChannelReader(reactor, channel, {
         "line": ReceiverFactory(LineReceiver, daemon.receivers),
         "pickle": ReceiverFactory(PickleReceiver, daemon.receivers)}, log))
+    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(daemon.reload))
     log.msg("carbon-relay worker %d started" % index)
     channel.send(READY)
     reactor.run()

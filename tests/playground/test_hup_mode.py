@@ -1,5 +1,6 @@
-"""``mode = "hup"``: one running stack, each sweep point applied by SIGHUP; with
-``profile = true`` (no py-spy here: cProfile) the daemon's profile is in the report."""
+"""``mode = "hup"``: one running stack per disk, each sweep point applied by SIGHUP; with
+``profile = true`` (no py-spy here: cProfile) the daemon's profile is in the report;
+``precreate = true`` makes the load's files before the daemons start (no warm-up)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ name = "hup"
 mode = "hup"
 settle_timeout = 15
 profile = true
+precreate = true
 
 [load]
 metrics = 100
@@ -22,7 +24,7 @@ step = 1
 
 [sweep]
 MAX_UPDATES_PER_SECOND = ["inf", 30]
-disk = ["ssd"]
+disk = ["ssd", "none"]
 """
 
 
@@ -31,17 +33,24 @@ def test_hup_sweep_steps_one_running_cache(tmp_path: Path, capsys: object) -> No
     path.write_text(SCENARIO)
     assert main([str(path), "--out", str(tmp_path / "report")]) == 0
     rows = json.loads((tmp_path / "report" / "results.json").read_text())["rows"]
-    assert [row["point"]["MAX_UPDATES_PER_SECOND"] for row in rows] == ["inf", "30"]
+    assert [(row["point"]["MAX_UPDATES_PER_SECOND"], row["disk"]) for row in rows] == [
+        ("inf", "ssd"), ("inf", "none"), ("30", "ssd"), ("30", "none")]
     for row in rows:
         assert row["points_on_disk"] + row["points_lost"] == row["sent"] > 400
         assert row["points_lost"] == 0
-    # the same process served both points: its second point ran at the new limit
-    assert rows[0]["pids"] == rows[1]["pids"]
-    # (30 a second plus the token bucket's burst of 30 at the start of the window)
-    assert rows[1]["update_ops_per_s"] <= 50
-    assert rows[0]["update_ops_per_s"] > 100
-    assert rows[1]["points_per_update"] > rows[0]["points_per_update"]
+        assert row["warmup_seconds"] == 0  # precreated: every file existed at the start
+        assert row["creates"] < 100  # the self-metrics' files; none of the 100 loaded
+    # one process per disk served both of its points; its second ran at the new limit
+    by_disk = {disk: [row for row in rows if row["disk"] == disk] for disk in ("ssd", "none")}
+    for first, second in by_disk.values():
+        assert first["pids"] == second["pids"]
+        # (30 a second plus the token bucket's burst of 30 at the start of the window)
+        assert second["update_ops_per_s"] <= 50
+        assert first["update_ops_per_s"] > 100
+        assert second["points_per_update"] > first["points_per_update"]
+    assert by_disk["ssd"][0]["pids"] != by_disk["none"][0]["pids"]
     profiles = list((tmp_path / "report" / "profiles").glob("*cache-a*"))
-    assert len(profiles) == 1 and "function calls" in profiles[0].read_text()
-    assert 'href="profiles/%s"' % profiles[0].name in \
-        (tmp_path / "report" / "index.html").read_text()
+    assert len(profiles) == 2 and "function calls" in profiles[0].read_text()
+    for profile in profiles:
+        assert 'href="profiles/%s"' % profile.name in \
+            (tmp_path / "report" / "index.html").read_text()

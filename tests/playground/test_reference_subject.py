@@ -52,3 +52,9 @@ def test_reference_runs_the_same_sweep_and_drops_throttled_creates(tmp_path: Pat
     assert ours["points_lost"] == 0
     assert reference["points_lost"] > 0
     assert "carbon 1.1.10 through the same model" in document["disk_note"]
+    # 60 creates a minute cannot make 300 files in the run: the time until every file
+    # exists is projected from the measured pace, and the report says so
+    assert ours["files_before_stop"] < 300 and ours["all_files_after_s"] is None
+    assert ours["all_files_projected_s"] > ours["active_seconds"]
+    assert "files before the stop" in document["files_note"] and "(projected)" in \
+        document["files_note"]

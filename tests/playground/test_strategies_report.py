@@ -77,6 +77,7 @@ def test_report_numbers_are_consistent(report: Path) -> None:
         assert row["files"] == 300
         assert row["disk_emulated"] and row["disk"] in ("ssd", "hdd")
         assert row["log_tracebacks"] == {"cache-a": 0}
+        assert row["killed"] == []  # every daemon drained and exited on SIGTERM
         assert row["series"]["committed"] and row["series"]["cache_size"]
     hdd = [row for row in rows if row["disk"] == "hdd"]
     ssd = [row for row in rows if row["disk"] == "ssd"]
