@@ -24,6 +24,7 @@ NATIVE = [
     Extension("carbon.relay._route", ["carbon/relay/_route.c"],
               depends=["carbon/formats/_number.h"]),
     Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
+    Extension("webapp.storage._points", ["webapp/storage/_points.c"]),
 ]
 
 

@@ -1,19 +1,33 @@
 """carbon-cache side by side with reference carbon-cache 1.1.10.
 
 N points over M metrics (default 500,000 over 10,000: 50 each) with schema
-10s:1d (--retentions, --aggregation to change it), fed over one TCP connection;
-measures the time from the start of sending to the last whisper write (the files'
-largest mtime, once every point is checked readable), points/s, daemon CPU seconds
-and peak RSS, for each write strategy.
-Then resident bytes per cached point with writes paused. Start it ~60 s after
-anything deleted many files (see RunDirs in bench/common.py). A run in which points are
-still missing after 600 s fails (no points/s is computed for it) and the benchmark exits
-non-zero. Ours and the reference alternate (A B B A over the strategies they share).
+10s:1d (--retentions, --aggregation to change it), full-precision float values
+(``--tidy-values``: small integers, a labelled extra) over 4 TCP connections (a metric's
+points all on one of them); measures the time from the start of sending to the last
+whisper write (the files' largest mtime, once every point is checked readable),
+points/s, daemon CPU seconds, peak RSS and the RSS left once everything is written (per
+idle known metric), for each write strategy.
+Then resident bytes per cached point and per cached metric with writes paused. Start it
+~60 s after anything deleted many files (see RunDirs in bench/common.py). A run in which
+points are still missing after --timeout seconds fails (no points/s is computed for it)
+and the benchmark exits non-zero; ``--reference-timeout`` instead stops the reference
+then and reports its rate so far (estimated from a sample of its files, labelled).
+Ours and the reference alternate (A B B A over the strategies they share).
+
+``--floor`` also times bench/create_floor.c (built here with gcc): a C loop that creates
+the same files (same paths, in the metrics' order, same header and size, fallocated),
+before the first and after the last run: what the file system allows.
+``--delete-runs`` removes each run's folder once measured, syncs and waits
+``--settle`` seconds (ext4 is slow to allocate inodes freed in the last minute), for
+loads whose files do not fit on the disk several times.
+``--growth`` adds the means to docs/data/growth/cache.json (issue 17's plots).
 
     python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
     python bench/cache_bench.py --metrics 100000 --strategies sorted \\
         --reference-strategies sorted --rounds 2 --no-memory   # ref, ours, ours, ref
     python bench/cache_bench.py --journal-ab --strategies sorted --no-reference --no-memory
+    python bench/cache_bench.py --metrics 100000 --strategies sorted \
+        --reference-strategies sorted --rounds 2 --floor --delete-runs --growth
 
 ``--journal-ab`` runs ours without and with the cache journal (CACHE_JOURNAL), in the order
 off, on, on, off, for each strategy, and prints the journal's cost.
@@ -22,22 +36,36 @@ off, on, on, off, for each strategy, and prints the journal's cost.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import pickle
+import random
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import whisper
 
+from carbon.carbonlink.client import cache_query
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, RunDirs, abba, cpu_seconds, free_port, reference_venv,  # noqa: E402
                     rss_kb, stop, wait_port)
 
+from carbon.storage.whisper_create import file_plan  # noqa: E402
+
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
+LOAD = {"connections": 4, "tidy": False, "timeout": 600.0, "reference_timeout": None,
+        "delete_runs": False, "settle": 65.0, "deleted_at": None}
+REFERENCE_NAME = "carbon-cache 1.1.10"
+FLOOR_SOURCE = Path(__file__).resolve().parent / "create_floor.c"
+SAMPLE_FILES = 2000  # files read to estimate a stopped reference's points on disk
 WRITER_THREADS = {"value": 0}
 JOURNAL = {"value": True}  # CACHE_JOURNAL for ours
 PREFILL = {"value": False}  # files made before the timed load: updates only
@@ -46,6 +74,16 @@ PROTOCOL = {"value": "line"}  # or "pickle"
 
 def schemas_text() -> str:
     return "[bench]\npattern = .*\nretentions = %s\n" % SCHEMA["retentions"]
+
+
+def archives() -> list[tuple[int, int]]:
+    """(seconds per point, points) of each archive of the bench's schema."""
+    return [whisper.parseRetentionDef(part) for part in SCHEMA["retentions"].split(",")]
+
+
+def step() -> int:
+    """Seconds between a metric's points: the first archive's precision."""
+    return archives()[0][0]
 
 
 def make_root(base: Path, strategy: str, updates: str) -> dict:
@@ -88,22 +126,68 @@ def start(impl: str, base: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(base))
 
 
-def payload(points: int, metrics: int, now: int) -> tuple[bytes, list[str]]:
+def metric_names(metrics: int) -> list[str]:
+    """The bench's names: 100 directories of metrics/100 files."""
+    return ["bench.host%03d.metric%05d" % (i % 100, i) for i in range(metrics)]
+
+
+def payload(points: int, metrics: int, now: int) -> tuple[list[bytes], list[str]]:
+    """What each connection sends (a metric's points all on one connection, time-major,
+    oldest first) and the names. Values are full-precision floats (``random()`` * 100,
+    written as ``repr`` gives them, e.g. 73.62519846152341), or with LOAD["tidy"] the
+    point's index as a small integer."""
     per_metric = points // metrics
-    names = ["bench.host%03d.metric%05d" % (i % 100, i) for i in range(metrics)]
-    if PROTOCOL["value"] == "pickle":  # as carbon-relay sends: 500 points a message
-        flat = [(n, (now - 10 * k, float(k))) for k in range(per_metric, 0, -1)
-                for n in names]
-        messages = []
-        for start in range(0, len(flat), 500):
-            body = pickle.dumps(flat[start:start + 500], protocol=2)
-            messages.append(struct.pack("!L", len(body)) + body)
-        return b"".join(messages), names
-    chunks = []
-    for k in range(per_metric, 0, -1):  # time-major, oldest first
-        stamp = now - 10 * k
-        chunks.append("".join("%s %d %d\n" % (n, k, stamp) for n in names))
-    return "".join(chunks).encode(), names
+    names = metric_names(metrics)
+    interval = step()
+    rng = random.Random(17)
+    connections = max(1, LOAD["connections"])
+    shares = [names[i::connections] for i in range(connections)]
+    out = []
+    for share in shares:
+        if LOAD["tidy"]:
+            values = [[float(k)] * len(share) for k in range(per_metric, 0, -1)]
+        else:
+            values = [[rng.random() * 100 for _ in share] for _ in range(per_metric)]
+        if PROTOCOL["value"] == "pickle":  # as carbon-relay sends: 500 points a message
+            flat = [(n, (now - interval * k, v))
+                    for k, row in zip(range(per_metric, 0, -1), values, strict=True)
+                    for n, v in zip(share, row, strict=True)]
+            messages = []
+            for start in range(0, len(flat), 500):
+                body = pickle.dumps(flat[start:start + 500], protocol=2)
+                messages.append(struct.pack("!L", len(body)) + body)
+            out.append(b"".join(messages))
+            continue
+        chunks = []
+        for k, row in zip(range(per_metric, 0, -1), values, strict=True):
+            stamp = now - interval * k
+            if LOAD["tidy"]:
+                chunks.append("".join("%s %d %d\n" % (n, k, stamp) for n in share))
+            else:
+                chunks.append("".join("%s %r %d\n" % (n, v, stamp)
+                                      for n, v in zip(share, row, strict=True)))
+        out.append("".join(chunks).encode())
+    return out, names
+
+
+def send_all(port: int, shares: list[bytes]) -> None:
+    """Each share over its own connection, all at once."""
+    errors: list[BaseException] = []
+
+    def send(share: bytes) -> None:
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(share)
+        except OSError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send, args=(share,)) for share in shares]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def whisper_path(base: Path, name: str) -> str:
@@ -112,7 +196,7 @@ def whisper_path(base: Path, name: str) -> str:
 
 def count_points(path: str, now: int, per_metric: int) -> int:
     try:
-        _, values = whisper.fetch(path, now - 10 * (per_metric + 2), now)
+        _, values = whisper.fetch(path, now - step() * (per_metric + 2), now)
     except (OSError, whisper.WhisperException):
         return 0
     return sum(1 for v in values if v is not None)
@@ -143,9 +227,10 @@ class Busy:
 
 def run_throughput(impl: str, strategy: str, points: int, metrics: int,
                    dirs: RunDirs) -> dict:
-    """One run; ``missing`` > 0 (files without every point after 600 s) marks it failed
-    and leaves its rate None."""
-    settle()
+    """One run; ``missing`` > 0 (files without every point after LOAD["timeout"] s) marks
+    it failed and leaves its rate None. With LOAD["reference_timeout"] the reference is
+    stopped then instead and its rate so far is estimated (``bounded``)."""
+    settled()
     base = dirs.new("cachebench-")
     ports = make_root(base, strategy, "inf")
     proc = start(impl, base)
@@ -154,19 +239,22 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     except RuntimeError:
         print((base / "daemon.log").read_text()[-3000:])
         raise
-    now = int(time.time()) // 10 * 10
-    data, names = payload(points, metrics, now)
+    interval = step()
+    now = int(time.time()) // interval * interval
+    shares, names = payload(points, metrics, now)
     per_metric = points // metrics
     if PREFILL["value"]:
-        prefill(base, ports, names, now - 10 * (per_metric + 10))
+        prefill(base, ports, names, now - interval * (per_metric + 10))
+    time.sleep(0.5)
+    rss_before = rss_kb(proc.pid)
     cpu_before = cpu_seconds(proc.pid)
     wall_started = time.time()
     started = time.monotonic()
-    with socket.create_connection(("127.0.0.1", ports[PROTOCOL["value"]])) as sock:
-        sock.sendall(data)
+    send_all(ports[PROTOCOL["value"]], shares)
     sent = time.monotonic() - started
     pending = {n: whisper_path(base, n) for n in names}
-    deadline = started + 600
+    bound = LOAD["reference_timeout"] if impl == "reference" else None
+    deadline = started + (bound or LOAD["timeout"])
     busy = Busy(proc.pid)
     while pending and time.monotonic() < deadline:
         # Verify the files only once the daemon has been idle for 0.1 s: reading 10,000
@@ -181,26 +269,98 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
             time.sleep(0.05)
             busy = Busy(proc.pid)
     elapsed = time.monotonic() - started
+    result = {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
+              "metrics": metrics, "points": points, "send_s": sent, "poll_s": elapsed,
+              "cpu_s": cpu_seconds(proc.pid) - cpu_before,
+              "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024,
+              "idle_rss_growth_mb": (rss_kb(proc.pid) - rss_before) / 1024,
+              "missing": len(pending), "bounded": False}
+    if pending and bound:
+        stop(proc)  # its files stop changing: count what reached them
+        written = estimate_written(names, pending, base, now, per_metric)
+        result.update(seconds=bound, points_s=written / bound, bounded=True, missing=0,
+                      written_estimate=written)
+        print("reference stopped after %.0f s: ~%s of %s points on disk (sampled)"
+              % (bound, format(int(written), ","), format(points, ",")), flush=True)
+        finish(base, dirs)
+        return result
     # The last whisper write, from the files' mtimes: the polling above finds completion
     # late by up to one verification pass (~0.5 s of fetches over 10,000 files), which
     # would weigh more on the faster daemon.
     # a failed run (points missing) keeps its CPU and memory figures but gets no rate
-    written = None if pending else \
+    written_at = None if pending else \
         max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
-    result = {"impl": impl, "strategy": strategy, "journal": JOURNAL["value"],
-              "seconds": written, "send_s": sent, "poll_s": elapsed,
-              "points_s": None if written is None else points / written,
-              "cpu_s": cpu_seconds(proc.pid) - cpu_before,
-              "peak_rss_mb": rss_kb(proc.pid, "VmHWM") / 1024, "missing": len(pending)}
+    result.update(seconds=written_at,
+                  points_s=None if written_at is None else points / written_at)
     stop(proc)
+    finish(base, dirs)
+    return result
+
+
+def estimate_written(names: list[str], pending: dict, base: Path, now: int,
+                     per_metric: int) -> float:
+    """Points on disk, from SAMPLE_FILES files picked at random (complete ones count
+    whole)."""
+    sample = random.Random(3).sample(names, min(SAMPLE_FILES, len(names)))
+    found = sum(per_metric if name not in pending
+                else count_points(whisper_path(base, name), now, per_metric)
+                for name in sample)
+    return found / len(sample) * len(names) * per_metric
+
+
+def finish(base: Path, dirs: RunDirs) -> None:
+    """With LOAD["delete_runs"]: remove the run's folder and write the deletions back
+    (the next run waits, see ``settled``). Else the folder stays until the end and the
+    next run starts after a sync."""
+    if LOAD["delete_runs"]:
+        shutil.rmtree(base, ignore_errors=True)
+        dirs.paths.remove(base)
+        os.sync()
+        LOAD["deleted_at"] = time.monotonic()
+    else:
+        settle()
+
+
+def settled() -> None:
+    """Wait until LOAD["settle"] s have passed since the last run folder was deleted:
+    ext4 (without a journal, as here) skips inodes freed in the last 60 s when it
+    allocates, and checking each one made the next run's creates several times slower."""
+    if LOAD["deleted_at"] is not None:
+        time.sleep(max(0.0, LOAD["settle"] - (time.monotonic() - LOAD["deleted_at"])))
+
+
+def floor_binary(folder: Path) -> str:
+    """bench/create_floor.c built with gcc into ``folder``."""
+    binary = folder / "create_floor"
+    subprocess.run(["gcc", "-O2", "-o", str(binary), str(FLOOR_SOURCE)], check=True)
+    return str(binary)
+
+
+def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = False) -> dict:
+    """The C create loop over the run's files (same paths, order, header and size,
+    fallocated; ``write_points``: also one write of each metric's points)."""
+    settled()
+    base = dirs.new("cachefloor-")
+    binary = floor_binary(base)
+    header, total = file_plan(archives(), None, None)
+    paths = "".join(whisper_path(base, name) + "\n" for name in metric_names(metrics))
+    extra = [str(12 * (points // metrics))] if write_points else []
+    done = subprocess.run([binary, "fallocate", str(len(header)), str(total), *extra],
+                          input=paths.encode(), capture_output=True, check=True)
+    fields = dict(part.split("=") for part in done.stdout.decode().split())
+    seconds = float(fields["seconds"])
+    result = {"impl": "floor+write" if write_points else "floor", "strategy": "-",
+              "journal": False, "metrics": metrics, "points": points, "seconds": seconds,
+              "points_s": points / seconds, "cpu_s": float(fields["user"]) + float(fields["sys"]),
+              "peak_rss_mb": 0.0, "missing": 0, "bounded": False}
+    finish(base, dirs)
     return result
 
 
 def prefill(base: Path, ports: dict, names: list[str], stamp: int) -> None:
     """One point a metric, before the timed load (outside the window it checks), and
     wait until every file is there and the daemon is idle."""
-    with socket.create_connection(("127.0.0.1", ports["line"])) as sock:
-        sock.sendall("".join("%s 1 %d\n" % (name, stamp) for name in names).encode())
+    send_all(ports["line"], ["".join("%s 1 %d\n" % (name, stamp) for name in names).encode()])
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if all(os.path.exists(whisper_path(base, name)) for name in names):
@@ -211,41 +371,36 @@ def prefill(base: Path, ports: dict, names: list[str], stamp: int) -> None:
 
 
 def carbonlink_count(port: int, metric: str) -> int:
-    body = pickle.dumps({"type": "cache-query", "metric": metric}, protocol=2)
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(struct.pack("!I", len(body)) + body)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return len(pickle.loads(data[4:])["datapoints"])
+    return len(cache_query(("127.0.0.1", port), metric))
 
 
 def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:
-    """Resident bytes per cached point, with writes paused."""
+    """Resident bytes per cached point and per cached metric, with writes paused."""
+    settled()
     base = dirs.new("cachemem-")
     ports = make_root(base, "sorted", "0.001")
     proc = start(impl, base)
     wait_port(ports["line"], proc)
     time.sleep(1.0)
     before = rss_kb(proc.pid)
-    now = int(time.time()) // 10 * 10
-    data, names = payload(points, metrics, now)
-    with socket.create_connection(("127.0.0.1", ports[PROTOCOL["value"]])) as sock:
-        sock.sendall(data)
+    interval = step()
+    now = int(time.time()) // interval * interval
+    shares, names = payload(points, metrics, now)
+    send_all(ports[PROTOCOL["value"]], shares)
     per_metric = points // metrics
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + LOAD["timeout"]
+    last_of_each = names[-len(shares):]  # the last metric each connection sent
     while time.monotonic() < deadline:
-        if carbonlink_count(ports["query"], names[-1]) >= per_metric:
+        if all(carbonlink_count(ports["query"], name) >= per_metric for name in last_of_each):
             break
         time.sleep(0.2)
     time.sleep(1.0)
     after = rss_kb(proc.pid)
     stop(proc)
+    finish(base, dirs)
     return {"impl": impl, "rss_growth_mb": (after - before) / 1024,
-            "bytes_per_point": (after - before) * 1024 / points}
+            "bytes_per_point": (after - before) * 1024 / points,
+            "bytes_per_metric": (after - before) * 1024 / metrics}
 
 
 def main() -> None:
@@ -258,10 +413,13 @@ def main() -> None:
     parser.add_argument("--protocol", choices=["line", "pickle"], default="line",
                         help="plaintext, or pickle messages of 500 points as a relay sends")
     parser.add_argument("--retentions", default="10s:1d",
-                        help="storage schema (the first archive must keep 10s points)")
+                        help="storage schema (a metric's points are one first-archive "
+                             "step apart)")
     parser.add_argument("--aggregation", default="",
                         help="aggregationMethod for every metric (default: average)")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the cached-memory runs (writes paused)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat each shared strategy's pair, alternating who goes first")
     parser.add_argument("--writer-threads", type=int, default=0,
@@ -271,7 +429,30 @@ def main() -> None:
                         help="make the files before the timed load: measure updates only")
     parser.add_argument("--journal-ab", action="store_true",
                         help="ours without and with the journal: off, on, on, off")
+    parser.add_argument("--connections", type=int, default=4,
+                        help="TCP connections the points are sent over (default 4)")
+    parser.add_argument("--tidy-values", action="store_true",
+                        help="small integer values instead of full-precision floats")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds before a run with points missing fails")
+    parser.add_argument("--reference-timeout", type=float, default=None,
+                        help="stop the reference after this many seconds and report its "
+                             "rate so far (estimated from %d of its files)" % SAMPLE_FILES)
+    parser.add_argument("--floor", action="store_true",
+                        help="time bench/create_floor.c on the same files before the first "
+                             "and after the last run")
+    parser.add_argument("--floor-once", action="store_true",
+                        help="with --floor: only before the first run (long loads)")
+    parser.add_argument("--delete-runs", action="store_true",
+                        help="remove each run's folder once measured, then sync and wait "
+                             "--settle seconds")
+    parser.add_argument("--settle", type=float, default=65.0)
+    parser.add_argument("--growth", action="store_true",
+                        help="add the means to docs/data/growth/cache.json")
     args = parser.parse_args()
+    LOAD.update(connections=args.connections, tidy=args.tidy_values, timeout=args.timeout,
+                reference_timeout=args.reference_timeout, delete_runs=args.delete_runs,
+                settle=args.settle)
     JOURNAL["value"] = not args.no_journal
     PREFILL["value"] = args.prefill
     WRITER_THREADS["value"] = args.writer_threads
@@ -301,27 +482,93 @@ def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
     return order
 
 
-def print_ratios(rows: list[dict], args: argparse.Namespace) -> None:
-    """Mean points/s and peak RSS per (impl, strategy), ours against the reference."""
-    print("\n%s points over %s new metrics, mean per implementation and strategy:" % (
-        format(args.points, ","), format(args.metrics, ",")))
-    means: dict[tuple[str, str], tuple[float, float]] = {}
+def load_text(args: argparse.Namespace) -> str:
+    """The load in a few words (the growth rows' "load")."""
+    return "%s points, %s, %s values, %d connection(s)%s" % (
+        format(args.points, ","), SCHEMA["retentions"],
+        "tidy integer" if LOAD["tidy"] else "full-precision", LOAD["connections"],
+        ", pickle" if PROTOCOL["value"] == "pickle" else "")
+
+
+def mean_rows(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    """Per (impl, strategy) over its complete runs: mean points/s, CPU s, idle RSS
+    growth; peak RSS the largest; ``bounded`` if any run was stopped early."""
+    means: dict[tuple[str, str], dict] = {}
     for key in dict.fromkeys((r["impl"], r["strategy"]) for r in rows):
         runs = [r for r in rows if (r["impl"], r["strategy"]) == key and not r["missing"]]
-        if runs:
-            means[key] = (sum(r["points_s"] for r in runs) / len(runs),
-                          max(r["peak_rss_mb"] for r in runs))
-            print("  %-9s %-10s %10s points/s  peak RSS %5.0f MB  (%d run(s))" % (
-                key[0], key[1], format(int(means[key][0]), ","), means[key][1], len(runs)))
-    for (impl, strategy), (rate, _) in means.items():
+        if not runs:
+            continue
+        means[key] = {
+            "points_s": sum(r["points_s"] for r in runs) / len(runs),
+            "cpu_s": sum(r["cpu_s"] for r in runs) / len(runs),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+            "idle_rss_growth_mb": sum(r.get("idle_rss_growth_mb", 0.0) for r in runs) / len(runs),
+            "bounded": any(r["bounded"] for r in runs), "runs": len(runs)}
+    return means
+
+
+def print_ratios(rows: list[dict], args: argparse.Namespace) -> dict:
+    """Mean points/s and peak RSS per (impl, strategy), ours against the reference and
+    the floor; returns the means."""
+    print("\n%s over %s new metrics, mean per implementation and strategy:" % (
+        load_text(args), format(args.metrics, ",")))
+    means = mean_rows(rows)
+    for key, mean in means.items():
+        per_known = mean["idle_rss_growth_mb"] * 1048576 / args.metrics
+        print("  %-11s %-10s %10s points/s  CPU %6.2f s  peak RSS %5.0f MB  idle growth "
+              "%4.0f B/metric  (%d run(s))%s" % (
+                  key[0], key[1], format(int(mean["points_s"]), ","), mean["cpu_s"],
+                  mean["peak_rss_mb"], per_known, mean["runs"],
+                  "  STOPPED EARLY: rate so far" if mean["bounded"] else ""))
+    floor = means.get(("floor", "-"))
+    for (impl, strategy), mean in means.items():
         reference = means.get(("reference", strategy))
         if impl == "ours" and reference:
-            print("  ratio ours / carbon-cache 1.1.10, %s: %.2fx" % (strategy, rate / reference[0]))
+            print("  ratio ours / %s, %s: %.2fx%s" % (
+                REFERENCE_NAME, strategy, mean["points_s"] / reference["points_s"],
+                " (reference stopped early)" if reference["bounded"] else ""))
+        if impl in ("ours", "reference") and floor:
+            print("  %s %s at %.0f%% of the C create floor's points/s" % (
+                impl, strategy, 100 * mean["points_s"] / floor["points_s"]))
+    return means
+
+
+def record_growth(means: dict, args: argparse.Namespace) -> None:
+    """Our and the reference's means into docs/data/growth/cache.json (rows for the same
+    implementation, name count and load are replaced)."""
+    path = ROOT / "docs" / "data" / "growth" / "cache.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = json.loads(path.read_text()) if path.exists() else []
+    load = load_text(args)
+    command = "python bench/cache_bench.py " + " ".join(sys.argv[1:])
+    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    for (impl, strategy), mean in means.items():
+        if impl not in ("ours", "reference"):
+            continue
+        name = "ours" if impl == "ours" else REFERENCE_NAME
+        text = "%s, %s%s" % (load, strategy,
+                             ", stopped early: rate so far" if mean["bounded"] else "")
+        rows = [row for row in rows if (row["impl"], row["names"], row["load"])
+                != (name, args.metrics, text)]
+        rows.append({"daemon": "cache", "impl": name, "names": args.metrics, "load": text,
+                     "throughput": round(mean["points_s"], 1), "unit": "points/s",
+                     "cpu_s": round(mean["cpu_s"], 2),
+                     "peak_rss_mb": round(mean["peak_rss_mb"], 1),
+                     "measured": today, "command": command})
+    path.write_text(json.dumps(rows, indent=1) + "\n")
+    print("growth rows written to %s" % path.relative_to(ROOT))
 
 
 def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
     """Every run and the tables; returns how many runs failed."""
-    rows = []
+    rows: list[dict] = []
+    settle()
+    if args.memory_only:
+        print_memory(args, dirs)
+        return 0
+    if args.floor:
+        rows.append(run_floor(args.points, args.metrics, dirs))
+        print(rows[-1], flush=True)
     for impl, strategy in run_order(args):
         journals = (abba(False, True) if args.journal_ab and impl == "ours"
                     else (JOURNAL["value"],))
@@ -329,19 +576,25 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
             JOURNAL["value"] = journal
             rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
             print(rows[-1], flush=True)
+    if args.floor and not args.floor_once:
+        rows.append(run_floor(args.points, args.metrics, dirs))
+        print(rows[-1], flush=True)
     print("\n| implementation | strategy | journal | points/s | seconds | CPU s | peak RSS MB "
-          "| missing |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| idle RSS growth MB | missing |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         journal = "on" if r["journal"] and r["impl"] == "ours" else "off"
         if r["missing"]:
-            print("| %s | %s | %s | FAILED | - | - | - | %d |" % (
+            print("| %s | %s | %s | FAILED | - | - | - | - | %d |" % (
                 r["impl"], r["strategy"], journal, r["missing"]))
             continue
-        print("| %s | %s | %s | %s | %.2f | %.2f | %.0f | 0 |" % (
-            r["impl"], r["strategy"], journal, format(int(r["points_s"]), ","), r["seconds"],
-            r["cpu_s"], r["peak_rss_mb"]))
-    print_ratios(rows, args)
+        print("| %s | %s | %s | %s%s | %.2f | %.2f | %.0f | %.1f | 0 |" % (
+            r["impl"], r["strategy"], journal, format(int(r["points_s"]), ","),
+            " (stopped early, so far)" if r["bounded"] else "", r["seconds"],
+            r["cpu_s"], r["peak_rss_mb"], r.get("idle_rss_growth_mb", 0.0)))
+    means = print_ratios(rows, args)
+    if args.growth:
+        record_growth(means, args)
     if args.journal_ab:
         for strategy in dict.fromkeys(args.strategies.split(",")):
             mine = [r for r in rows if r["impl"] == "ours" and r["strategy"] == strategy
@@ -355,13 +608,20 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
                   % (strategy, format(int(mean_off), ","), format(int(mean_on), ","),
                      len(on), 100 * (1 - mean_on / mean_off)))
     if not args.no_memory:
-        impls = ["ours"] if args.no_reference else ["reference", "ours"]
-        memory = [run_memory(impl, args.points, args.metrics, dirs) for impl in impls]
-        print("\n| implementation | RSS growth MB | bytes per cached point |")
-        print("|---|---|---|")
-        for m in memory:
-            print("| %s | %.1f | %.0f |" % (m["impl"], m["rss_growth_mb"], m["bytes_per_point"]))
+        print_memory(args, dirs)
     return sum(1 for r in rows if r["missing"])
+
+
+def print_memory(args: argparse.Namespace, dirs: RunDirs) -> None:
+    """Bytes per cached point and per cached metric, the reference's and ours."""
+    impls = ["ours"] if args.no_reference else ["reference", "ours"]
+    memory = [run_memory(impl, args.points, args.metrics, dirs) for impl in impls]
+    print("\n%s over %s metrics, writes paused:" % (load_text(args), format(args.metrics, ",")))
+    print("| implementation | RSS growth MB | bytes per cached point | bytes per cached metric |")
+    print("|---|---|---|---|")
+    for m in memory:
+        print("| %s | %.1f | %.0f | %.0f |" % (m["impl"], m["rss_growth_mb"],
+                                              m["bytes_per_point"], m["bytes_per_metric"]))
 
 
 if __name__ == "__main__":

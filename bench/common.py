@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Sequence, TypeVar
 
+from carbon.playground.ports import free_port  # noqa: F401 - the benches' port chooser
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("CARBON_BENCH_CACHE", Path.home() / ".cache" / "carbon-bench"))
 REF_VENV = CACHE_DIR / "ref-carbon-1.1.10"
@@ -136,12 +138,6 @@ def graphite_web_venv(extra: tuple[str, ...] = ()) -> Path:
     if wanted:
         subprocess.run(pip + wanted, check=True, env=env)
     return venv
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:

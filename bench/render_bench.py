@@ -3,6 +3,7 @@
     python bench/render_bench.py [--duration 4] [--clients 1,16] [--threads 4]
                                  [--only json,sum,movavg,png,mix] [--workdir DIR]
                                  [--few-digits] [--with-twisted] [--memory]
+    python bench/render_bench.py --series 10000 [--requests 2] [--timeout 180]
 
 One command builds everything outside the repository (under --workdir, default
 ~/.cache/render-bench): a whisper tree of 301 series written every 10 s for a day with
@@ -21,9 +22,22 @@ too); png answers must be PNGs of the asked size. Each scenario runs at each cli
 in the order A B B A (graphite-web, ours, ours, graphite-web); requests/s are the mean of
 the two runs. The machine may be shared: absolute figures are noisy, ratios less so.
 
+``--series N`` runs only the cost-as-the-work-grows rows (issue 17) over a tree of N series
+written every 10 s for a day (``scale.gGGG.hHHHHH.value``, 100 hosts a group; archives
+10s:1d,1m:2d, so from=-1d reads 8,640 points a file; the files are written directly, not
+through whisper's Python): ``sumSeries`` and ``groupByNode(...,1,"sumSeries")`` of
+``scale.*.*.value``, and the bare wildcard as json with maxDataPoints=720 (a whole day of
+10 s points for 10,000 series would be a 2 GB body). Each row: A B B A runs of
+``--requests`` sequential requests (graphite-web's bounded by ``--timeout`` seconds a
+request), beside the page-cache floor: the same files' needed bytes read in a tight loop
+(open, pread of the header, pread of the range, close; best of 3, warm cache) and ``cat``
+of the whole files into /dev/null. Rows are appended to docs/data/growth/render.json.
+
 ``--memory`` runs only the memory check: 1,000 series x 1 day at 60 s, one json and one
 png request each to a fresh graphite-web (gunicorn, one worker, one thread) and a fresh
-``graphite-render``; the peak resident memory (VmHWM) of the answering process.
+``graphite-render``, then each of the mix's 20 functions over the 1,000 series to a fresh
+``graphite-render`` and to this app under the same gunicorn as graphite-web; the peak
+resident memory (VmHWM) of the answering process.
 """
 
 from __future__ import annotations
@@ -32,9 +46,11 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -43,10 +59,13 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, free_port, graphite_web_venv, mirrored  # noqa: E402
+from common import ROOT, cpu_seconds, free_port, graphite_web_venv, mirrored, rss_kb  # noqa: E402
 from render_load import fetch, load  # noqa: E402
 
 STEP = 10
+SCALE_ARCHIVES = [(STEP, 86400 // STEP), (60, 2 * 1440)]
+SCALE_GROUP = 100
+GROWTH_FILE = ROOT / 'docs' / 'data' / 'growth' / 'render.json'
 ARCHIVES = [(STEP, 6 * 3600 // STEP), (60, 2 * 1440)]
 HOSTS = 50
 CPU_KINDS = ('user', 'system', 'idle', 'iowait')
@@ -134,22 +153,255 @@ def build_memory_tree(workdir: Path) -> tuple[Path, int]:
     return storage, now
 
 
+def build_scale_tree(workdir: Path, series: int) -> tuple[Path, int]:
+    """``series`` whisper files (10s:1d,1m:2d, average, xFilesFactor 0) full of
+    full-precision values, written directly with numpy in whisper's layout (header,
+    archive table, ``!Ld`` records from slot 0 upwards); rebuilt when older than 12 h."""
+    import numpy as np
+    storage = workdir / ('storage-scale-%d' % series)
+    stamp = storage / 'built-at'
+    now = int(time.time())
+    if stamp.exists() and now - int(stamp.read_text()) < 12 * 3600:
+        return storage, int(stamp.read_text())
+    shutil.rmtree(storage / 'whisper', ignore_errors=True)
+    log('writing %d whisper files (1 day every %d s)' % (series, STEP))
+    now = now // 60 * 60
+    header_size = 16 + 12 * len(SCALE_ARCHIVES)
+    header = struct.pack('!2LfL', 1, max(s * n for s, n in SCALE_ARCHIVES), 0.0,
+                         len(SCALE_ARCHIVES))
+    offset = header_size
+    stamps = []
+    for step, points in SCALE_ARCHIVES:
+        header += struct.pack('!3L', offset, step, points)
+        offset += points * 12
+        stamps.append(now - step * np.arange(points - 1, -1, -1, dtype=np.int64))
+    record = np.dtype([('t', '>u4'), ('v', '>f8')])
+    rng = np.random.default_rng(17)
+    for i in range(series):
+        path = storage / 'whisper' / 'scale' / ('g%03d' % (i // SCALE_GROUP)) / \
+            ('h%05d' % i) / 'value.wsp'
+        path.parent.mkdir(parents=True, exist_ok=True)
+        parts = [header]
+        fine = rng.random(SCALE_ARCHIVES[0][1]) * 100.0
+        for (step, points), times in zip(SCALE_ARCHIVES, stamps, strict=True):
+            data = np.empty(points, record)
+            data['t'] = times
+            per = step // STEP
+            data['v'] = fine if per == 1 else np.resize(
+                fine.reshape(-1, per).mean(axis=1), points)
+            parts.append(data.tobytes())
+        path.write_bytes(b''.join(parts))
+    stamp.write_text(str(now))
+    return storage, now
+
+
+def scale_paths(storage: Path) -> list[Path]:
+    return sorted((storage / 'whisper' / 'scale').glob('*/*/value.wsp'))
+
+
+def page_cache_floor(storage: Path, now: int) -> dict[str, float]:
+    """Seconds to read the files a from=-1d request needs, warm page cache: (1) a tight
+    loop of open, pread of the header, pread of the 10 s archive's needed range, close
+    (best of 3); (2) ``cat`` of the whole files into /dev/null (best of 3)."""
+    paths = [str(p) for p in scale_paths(storage)]
+    step, points = SCALE_ARCHIVES[0]
+    offset = 16 + 12 * len(SCALE_ARCHIVES)
+    header = offset
+    loop = []
+    for _ in range(3):
+        started = time.perf_counter()
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
+            os.pread(fd, header, 0)
+            os.pread(fd, points * 12, offset)
+            os.close(fd)
+        loop.append(time.perf_counter() - started)
+    cat = []
+    listing = '\0'.join(paths).encode()
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run(['xargs', '-0', 'cat'], input=listing, stdout=subprocess.DEVNULL,
+                       check=True)
+        cat.append(time.perf_counter() - started)
+    return {'read_loop_s': min(loop), 'cat_s': min(cat),
+            'bytes_needed': len(paths) * (points * 12 + header),
+            'bytes_files': sum(os.path.getsize(p) for p in paths)}
+
+
+def scale_rows(now: int) -> list[tuple[str, str, str]]:
+    """(key, label, request path) of the cost-as-the-work-grows rows."""
+    window = {'from': now - 86400, 'until': now, 'now': now, 'format': 'json'}
+
+    def path(target: str, **extra: Any) -> str:
+        return '/render?' + urlencode(dict(window, target=target, **extra))
+    return [
+        ('sum', '`sumSeries(scale.*.*.value)`', path('sumSeries(scale.*.*.value)')),
+        ('group', '`groupByNode(scale.*.*.value,1,"sumSeries")`',
+         path('groupByNode(scale.*.*.value,1,"sumSeries")')),
+        ('raw', '`scale.*.*.value` (maxDataPoints=720)',
+         path('scale.*.*.value', maxDataPoints=720)),
+    ]
+
+
+def timed_requests(server: Server, path: str, count: int, timeout: float) -> dict:
+    """``count`` sequential requests: seconds each (None for one that failed or took
+    longer than ``timeout``; the run stops there)."""
+    from render_load import RawClient
+    client = RawClient(server.port, path, timeout=timeout)
+    times: list[Optional[float]] = []
+    status = 0
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            try:
+                status, _, _ = client.get()
+            except OSError:
+                status = 0
+            if status != 200:
+                times.append(None)
+                break
+            times.append(time.perf_counter() - started)
+    finally:
+        client.close()
+    return {'times': times, 'status': status}
+
+
+def scale_check(args: argparse.Namespace, workdir: Path, run_dir: Path) -> int:
+    """The cost-as-the-work-grows rows at ``args.series`` series (see the module doc)."""
+    storage, now = build_scale_tree(workdir, args.series)
+    rows = scale_rows(now)
+    # graphite-web gives up a fetch after FETCH_TIMEOUT (6 s by default) and answers 500;
+    # here it gets as long as a request may take
+    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_scale',
+                                'FETCH_TIMEOUT = %d\n' % args.timeout)
+    conf = workdir / 'ours_settings_scale.py'
+    conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
+                    'TAGDB = ""\nRENDER_MAX_DATAPOINTS = 10 ** 9\n'
+                    'MAX_REQUEST_SECONDS = %d\n' % (str(storage), args.timeout))
+    lib = setup_ours_gunicorn(workdir)
+    gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
+                '--worker-class', 'gthread', '--log-level', 'warning', '--timeout',
+                str(int(args.timeout) + 60)]
+    floor = page_cache_floor(storage, now)
+    log('page-cache floor: %r' % floor)
+    load_before = open('/proc/loadavg').read().split()[:3]
+    servers = [Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
+                      ['graphite.wsgi:application'], gw_env, str(workdir), run_dir),
+               Server('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] + gunicorn +
+                      ['webapp.wsgi:application'],
+                      dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, lib),
+                           GRAPHITE_SETTINGS=str(conf)), str(ROOT), run_dir)]
+    results: dict[tuple[str, str], list] = {}
+    problems = []
+    try:
+        for key, label, path in rows:
+            answers = [fetch(server.port, path) for server in servers]
+            if all(status == 200 for status, _ in answers):
+                why = same_json(answers[0][1], answers[1][1])
+                if why:
+                    problems.append('%s: %s' % (label, why))
+            else:
+                problems.append('%s: statuses %s' % (label, [a[0] for a in answers]))
+            del answers
+            for server in mirrored(servers):
+                run = timed_requests(server, path, args.requests, args.timeout)
+                results.setdefault((key, server.name), []).append(run)
+                log('%s, %s: %s' % (label, server.name, run))
+        peaks = {s.name: max([rss_kb(pid, 'VmHWM') for pid in children(s.proc.pid)] or
+                             [rss_kb(s.proc.pid, 'VmHWM')]) / 1024 for s in servers}
+        cpu = {s.name: sum(cpu_seconds(pid) for pid in children(s.proc.pid)) for s in servers}
+    finally:
+        for server in servers:
+            server.stop()
+    load_after = open('/proc/loadavg').read().split()[:3]
+    return scale_report(args, rows, servers, results, floor, peaks, cpu, problems,
+                        (load_before, load_after), run_dir)
+
+
+def scale_report(args: argparse.Namespace, rows: list, servers: list, results: dict,
+                 floor: dict, peaks: dict, cpu: dict, problems: list, loads: tuple,
+                 run_dir: Path) -> int:
+    """Print the table, append the growth rows; 1 when answers differed."""
+    load = 'load avg %s -> %s' % ('/'.join(loads[0]), '/'.join(loads[1]))
+    lines = ['', '%d series x 1 day at 10 s (%d files, %.0f MB); page-cache floor: read '
+             'loop %.3f s (%.0f MB needed), cat %.3f s; %s; run folder %s' % (
+                 args.series, args.series, floor['bytes_files'] / 1e6, floor['read_loop_s'],
+                 floor['bytes_needed'] / 1e6, floor['cat_s'], load, run_dir), '',
+             '| request (from=-1d) | graphite-web s/request | ours s/request | ours / floor '
+             '| ratio |', '| --- | ---: | ---: | ---: | ---: |']
+    growth = []
+    command = 'python bench/render_bench.py --series %d --requests %d' % (args.series,
+                                                                          args.requests)
+    for key, label, _path in rows:
+        mean = {}
+        for server in servers:
+            runs = results.get((key, server.name), [])
+            times = [t for run in runs for t in run['times']]
+            mean[server.name] = None if not times or None in times else \
+                sum(times) / len(times)
+        gw, ours = mean[servers[0].name], mean[servers[1].name]
+        failed = [run['status'] for run in results.get((key, servers[0].name), [])
+                  if None in run['times']]
+        gw_text = 'failed (HTTP %s, or > %g s)' % (failed[0], args.timeout) if gw is None \
+            else '%.3f' % gw
+        ours_text = 'failed' if ours is None else '%.3f' % ours
+        ratio = '%.1fx' % (gw / ours) if gw and ours else '-'
+        vs_floor = '%.1fx' % (ours / floor['read_loop_s']) if ours else '-'
+        lines.append('| %s | %s | %s | %s | %s |' % (label, gw_text, ours_text, vs_floor,
+                                                     ratio))
+        for server, seconds in ((servers[0], gw), (servers[1], ours)):
+            growth.append({
+                'daemon': 'render', 'impl': 'ours' if server is servers[1] else
+                'graphite-web 1.1.10', 'names': args.series,
+                'load': '%s json, 1 client, %s%s' % (
+                    label.replace('`', ''), load, '' if seconds else ', FAILED (no answer)'),
+                'throughput': round(1 / seconds, 4) if seconds else 0.0,
+                'unit': 'requests/s', 'cpu_s': round(cpu[server.name], 2),
+                'peak_rss_mb': round(peaks[server.name], 1),
+                'measured': time.strftime('%Y-%m-%d', time.gmtime()),
+                'command': command})
+    lines.append('')
+    lines.append('Peak RSS (largest worker, over all rows): ' + ', '.join(
+        '%s %.0f MB' % item for item in peaks.items()) + '; CPU s of the workers: ' +
+        ', '.join('%s %.1f' % item for item in cpu.items()))
+    lines.append('Answers: ' + ('json answers parse to the same floats, names and tags'
+                                if not problems else 'MISMATCHES: ' + '; '.join(problems)))
+    text = '\n'.join(lines)
+    print(text)
+    (run_dir / 'scale.md').write_text(text + '\n')
+    if args.record:
+        existing = json.loads(GROWTH_FILE.read_text()) if GROWTH_FILE.exists() else []
+        GROWTH_FILE.parent.mkdir(parents=True, exist_ok=True)
+        GROWTH_FILE.write_text(json.dumps(existing + growth, indent=1) + '\n')
+        log('appended %d rows to %s' % (len(growth), GROWTH_FILE))
+    return 1 if problems else 0
+
+
+def children(pid: int) -> list[int]:
+    """Child PIDs of ``pid`` (gunicorn's workers); [] when none or gone."""
+    try:
+        with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
 def peak_rss_mb(server: Server) -> float:
     """Peak resident memory (VmHWM) of the process answering requests: the gunicorn
     worker when there is one, else the server process."""
-    pid = server.proc.pid
-    try:
-        with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
-            children = [int(p) for p in fh.read().split()]
-    except OSError:
-        children = []
-    with open('/proc/%d/status' % (children[0] if children else pid)) as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith('VmHWM:')) / 1024
+    workers = children(server.proc.pid)
+    return rss_kb(workers[0] if workers else server.proc.pid, 'VmHWM') / 1024
+
+
+def memory_targets() -> list[str]:
+    """The mix's 20 targets over the 1,000 series (``many.*.value``)."""
+    return [re.sub(r'servers\.[\w*]+\.[\w*]+\.[\w*]+', 'many.*.value', t) for t in MIX]
 
 
 def memory_check(workdir: Path, run_dir: Path) -> list:
     """Peak RSS of one process of each server after a json and a png request for the
-    1,000 series (a fresh process per format)."""
+    1,000 series, then of ours (graphite-render, and gunicorn as graphite-web runs) for
+    each of the mix's functions over them (json); a fresh process per request."""
     storage, now = build_memory_tree(workdir)
     gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_1000')
     conf = workdir / 'ours_settings_1000.py'
@@ -157,33 +409,40 @@ def memory_check(workdir: Path, run_dir: Path) -> list:
                     'TAGDB = ""\n' % str(storage))
     one = ['--workers', '1', '--threads', '1', '--worker-class', 'gthread', '--log-level',
            'warning', '--timeout', '300']
+    reference = ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
+                 ['graphite.wsgi:application'], gw_env, str(workdir))
+    ours = ('ours (graphite-render)', [sys.executable, '-m', 'webapp.server', '--config',
+                                       str(conf), '--threads', '4', '--port'],
+            dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT))
+    ours_gunicorn = ('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] + one +
+                     ['webapp.wsgi:application'],
+                     dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, setup_ours_gunicorn(workdir)),
+                          GRAPHITE_SETTINGS=str(conf)), str(ROOT))
+    plan = [('many.*.value', fmt, (reference, ours, ours_gunicorn)) for fmt in ('json', 'png')]
+    plan += [(target, 'json', (ours, ours_gunicorn)) for target in memory_targets()]
     rows = []
-    for fmt in ('json', 'png'):
-        query = '/render?' + urlencode({'target': 'many.*.value', 'from': now - 86400,
+    for target, fmt, servers in plan:
+        query = '/render?' + urlencode({'target': target, 'from': now - 86400,
                                         'until': now, 'now': now, 'format': fmt})
-        for name, cmd, env, cwd in (
-                ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
-                 ['graphite.wsgi:application'], gw_env, str(workdir)),
-                ('ours (graphite-render)', [sys.executable, '-m', 'webapp.server', '--config',
-                                            str(conf), '--threads', '4', '--port'],
-                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT))):
+        for name, cmd, env, cwd in servers:
             server = Server(name, cmd, env, cwd, run_dir)
             try:
                 status, body = fetch(server.port, query)
-                rows.append((fmt, name, status, len(body), peak_rss_mb(server)))
+                rows.append(('`%s` %s' % (target, fmt), name, status, len(body),
+                             peak_rss_mb(server)))
             finally:
                 server.stop()
-            log('memory, %s, %s: %s' % (fmt, name, rows[-1]))
+            log('memory: %s' % (rows[-1],))
     return rows
 
 
-def setup_graphite(workdir: Path, storage: Path,
-                   module: str = 'bench_gw_settings') -> tuple[Path, dict]:
+def setup_graphite(workdir: Path, storage: Path, module: str = 'bench_gw_settings',
+                   extra: str = '') -> tuple[Path, dict]:
     venv = graphite_web_venv(extra=('gunicorn',))
     (workdir / (module + '.py')).write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
-        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n'
-        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log')))
+        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n%s'
+        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log'), extra))
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
                GRAPHITE_SETTINGS_MODULE=module)
@@ -234,19 +493,11 @@ class Server:
 
     def rss_mb(self) -> float:
         """Resident memory of the process and its children (gunicorn workers), MB."""
-        pids = [self.proc.pid]
-        try:
-            with open('/proc/%d/task/%d/children' % (self.proc.pid, self.proc.pid)) as fh:
-                pids += [int(p) for p in fh.read().split()]
-        except OSError:
-            pass
         total = 0
-        for pid in pids:
+        for pid in [self.proc.pid] + children(self.proc.pid):
             try:
-                with open('/proc/%d/status' % pid) as fh:
-                    total += next(int(line.split()[1]) for line in fh
-                                  if line.startswith('VmRSS:'))
-            except (OSError, StopIteration):
+                total += rss_kb(pid)
+            except OSError:
                 pass
         return total / 1024.0
 
@@ -334,9 +585,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--memory', action='store_true',
                         help='only the memory check: peak RSS of one process answering '
                         '1,000 series x 1 day (json, png)')
+    parser.add_argument('--series', type=int, default=0,
+                        help='only the cost-as-the-work-grows rows over this many series')
+    parser.add_argument('--requests', type=int, default=2,
+                        help='--series: sequential requests a run')
+    parser.add_argument('--timeout', type=float, default=180.0,
+                        help='--series: seconds one request may take')
+    parser.add_argument('--record', action='store_true',
+                        help='--series: append the rows to docs/data/growth/render.json')
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.series:
+        run_dir = workdir / ('run-%d' % time.time())
+        run_dir.mkdir()
+        return scale_check(args, workdir, run_dir)
     storage, now = build_tree(workdir, args.few_digits)
     run_dir = workdir / ('run-%d' % time.time())
     run_dir.mkdir()
@@ -346,7 +609,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     lib = setup_ours_gunicorn(workdir)
     if args.memory:
         rows = memory_check(workdir, run_dir)
-        lines = ['| format | server | status | body bytes | peak RSS MB |',
+        lines = ['| request | server | status | body bytes | peak RSS MB |',
                  '| --- | --- | --- | ---: | ---: |']
         lines += ['| %s | %s | %d | %d | %.0f |' % row for row in rows]
         print('\n'.join(lines))

@@ -10,6 +10,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ldconfig -p 2>/dev/null | grep -q 'libcairo\.so\.2' || need+=(libcairo2)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# carbon-cluster's partition test (tests/cluster: hosts in network namespaces)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         policy=/usr/sbin/policy-rc.d

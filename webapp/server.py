@@ -57,7 +57,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
     from twisted.web.server import Site
-    from twisted.web.wsgi import WSGIResource
+    from webapp.paced import PacedWSGIResource
 
     freeze_startup_objects()
     pool = reactor.getThreadPool()
@@ -65,7 +65,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # idle connections close after twice the arrival deadline; a request must arrive whole
     # within CLIENT_REQUEST_TIMEOUT (webapp.channel)
     seconds = float(settings.CLIENT_REQUEST_TIMEOUT)
-    site = Site(WSGIResource(reactor, pool, app), timeout=max(2 * seconds, 60.0))
+    site = Site(PacedWSGIResource(reactor, pool, app), timeout=max(2 * seconds, 60.0))
     site.protocol = bounded_channel(seconds, int(settings.MAX_REQUEST_BYTES))
     site.displayTracebacks = False
     try:

@@ -1,14 +1,13 @@
 /* C accelerator for carbon.cache.store: MetricCache.add_batch's loop (Python twin:
  * carbon.cache.store.add_points_py).
  *
- * add_batch(data, batch, limit) -> int
+ * add_batch(data, batch) -> int
  *
  * data: the cache's dict of metric name -> bytearray of native doubles (interleaved
  * timestamp, value pairs in arrival order). batch: a sequence of (metric: str,
  * timestamp, value) with float (or int) timestamp and value. Appends each point to its
- * metric's bytearray (a new one for a new metric), stopping after `limit` points when
- * `limit` is not negative. Returns how many were added; raises TypeError for an item
- * that is not such a triple (points before it stay added).
+ * metric's bytearray (a new one for a new metric). Returns how many were added; raises
+ * TypeError for an item that is not such a triple (points before it stay added).
  *
  * The caller holds the cache's lock. Exactly what the pure-Python loop
  * (carbon.cache.store.add_points_py) does.
@@ -50,17 +49,15 @@ static PyObject *
 add_batch(PyObject *module, PyObject *args)
 {
     PyObject *data, *batch, *fast;
-    Py_ssize_t limit, count, i;
+    Py_ssize_t count, i;
 
     (void)module;
-    if (!PyArg_ParseTuple(args, "O!On", &PyDict_Type, &data, &batch, &limit))
+    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &data, &batch))
         return NULL;
     fast = PySequence_Fast(batch, "batch must be a sequence");
     if (fast == NULL)
         return NULL;
     count = PySequence_Fast_GET_SIZE(fast);
-    if (limit >= 0 && limit < count)
-        count = limit;
     for (i = 0; i < count; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3
@@ -90,9 +87,9 @@ fail:
 
 static PyMethodDef methods[] = {
     {"add_batch", add_batch, METH_VARARGS,
-     "add_batch(data, batch, limit) -> int\n\n"
+     "add_batch(data, batch) -> int\n\n"
      "Append (metric, timestamp, value) points to data[metric] (bytearrays of native\n"
-     "double pairs), at most `limit` when it is not negative; returns how many."},
+     "double pairs); returns how many."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -141,6 +141,7 @@ class Journal:
         self.fsync_interval = float(fsync_interval)
         self.lock = threading.Lock()
         self.segments: list[Segment] = []  # live, oldest first; the last one is current
+        self.live_bytes = 0  # bytes of ``segments``, kept under ``lock``
         self.fd = -1
         # (snapshot number, last segment seq it covers, metrics still to be written)
         self.snapshots: deque[tuple[int, int, set]] = deque()
@@ -180,7 +181,9 @@ class Journal:
             self.log.msg("Journal: replayed %d datapoints from %d segments in %.2f seconds "
                          "(%.0f datapoints/s)" % (self.replayed, len(old), took,
                                                    self.replayed / max(took, 1e-9)))
-        self.segments = list(old)
+        with self.lock:
+            self.segments = list(old)
+            self.live_bytes = sum(segment.bytes for segment in old)
         self._new_segment(old[-1].seq + 1 if old else 1)
         if old:  # the replayed points retire like any others
             self._snapshot(old[-1].seq)
@@ -220,7 +223,13 @@ class Journal:
     @property
     def size(self) -> int:
         """Bytes of the live segments and of the backlog."""
-        return sum(segment.bytes for segment in self.segments) + len(self.backlog)
+        return self.live_bytes + len(self.backlog)
+
+    def _wrote(self, count: int) -> None:
+        """``count`` bytes went to the current segment."""
+        with self.lock:
+            self.current.bytes += count
+            self.live_bytes += count
 
     def append(self, batch: Batch) -> bool:
         """Write ``batch`` to the journal; False if it is only in the backlog (the disk
@@ -239,7 +248,7 @@ class Journal:
             written = os.writev(self.fd, (header, payload))
         except OSError:
             written = 0
-        self.current.bytes += written
+        self._wrote(written)
         if written == len(header) + len(payload):
             self.dirty = True
             return True
@@ -254,7 +263,7 @@ class Journal:
                 self.write_error = exc
                 self.backlog += view
                 return False
-            self.current.bytes += written
+            self._wrote(written)
             view = view[written:]
         self.dirty = True
         return True
@@ -348,6 +357,7 @@ class Journal:
                 except FileNotFoundError:
                     pass
                 self.retired += 1
+                self.live_bytes -= segment.bytes
             else:
                 keep.append(segment)
         self.segments = keep
@@ -391,4 +401,5 @@ class Journal:
                     except FileNotFoundError:
                         pass
                 self.segments = []
+                self.live_bytes = 0
                 self.snapshots.clear()

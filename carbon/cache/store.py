@@ -28,11 +28,9 @@ except ImportError:  # pragma: no cover - built without a compiler
     _native_add_batch = None
 
 
-def add_points_py(data: dict[str, bytearray], batch: Batch, limit: int) -> int:
-    """Append (metric, timestamp, value) points to their metrics' bytearrays, at most
-    ``limit`` when it is not negative; what carbon.cache._store.add_batch does."""
-    if 0 <= limit < len(batch):
-        batch = batch[:limit]
+def add_points_py(data: dict[str, bytearray], batch: Batch) -> int:
+    """Append (metric, timestamp, value) points to their metrics' bytearrays; what
+    carbon.cache._store.add_batch does."""
     pack = _PAIR.pack
     for metric, stamp, value in batch:
         pair = pack(stamp, value)
@@ -66,25 +64,20 @@ def _increasing(stamps: array) -> bool:
     return all(map(lt, stamps, islice(stamps, 1, None)))
 
 
-def dedupe_sorted(raw: array) -> Points:
+def dedupe_sorted(raw: array, plain: bool = False) -> Points:
     """Interleaved (ts, value) pairs -> sorted unique points, last value winning.
 
     Points usually arrive in time order: then they are taken as they are (checked in
-    C, and returned as SortedPoints); else ``dict(zip(...))`` keeps the last value of a
-    repeated timestamp.
+    C, and returned as SortedPoints, or with ``plain`` as a plain ``list`` of
+    ``(float, float)`` tuples: the wire shape carbonlink answers carry, since
+    graphite-web's unpickler takes no other class); else ``dict(zip(...))`` keeps the
+    last value of a repeated timestamp.
     """
     stamps = raw[::2]
     if _increasing(stamps):
+        if plain:
+            return list(zip(stamps, raw[1::2], strict=True))
         return SortedPoints(stamps, raw[1::2])
-    return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
-
-
-def plain_points(raw: array) -> Points:
-    """``dedupe_sorted`` as a plain ``list`` of ``(float, float)`` tuples: the wire shape
-    carbonlink answers carry (graphite-web's unpickler takes no other class)."""
-    stamps = raw[::2]
-    if _increasing(stamps):
-        return list(zip(stamps, raw[1::2], strict=True))
     return sorted(dict(zip(stamps, raw[1::2], strict=True)).items())
 
 
@@ -115,14 +108,11 @@ class MetricCache:
     def __bool__(self) -> bool:
         return bool(self.data)
 
-    def add_batch(self, batch: Batch, limit: float = float("inf")) -> int:
-        """Add points; returns how many were accepted before ``limit`` was reached."""
-        data = self.data
+    def add_batch(self, batch: Batch) -> int:
+        """Add points (all of them: MAX_CACHE_SIZE is the sink's flow control); returns
+        how many."""
         with self.lock:
-            room = limit - self.size
-            if room <= 0:
-                return 0
-            added = self.add_points(data, batch, int(room) if room < len(batch) else -1)
+            added = self.add_points(self.data, batch)
             self.size += added
         return added
 
@@ -147,13 +137,14 @@ class MetricCache:
             self.size += added
 
     def pop(self, metric: str) -> Points:
-        """Remove a metric and return its points sorted by time, duplicates resolved."""
+        """Remove a metric and return its points sorted by time, duplicates resolved (the
+        last value of a timestamp wins): a plain list of (timestamp, value) tuples."""
         with self.lock:
             raw = self.data.pop(metric, None)
             if raw is None:
                 return []
             self.size -= len(raw) >> 4
-        return dedupe_sorted(as_pairs(raw))
+        return sorted(dict(_PAIR.iter_unpack(raw)).items())
 
     def pop_for_write(self, metric: str) -> Points:
         """Like ``pop``, but the points stay visible to ``get`` until ``written``."""
@@ -186,7 +177,8 @@ class MetricCache:
 
     def get(self, metric: str) -> Points:
         """The points of a metric (for carbonlink), without removing them: a plain list
-        of (timestamp, value) tuples, time-ordered, duplicates resolved (``plain_points``).
+        of (timestamp, value) tuples, time-ordered, duplicates resolved
+        (``dedupe_sorted(..., plain=True)``).
 
         Includes points a writer is writing right now; newer cached values win.
         """
@@ -195,11 +187,11 @@ class MetricCache:
             raw = as_pairs(raw) if raw is not None else None
             writing = self.writing.get(metric)
         if writing is None:
-            return plain_points(raw) if raw is not None else []
+            return dedupe_sorted(raw, plain=True) if raw is not None else []
         merged = array("d", writing)
         if raw is not None:
             merged.extend(raw)
-        return plain_points(merged)
+        return dedupe_sorted(merged, plain=True)
 
     def count(self, metric: str) -> int:
         raw = self.data.get(metric)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from operator import neg
 from typing import Any, Container
 
 from carbon.cache.store import MetricCache
@@ -61,13 +62,14 @@ class Strategy:
                          % (len(self.queue), time.time() - started))
 
     def choose(self) -> str | None:
-        cache, skip = self.cache, self.skip
+        data, skip = self.cache.data, self.skip  # dict lookups, no method call a pick
         for _attempt in range(2):
-            while self.queue:
-                metric = self.queue.pop()
-                if metric in cache and metric not in skip:
+            queue = self.queue
+            while queue:
+                metric = queue.pop()
+                if metric in data and metric not in skip:
                     return metric
-            if not cache:
+            if not data:
                 return None
             self._refill()
         return None
@@ -90,11 +92,13 @@ class SortedStrategy(Strategy):
     logs_sorts = True
 
     def snapshot(self) -> list[str]:
-        data = self.cache.data
-        empty: tuple = ()
-        names = list(data)
-        names.sort(key=lambda metric: len(data.get(metric, empty)))
-        return names
+        cache = self.cache
+        with cache.lock:
+            names = list(cache.data)
+            sizes = list(map(len, cache.data.values()))
+        # a stable sort by pending points (ties keep arrival order), keyed at C level
+        order = sorted(range(len(names)), key=sizes.__getitem__)
+        return list(map(names.__getitem__, order))
 
 
 @WRITE_STRATEGIES.register("timesorted")
@@ -118,26 +122,35 @@ class MaxStrategy(Strategy):
     """The metric with the most pending points, from a heap: O(log n) a pick.
 
     The heap is rebuilt once it has been consumed, so a pick reflects counts at
-    the start of the pass (carbon rescans every metric on every pick instead).
+    the start of the pass (carbon rescans every metric on every pick instead). Ties go
+    to the metric that arrived first, as carbon's ``max`` over the cache gives them.
     """
 
     def __init__(self, cache: MetricCache, settings: Any = None, log: Any = None) -> None:
         super().__init__(cache, settings, log)
-        self.heap: list[tuple[int, str]] = []
+        self.heap: list[tuple[int, int]] = []  # (-pending points, index in ``names``)
+        self.names: list[str] = []
 
     def snapshot(self) -> list[str]:
         return []
 
     def choose(self) -> str | None:
         cache = self.cache
+        data, heappop = cache.data, heapq.heappop
         for _attempt in range(2):
-            while self.heap:
-                _, metric = heapq.heappop(self.heap)
-                if metric in cache:
+            heap, names = self.heap, self.names
+            while heap:
+                metric = names[heappop(heap)[1]]
+                if metric in data:
                     return metric
-            if not cache:
+            if not data:
                 return None
-            self.heap = [(-count, metric) for metric, count in cache.counts()]
+            with cache.lock:
+                self.names = list(cache.data)
+                sizes = list(map(len, cache.data.values()))
+            # integer pairs compare at C speed; the points count is len >> 4 but the
+            # byte length orders metrics the same way
+            self.heap = list(zip(map(neg, sizes), range(len(sizes)), strict=True))
             heapq.heapify(self.heap)
             self.passes += 1
         return None

@@ -29,7 +29,8 @@ def _rebalance_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delete", action="store_true",
                         help="remove old copies once verified (default: list them)")
     parser.add_argument("--rate-bytes", type=float, default=50e6,
-                        help="bytes/s over all transfers (default 50e6; 0 = unlimited)")
+                        help="bytes/s on the wire (compressed) over all transfers "
+                             "(default 50e6; 0 = unlimited)")
     parser.add_argument("--rate-files", type=float, default=1000,
                         help="metrics/s (default 1000; 0 = unlimited)")
     parser.add_argument("--workers", type=int, default=4, help="parallel transfers")

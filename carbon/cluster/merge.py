@@ -5,12 +5,16 @@ step: a timestamp the new owner already holds keeps its value (new points win), 
 filled from the source, nothing newer is overwritten. Points are written in place at
 their whisper slot, so a carbon-cache writing the same file keeps its own points.
 Verification counts, per archive, the source points present in the result and compares
-the last timestamps.
+the last timestamps. Slots are read as whole numpy arrays (a 1-year, 1-minute archive
+has 525,600 of them).
+
+A source travels sparse (``segments``): the header, each archive's first record (the
+slot whisper places every other point from) and the runs of records inside the
+archive's retention; the rest of a whisper file is zeros or expired points.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import struct
 import tempfile
@@ -18,9 +22,17 @@ import time
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import numpy
+
 METADATA = struct.Struct("!2LfL")
 ARCHIVE_INFO = struct.Struct("!3L")
 POINT = struct.Struct("!Ld")
+RECORD = numpy.dtype([("t", ">u4"), ("v", ">f8")])  # one whisper point, 12 bytes
+# A sparse source is sent whole when its runs are this many or more (a file of
+# scattered points: the list would cost more than the bytes it saves).
+MAX_SEGMENTS = 4096
+
+Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True)
@@ -34,7 +46,7 @@ class Archive:
         return self.step * self.points
 
 
-def archives(data: bytes) -> list[Archive]:
+def archives(data: Buffer) -> list[Archive]:
     """The archive table of a whisper file's bytes; ValueError when it is not one."""
     if len(data) < METADATA.size:
         raise ValueError("not a whisper file (too short)")
@@ -49,16 +61,65 @@ def archives(data: bytes) -> list[Archive]:
     return out
 
 
-@functools.lru_cache(maxsize=16)
-def _stamps_format(points: int) -> struct.Struct:
-    return struct.Struct("!" + "L8x" * points)  # the timestamps only, values skipped
+def records(data: Buffer, archive: Archive) -> numpy.ndarray:
+    """The archive's records as a read-only structured array over ``data``."""
+    return numpy.frombuffer(data, RECORD, archive.points, archive.offset)
 
 
-def valid_slots(data: bytes, archive: Archive, now: int) -> dict[int, int]:
-    """{timestamp: slot} of the archive's points inside its retention window at ``now``."""
-    low, step = now - archive.retention, archive.step
-    stamps = _stamps_format(archive.points).unpack_from(data, archive.offset)
-    return {ts: slot for slot, ts in enumerate(stamps) if low < ts <= now and ts % step == 0}
+def window_slots(data: Buffer, archive: Archive, now: int,
+                 newest: int | None = None) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """(timestamps, slots) of the archive's points inside its retention window at
+    ``now`` (at most ``newest``; default ``now``), in slot order."""
+    stamps = records(data, archive)["t"].astype(numpy.uint32)  # native order: fast compares
+    newest = min(now if newest is None else newest, 2 ** 32 - 1)
+    slots = numpy.flatnonzero((stamps > max(0, now - archive.retention)) & (stamps <= newest))
+    found = stamps[slots].astype(numpy.int64)
+    aligned = found % archive.step == 0
+    return found[aligned], slots[aligned]
+
+
+def distinct(stamps: numpy.ndarray) -> numpy.ndarray:
+    """``stamps`` sorted without repeats (a whisper archive repeats none unless torn)."""
+    stamps = numpy.sort(stamps)
+    if len(stamps) > 1 and not (numpy.diff(stamps) > 0).all():
+        stamps = numpy.unique(stamps)
+    return stamps
+
+
+def segments(data: Buffer, now: int | None = None) -> list[tuple[int, int]]:
+    """(offset, length) runs of ``data`` that carry everything a merge reads: the
+    header, each archive's first record and its records inside the retention window
+    (future ones too: the receiver applies its own clock). The whole file as one run
+    when the runs would be more than MAX_SEGMENTS."""
+    now = int(time.time()) if now is None else now
+    table = archives(data)
+    out = [(0, table[0].offset)]
+    for archive in table:
+        _, slots = window_slots(data, archive, now, newest=2 ** 32)
+        slots = numpy.union1d(slots, [0])
+        breaks = numpy.flatnonzero(numpy.diff(slots) != 1) + 1
+        for first, last in zip(numpy.r_[0, breaks], numpy.r_[breaks, len(slots)],
+                               strict=True):
+            out.append((archive.offset + int(slots[first]) * POINT.size,
+                        int(slots[last - 1] - slots[first] + 1) * POINT.size))
+        if len(out) >= MAX_SEGMENTS:
+            return [(0, len(data))]
+    return out
+
+
+def from_segments(size: int, parts: list[tuple[int, int]], payload: Buffer) -> bytearray:
+    """A file image of ``size`` bytes, zeros except the ``parts`` (offset, length) whose
+    bytes follow one another in ``payload``."""
+    image = bytearray(size)
+    read = 0
+    for offset, length in parts:
+        if offset < 0 or offset + length > size or read + length > len(payload):
+            raise ValueError("segment %d+%d outside a %d-byte file" % (offset, length, size))
+        image[offset:offset + length] = payload[read:read + length]
+        read += length
+    if read != len(payload):
+        raise ValueError("%d payload bytes for %d bytes of segments" % (len(payload), read))
+    return image
 
 
 @dataclass
@@ -79,45 +140,55 @@ class MergeResult:
             self.result_last >= self.source_last
 
 
-def fill_file(target: str, source: bytes, now: int | None = None) -> MergeResult:
-    """Merge ``source`` (a whole whisper file) into ``target``; create it if missing."""
+def fill_file(target: str, source: Buffer, now: int | None = None,
+              parts: list[tuple[int, int]] | None = None) -> MergeResult:
+    """Merge ``source`` (a whole whisper file image) into ``target``; create it if
+    missing (only the ``parts`` runs of the source are written then: a sparse file,
+    as ``rsync -S`` makes; default the whole image)."""
     now = int(time.time()) if now is None else now
     result = MergeResult()
     src_archives = archives(source)
     if not os.path.exists(target):
-        result.created = _create_from(target, source)
-        if result.created:  # the source's own bytes, linked in whole: nothing to compare
+        result.created = _create_from(target, source, parts)
+        if result.created:  # the source's own bytes: nothing to compare
             return _self_verified(target, source, now, result)
-    if not result.created:
-        with open(target, "r+b") as handle:
-            data = handle.read()
-            for index, archive in enumerate(archives(data)):
-                match = [a for a in src_archives if a.step == archive.step]
-                if not match:
-                    result.skipped_archives.append(index)
-                    continue
-                result.filled += _fill_archive(handle, data, archive, source, match[0], now)
+    with open(target, "r+b") as handle:
+        data = handle.read()
+        for index, archive in enumerate(archives(data)):
+            match = [a for a in src_archives if a.step == archive.step]
+            if not match:
+                result.skipped_archives.append(index)
+                continue
+            result.filled += _fill_archive(handle, data, archive, source, match[0], now)
     return verify(target, source, now, result)
 
 
-def _self_verified(target: str, source: bytes, now: int, result: MergeResult) -> MergeResult:
+def _self_verified(target: str, source: Buffer, now: int, result: MergeResult
+                   ) -> MergeResult:
     """A file made from the source's bytes holds every source point if it has their size."""
     finest = min(archives(source), key=lambda a: a.step)
-    points = valid_slots(source, finest, now)
-    result.source_points = len(points)
-    result.present_points = len(points) if os.path.getsize(target) == len(source) else 0
-    result.source_last = result.result_last = max(points, default=0)
+    stamps, _ = window_slots(source, finest, now)
+    result.source_points = len(distinct(stamps))
+    result.present_points = result.source_points \
+        if os.path.getsize(target) == len(source) else 0
+    result.source_last = result.result_last = int(stamps.max()) if len(stamps) else 0
     return result
 
 
-def _create_from(target: str, source: bytes) -> bool:
+def _create_from(target: str, source: Buffer, parts: list[tuple[int, int]] | None) -> bool:
     """Put ``source`` at ``target`` atomically unless a file appeared there meanwhile."""
     folder = os.path.dirname(target)
     os.makedirs(folder, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=folder, prefix=".merge-", suffix=".wsp")
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(source)
+            if parts is None:
+                out.write(source)
+            else:
+                out.truncate(len(source))
+                view = memoryview(source)
+                for offset, length in parts:
+                    os.pwrite(out.fileno(), view[offset:offset + length], offset)
         try:
             os.link(temp, target)
         except FileExistsError:
@@ -127,31 +198,34 @@ def _create_from(target: str, source: bytes) -> bool:
         os.unlink(temp)
 
 
-def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: bytes,
+def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: Buffer,
                   src_archive: Archive, now: int) -> int:
-    src = valid_slots(source, src_archive, now)
-    missing = sorted(src.keys() - valid_slots(data, archive, now).keys())
-    if not missing:
+    src_stamps, src_slots = window_slots(source, src_archive, now)
+    have, _ = window_slots(data, archive, now)
+    keep = ~numpy.isin(src_stamps, have)
+    if not keep.any():
         return 0
+    src_stamps, src_slots = src_stamps[keep], src_slots[keep]
     base = POINT.unpack_from(data, archive.offset)[0]
     if base == 0:  # an empty archive: the first point written anchors slot 0
-        base = missing[0]
-    slots = sorted((((ts - base) // archive.step) % archive.points, ts) for ts in missing)
-    # Consecutive slots go out in one write (a gap of history is usually one run); only
-    # missing slots are written, so a cache writing other slots meanwhile keeps its points.
-    # The source's 12-byte records are copied as they are.
-    size, offset = POINT.size, src_archive.offset
-    start = 0
-    for end in range(1, len(slots) + 1):
-        if end == len(slots) or slots[end][0] != slots[end - 1][0] + 1:
-            chunk = b"".join(source[offset + src[ts] * size:offset + (src[ts] + 1) * size]
-                             for _, ts in slots[start:end])
-            os.pwrite(handle.fileno(), chunk, archive.offset + slots[start][0] * size)
-            start = end
-    return len(missing)
+        base = int(src_stamps.min())
+    slots = (src_stamps - base) // archive.step % archive.points
+    order = numpy.argsort(slots, kind="stable")
+    slots, first = slots[order], order
+    if len(slots) > 1 and not (numpy.diff(slots) > 0).all():  # a slot twice: a torn file
+        slots, first = numpy.unique(slots, return_index=True)
+    # Only missing slots are written, so a cache writing other slots meanwhile keeps its
+    # points; consecutive slots go out in one write (a gap is usually one run), the
+    # source's 12-byte records copied as they are.
+    chunk = records(source, src_archive)[src_slots[first]].tobytes()
+    breaks = numpy.flatnonzero(numpy.diff(slots) != 1) + 1
+    for start, end in zip(numpy.r_[0, breaks], numpy.r_[breaks, len(slots)], strict=True):
+        os.pwrite(handle.fileno(), chunk[start * POINT.size:end * POINT.size],
+                  archive.offset + int(slots[start]) * POINT.size)
+    return len(slots)
 
 
-def verify(target: str, source: bytes, now: int, result: MergeResult | None = None
+def verify(target: str, source: Buffer, now: int, result: MergeResult | None = None
            ) -> MergeResult:
     """Count the source's points present in ``target`` (every archive with a matching
     step) and compare the finest archives' last timestamps."""
@@ -166,11 +240,11 @@ def verify(target: str, source: bytes, now: int, result: MergeResult | None = No
         match = [a for a in src_archives if a.step == archive.step]
         if not match:
             continue
-        have = valid_slots(data, archive, now)
-        wanted = valid_slots(source, match[0], now)
+        have, _ = window_slots(data, archive, now)
+        wanted = distinct(window_slots(source, match[0], now)[0])
         result.source_points += len(wanted)
-        result.present_points += len(wanted.keys() & have.keys())
+        result.present_points += int(numpy.isin(wanted, have).sum())
         if archive.step == finest.step:
-            result.source_last = max(wanted, default=0)
-            result.result_last = max(have, default=0)
+            result.source_last = int(wanted.max()) if len(wanted) else 0
+            result.result_last = int(have.max()) if len(have) else 0
     return result

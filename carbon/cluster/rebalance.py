@@ -239,13 +239,14 @@ class Rebalancer:
         except FileNotFoundError:
             return set()
 
-    def restart(self, hosts: list[HostSpec], kind: str) -> None:
-        """Restart one kind of process on every host in ``hosts``, hosts in parallel."""
+    def restart(self, hosts: list[HostSpec], kind: str, rolling: bool = False) -> None:
+        """Restart one kind of process on every host in ``hosts``, hosts in parallel, or
+        one after the other (``rolling``: the others keep answering meanwhile)."""
         def one(host: HostSpec) -> None:
             spec = self.spec_of(host)
             control.stop(spec, host.name, only=kind)
             control.start(spec, host.name, only=kind)
-        with ThreadPoolExecutor(max(1, len(hosts))) as pool:
+        with ThreadPoolExecutor(1 if rolling else max(1, len(hosts))) as pool:
             list(pool.map(one, hosts))
 
     # -- steps ------------------------------------------------------------------------
@@ -272,7 +273,7 @@ class Rebalancer:
         for host in self.all_hosts():
             agent_call(host, "POST", "/state", json.dumps(state).encode())
         self.restart(self.all_hosts(), "relay")
-        self.restart(self.all_hosts(), "render")
+        self.restart(self.all_hosts(), "render", rolling=True)
         self.say("relays double-write to old and new owners; render apps see every host")
 
     def _state_file(self, spec: ClusterSpec, host: HostSpec, state: dict[str, Any]) -> None:

@@ -151,6 +151,19 @@ def parse_cluster(data: dict[str, Any], path: str) -> ClusterSpec:
     hosts = [_host(name, _table(hosts_table, name, path, "hosts."), defaults, path)
              for name in hosts_table]
     _check_unique(hosts, path)
+    if hash_type == "fnv1a_ch":
+        # carbon 1.1.10 (as carbon-c-relay) places fnv1a_ch nodes by instance name alone:
+        # two caches named alike share every ring position.
+        named: dict[str, str] = {}
+        for host in hosts:
+            for cache in host.caches:
+                if cache.instance in named:
+                    raise ConfigError(
+                        "fnv1a_ch places caches by instance name alone: %r is on hosts %s "
+                        "and %s (give every cache a cluster-unique name)" % (
+                            cache.instance, named[cache.instance], host.name),
+                        path, key="hosts.%s.caches" % host.name)
+                named[cache.instance] = host.name
     if factor < 1 or factor > len(hosts):
         raise ConfigError("replication_factor must be between 1 and the number of hosts (%d)"
                           % len(hosts), path, key="ring.replication_factor")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 import socket
 import struct
 import threading
@@ -15,6 +14,7 @@ from urllib.request import urlopen
 
 import numpy
 
+from carbon.carbonlink.client import cache_query
 from carbon.playground.stack import Stack
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -120,20 +120,10 @@ class RenderProbe:
 
 def carbonlink_query(port: int, metric: str, timeout: float = 0.5) -> list:
     """Points of ``metric`` still in a cache (carbonlink cache-query); [] on any error."""
-    payload = pickle.dumps({"type": "cache-query", "metric": metric}, protocol=2)
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-            sock.sendall(struct.pack("!L", len(payload)) + payload)
-            data = b""
-            while len(data) < 4 or len(data) < 4 + struct.unpack("!L", data[:4])[0]:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    return []
-                data += chunk
-        answer = pickle.loads(data[4:])
-    except (OSError, pickle.UnpicklingError, EOFError, struct.error):
+        return cache_query(("127.0.0.1", port), metric, timeout)
+    except OSError:
         return []
-    return list(answer.get("datapoints", [])) if isinstance(answer, dict) else []
 
 
 def read_archive0(path: str) -> tuple[numpy.ndarray, int] | None:

@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_FD_CACHE_SIZE = 1024
 DEFAULT_FD_CACHE_IDLE = 300.0
-_PATH_CACHE_SIZE = 100_000
 METADATA_KEYS = ("aggregationMethod",)
 
 try:
@@ -100,8 +99,9 @@ class WhisperDatabase:
         self._fds = FdCache(effective_capacity(size), self.fadvise_random, idle)
         self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
-        # metric -> (file, os.fsencode(file)), bounded by _PATH_CACHE_SIZE
+        # metric -> (file, os.fsencode(file)), at most WRITER_KNOWN_FILES
         self._paths: dict[str, tuple[str, bytes]] = {}
+        self.path_cache_size = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         # just-created files' descriptors the fd cache did not keep, until their first write
         self._created: dict[str, Handle] = {}
         self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))
@@ -125,7 +125,7 @@ class WhisperDatabase:
         forms = self._paths.get(metric)
         if forms is None:
             path = tags.filesystem_path(self.data_dir, metric, self.tag_hash_filenames)
-            if len(self._paths) >= _PATH_CACHE_SIZE:
+            if len(self._paths) >= self.path_cache_size:
                 self._paths.clear()
             forms = self._paths[metric] = (path, os.fsencode(path))
         return forms

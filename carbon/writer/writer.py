@@ -19,7 +19,6 @@ from carbon.writer.creator import DEFERRED, EXISTED, Creator
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
-KNOWN_FILES = 100_000
 BATCH_SIZE = 64  # metrics a write batch at most
 # Errors that mean the disk (not the file) is in trouble: the points are kept and the
 # writer waits DISK_RETRY_SECONDS before it tries again.
@@ -94,6 +93,7 @@ class Writer:
         # a file deleted since shows as FileNotFoundError on write).
         self.creator = Creator(database, schemas, settings, log, self._may_create)
         self.known: set[str] = set()
+        self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
 
     # -- one step -------------------------------------------------------
@@ -187,8 +187,9 @@ class Writer:
             return False
 
     def _known(self, metric: str) -> None:
-        """Remember that ``metric``'s file exists (bounded: forgotten all at once)."""
-        if len(self.known) >= KNOWN_FILES:
+        """Remember that ``metric``'s file exists (at most WRITER_KNOWN_FILES: forgotten
+        all at once)."""
+        if len(self.known) >= self.known_limit:
             self.known.clear()
         self.known.add(metric)
 

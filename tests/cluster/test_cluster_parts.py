@@ -7,11 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy
 import pytest
 import whisper
 
 from carbon.cluster import generate
-from carbon.cluster.merge import fill_file
+from carbon.cluster.agent import shuffled, unshuffled
+from carbon.cluster.merge import archives, fill_file, from_segments, records, segments
 from carbon.cluster.rebalance import Rates, estimate, owners, plan, ring
 from carbon.cluster.router import RebalancingRouter
 from carbon.cluster.spec import load_cluster
@@ -63,6 +65,7 @@ def test_cluster_file_and_generated_configs(tmp_path: Path) -> None:
     (GOOD.replace("render = 9090", "relay_line = 2103"), "hosts.b"),
     (GOOD + "[hashes]\n", "hashes"),
     (GOOD.replace("[ring]", '[ring]\nhash_type = "md7"'), "ring.hash_type"),
+    (GOOD.replace("[ring]", '[ring]\nhash_type = "fnv1a_ch"'), "hosts.b.caches"),
 ])
 def test_bad_cluster_files_name_file_and_key(tmp_path: Path, text: str, key: str) -> None:
     path = tmp_path / "c.toml"
@@ -99,6 +102,34 @@ def test_merge_fills_gaps_in_every_archive_and_new_points_win(tmp_path: Path) ->
     created = fill_file(str(tmp_path / "x" / "fresh.wsp"), (tmp_path / "old.wsp").read_bytes())
     assert created.created and created.verified
     assert (tmp_path / "x" / "fresh.wsp").read_bytes() == (tmp_path / "old.wsp").read_bytes()
+
+
+def test_sparse_transfer_keeps_every_point_and_the_slot_layout(tmp_path: Path) -> None:
+    """Only the header, each archive's first record and the records inside retention
+    travel (records as byte columns); a file created from them reads like the source
+    and later writes land in the same slots."""
+    now = int(time.time()) // 60 * 60
+    old = tmp_path / "old.wsp"
+    _file(old, [(now - 60 * k, float(k) + 0.25) for k in range(3, 40)])
+    first = archives(old.read_bytes())[0]
+    empty = int(numpy.flatnonzero(records(old.read_bytes(), first)["t"] == 0)[5])
+    with open(old, "r+b") as handle:  # an expired point in an empty slot must not travel
+        handle.seek(first.offset + empty * 12)
+        handle.write(whisper.struct.pack("!Ld", now - 60 * 400, 9.0))
+    data = old.read_bytes()
+    parts = segments(data, now)
+    payload = b"".join(shuffled(memoryview(data)[o:o + n]) for o, n in parts)
+    assert len(payload) < len(data) // 4
+    image = from_segments(len(data), parts, unshuffled(payload, parts))
+    assert image[:40] == data[:40] and image != data  # the expired record stayed behind
+    created = fill_file(str(tmp_path / "new" / "m.wsp"), image, now, parts)
+    assert created.created and created.verified and created.source_points == 37
+    for path in (old, tmp_path / "new" / "m.wsp"):
+        whisper.update_many(str(path), [(now, 1.5)])
+    assert _points(tmp_path / "new" / "m.wsp", now - 299 * 60, now, now) == \
+        _points(old, now - 299 * 60, now, now)
+    with pytest.raises(ValueError):
+        from_segments(len(data), parts, payload[:-1])
 
 
 def test_merge_against_carbonate_whisper_fill(tmp_path: Path) -> None:

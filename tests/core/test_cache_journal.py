@@ -111,6 +111,10 @@ def test_replay_gives_back_every_point_and_stops_at_a_torn_record(tmp_path) -> N
     third.close()
 
 
+def bytes_on_disk(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.iterdir())
+
+
 def test_segments_retire_only_once_their_metrics_are_written(tmp_path) -> None:
     cache = MetricCache()
     journal = make_journal(tmp_path, cache, segment_bytes=4096)
@@ -121,6 +125,7 @@ def test_segments_retire_only_once_their_metrics_are_written(tmp_path) -> None:
     journal.append([("b", 1.0, 1.0)])  # rotates: the snapshot holds a.* only
     cache.add_batch([("b", 1.0, 1.0)])
     assert len(journal.segments) == 2 and len(journal.snapshots) == 1
+    assert journal.size == bytes_on_disk(tmp_path) > 4096  # the running total
     before = journal.mark()
     names = ["a.%d" % i for i in range(200)]
     cache.pop_raw_for_write(names)
@@ -132,6 +137,7 @@ def test_segments_retire_only_once_their_metrics_are_written(tmp_path) -> None:
     journal.done(names[-1:], before)
     assert len(journal.segments) == 1 and journal.retired == 1
     assert len(list(tmp_path.iterdir())) == 1
+    assert journal.size == bytes_on_disk(tmp_path) > 0
     # An empty cache retires every closed segment on the next tick.
     cache.written(*names)
     journal.rotate()
@@ -153,6 +159,7 @@ def test_replayed_segments_retire_without_newer_ones(tmp_path) -> None:
     replayed = MetricCache()
     again = make_journal(tmp_path, replayed)
     assert again.open() == 1
+    assert again.size == bytes_on_disk(tmp_path) > 0  # the replayed segment counts
     newer = [("new.%d" % i, 1.0, 1.0) for i in range(200)]  # fills the new segment
     again.append(newer)
     replayed.add_batch(newer)

@@ -21,14 +21,14 @@ def test_last_write_wins_and_sorted_pop():
     assert cache.size == 1 and "a" not in cache
 
 
-def test_limit_and_restore():
+def test_restore_keeps_newer_points_newer():
     cache = MetricCache()
-    assert cache.add_batch([("a", i, i) for i in range(10)], limit=4) == 4
-    assert cache.add_batch([("b", 1, 1)], limit=4) == 0
+    assert cache.add_batch([("a", i, i) for i in range(4)]) == 4
+    assert cache.add_batch([("b", 1, 1)]) == 1
     points = cache.pop("a")
     cache.add_batch([("a", 100, 9.0)])
     cache.restore("a", points)
-    assert cache.get("a")[-1] == (100, 9.0) and cache.size == 5
+    assert cache.get("a")[-1] == (100, 9.0) and cache.size == 6
 
 
 @pytest.mark.parametrize("name", ["sorted", "max", "naive", "timesorted", "bucketmax"])
@@ -55,18 +55,22 @@ def test_max_strategy_does_not_rescan_per_pick():
     n = 100_000
     cache.add_batch([("m%d" % i, 1, 1.0) for i in range(n)])
     strategy = MaxStrategy(cache)
-    calls = {"counts": 0}
-    original = cache.counts
-
-    def counting():
-        calls["counts"] += 1
-        return original()
-
-    cache.counts = counting
     for _ in range(n):
         cache.pop(strategy.choose())
-    # One snapshot for the whole pass, not one O(n) scan per pick.
-    assert calls["counts"] == 1
+    # One snapshot (heap) for the whole pass, not one O(n) scan per pick.
+    assert strategy.passes == 1 and not cache
+
+
+def test_max_strategy_most_points_first_ties_in_arrival_order():
+    cache = MetricCache()
+    cache.add_batch([("z", 1, 1.0), ("b", 1, 1.0), ("b", 2, 1.0), ("a", 1, 1.0),
+                     ("y", 1, 1.0), ("y", 2, 1.0), ("y", 3, 1.0)])
+    strategy = MaxStrategy(cache)
+    order = []
+    while cache:
+        order.append(strategy.choose())
+        cache.pop(order[-1])
+    assert order == ["y", "b", "z", "a"]  # carbon's max(): the first of equals wins
 
 
 def test_strategies_are_registered_plugins():

@@ -234,3 +234,24 @@ def test_a_failing_batch_call_still_stores_every_point(harness) -> None:
     h.database.write_batch = broken
     assert h.writer.write_some() and not h.cache
     assert all(h.stored(metric) == expected() for metric in metrics)
+
+
+def test_known_files_are_bounded_by_writer_known_files(harness) -> None:
+    h = harness(WRITER_KNOWN_FILES=2, LOG_CREATES=False)
+    metrics = ["known.m%d" % i for i in range(5)]
+    h.add(metrics)
+    for _ in range(40):
+        if not h.cache and not h.writer.creator.busy:
+            break
+        h.writer.write_some()
+    assert not h.cache and h.stats.get("creates") == 5
+    assert 0 < len(h.writer.known) <= 2 and len(h.database._paths) <= 2
+    # forgotten files are looked for again, found (no second create) and written
+    h.add(metrics, count=1, value=5.0)
+    for _ in range(40):
+        if not h.cache and not h.writer.creator.busy:
+            break
+        h.writer.write_some()
+    assert not h.cache and h.stats.get("creates") == 5
+    assert all(h.stored(metric)[NOW - 60] == 6.0 for metric in metrics)
+    assert len(h.writer.known) <= 2 and len(h.database._paths) <= 2

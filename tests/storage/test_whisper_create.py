@@ -254,3 +254,22 @@ def _open_under(root: str) -> int:
         except OSError:
             pass
     return count
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_default_fill_reserves_every_block_small_or_large(tmp_path, native: bool) -> None:
+    """whisper's default fill writes a body up to SMALL_BODY as zeroes and fallocates a
+    larger one: either way every byte is zero and every block is reserved (not sparse),
+    as whisper's written zeroes are."""
+    plans = {"small": file_plan([(60, 360)], None, None),  # 4,348 bytes: written zeroes
+             "large": file_plan([(10, 8640)], None, None)}  # 103,708 bytes: fallocated
+    assert plans["small"][1] - len(plans["small"][0]) <= whisper_create.SMALL_BODY
+    assert plans["large"][1] - len(plans["large"][0]) > whisper_create.SMALL_BODY
+    items = [(str(tmp_path / (name + ".wsp")), *plan) for name, plan in plans.items()]
+    results = create_many(items, CreateOptions(), use_native=native)
+    _close_all(results)
+    for (path, header, total), result in zip(items, results, strict=True):
+        assert isinstance(result, NewFile)
+        data = _read(path)
+        assert data == header + bytes(total - len(header))
+        assert os.stat(path).st_blocks * 512 >= total

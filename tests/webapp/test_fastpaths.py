@@ -40,16 +40,19 @@ values_st = st.one_of(st.none(), present_values_st)
 # --- reads --------------------------------------------------------------------------------
 @settings(max_examples=40, deadline=None)
 @given(files=st.lists(st.tuples(
-    st.sampled_from([[(1, 50)], [(10, 30)], [(60, 20), (300, 12)], [(7, 13), (21, 9)]]),
+    st.sampled_from([[(1, 50)], [(10, 30)], [(60, 20), (300, 12)], [(7, 13), (21, 9)],
+                     [(10, 60), (60, 80)]]),   # the second archive starts past 512 bytes
     st.lists(st.tuples(st.integers(0, 4000), present_values_st),
              max_size=30)), min_size=1, max_size=4),
        start=st.integers(-200, 4500), length=st.integers(0, 4500),
-       now_shift=st.integers(-100, 100), enabled=st.booleans())
+       now_shift=st.integers(-100, 100), enabled=st.booleans(), direct=st.booleans())
 def test_read_many_matches_whisper_fetch(files: list, start: int, length: int, now_shift: int,
-                                         enabled: bool) -> None:
+                                         enabled: bool, direct: bool) -> None:
     tmp = tempfile.mkdtemp()
-    old = packed.ENABLED
+    old, reader = packed.ENABLED, whisper_read._points
     packed.ENABLED = enabled
+    if not direct:
+        whisper_read._points = None      # the Python decoder (decode_block)
     try:
         paths = []
         for i, (archives, writes) in enumerate(files):
@@ -72,8 +75,27 @@ def test_read_many_matches_whisper_fetch(files: list, start: int, length: int, n
             assert time_info == expected[0]
             assert [repr(v) for v in got] == [repr(v) for v in expected[1]]
     finally:
-        packed.ENABLED = old
+        packed.ENABLED, whisper_read._points = old, reader
         shutil.rmtree(tmp)
+
+
+def test_direct_reader_reports_unreadable_files(tmp_path: Any) -> None:
+    import errno
+    assert whisper_read._points is not None, 'the C reader (webapp.storage._points) is built'
+    now = aligned_now(60)
+    good = make_whisper(str(tmp_path), 'good', [(now - 60, 1.0)])
+    short = make_whisper(str(tmp_path), 'short', [(now - 60, 2.0)])
+    with open(short, 'r+b') as fh:       # the range is cut off after the header was read
+        fh.truncate(os.path.getsize(short) - 12)
+    answers = whisper_read.read_many([good, short], now - 600, now, now)
+    assert isinstance(answers[1], CorruptWhisperFile)
+    (time_info, values), _header = answers[0]
+    assert 1.0 in packed.to_list(values)
+    values = np.ones((1, 2))
+    valid = np.ones((1, 2), dtype=bool)
+    failed = whisper_read._points.read_rows([str(tmp_path / 'gone.wsp').encode()], [(0, 24)],
+                                            [(0, 0)], 0, 60, 2, values, valid)
+    assert failed == [(0, errno.ENOENT)] and not valid.any() and not values.any()
 
 
 def test_read_many_reports_corrupt_and_missing_files(tmp_path: Any) -> None:
@@ -166,6 +188,9 @@ def decimal_tree(tmp_path: Any) -> tuple[str, int]:
                                           for j in range(90)])
     make_whisper(root, 'dec.zpos.load', [(base - j * STEP, 0.0 if j % 2 else -0.0)
                                           for j in range(90)])
+    for name, gap in (('grp.a.x', 3), ('grp.a.y', 4), ('grp.b.x', 5), ('grp.a.z', 7)):
+        make_whisper(root, name, [(base - j * STEP, round(float(rng.normal(5, 3)), 3))
+                                  for j in range(90) if j % gap])
     return root, base
 
 
@@ -185,6 +210,16 @@ TARGETS = [
     'sumSeries(aliasByNode(dec.h0*.load,1))',
     'asPercent(dec.*.load,sumSeries(dec.h*.load))', 'asPercent(dec.h*.load)',
     'asPercent(dec.z*.load,sumSeries(dec.zneg.load))', 'asPercent(dec.h0*.load,2)',
+    # moving windows on packed rows (fused), nested (lists) and not fused (NaN, median)
+    'movingAverage(dec.h*.load,5)', 'movingSum(dec.*.load,"3min")',
+    'movingWindow(dec.h*.load,4,"avg",0.6)', 'movingAverage(dec.h0*.load,3,0.9)',
+    'alias(movingAverage(dec.h*.load,6),"m")', 'movingAverage(dec.nan.load,3)',
+    'movingMedian(dec.h0*.load,3)', 'movingWindow(dec.h0*.load,"2min","median")',
+    'timeShift(dec.h*.load,"2min")', 'alias(timeShift(dec.h0*.load,"1min"),"t")',
+    'timeShift(movingAverage(dec.h*.load,3),"1min")',
+    # groups of different sizes, summed all at once
+    'groupByNode(grp.*.*,1,"sum")', 'groupByNode(grp.*.*,2,"average")',
+    'groupByNodes(grp.*.*,"sumSeries",1,2)', 'alias(groupByNode(grp.*.*,1,"sum"),"g")',
 ]
 
 
@@ -233,7 +268,9 @@ def test_fused_sum_is_builtin_sum(decimal_tree: tuple[str, int],
 
 @pytest.mark.parametrize('target', ['averageSeries(dec.h*.load)', 'maxSeries(dec.h*.load)',
                                     'groupByNode(dec.*.load,0,"sum")',
-                                    'groupByNodes(dec.h*.load,"max",0,2)'])
+                                    'groupByNodes(dec.h*.load,"max",0,2)',
+                                    'movingAverage(dec.h*.load,5)',
+                                    'movingWindow(dec.h*.load,"2min","sum",0.5)'])
 def test_fused_path_is_used_and_matches_generic(decimal_tree: tuple[str, int],
                                                 monkeypatch: Any, make_web_settings: Any,
                                                 target: str) -> None:
@@ -242,8 +279,8 @@ def test_fused_path_is_used_and_matches_generic(decimal_tree: tuple[str, int],
     calls = []
     original = fused.fused_aggregate
 
-    def spy(ctx: Any, node: Any, fn: Any) -> Any:
-        result = original(ctx, node, fn)
+    def spy(*args: Any) -> Any:
+        result = original(*args)
         calls.append(result is not None)
         return result
     monkeypatch.setattr('webapp.render.evaluator.fused_aggregate', spy)
@@ -270,3 +307,27 @@ def test_fused_max_keeps_first_signed_zero() -> None:
         want = [pick(v for v in column if v is not None)
                 for column in zip(*(r.packed.tolist() for r in rows), strict=True)]
         assert [repr(v) for v in got] == [repr(v) for v in want]
+
+
+def test_fused_group_arguments_come_from_the_signature() -> None:
+    from webapp.functions.grouping import groupByNode, groupByNodes
+    from webapp.render.fused import const_arguments
+    from webapp.render.grammar import parse_target
+    args = const_arguments(groupByNode, parse_target('groupByNode(a.*.b,1)'))
+    assert (args['nodeNum'], args['callback']) == (1, 'average')      # its default
+    args = const_arguments(groupByNodes, parse_target('groupByNodes(a.*.b,"max",0,2)'))
+    assert (args['callback'], args['nodes']) == ('max', (0, 2))
+    assert const_arguments(groupByNode, parse_target('groupByNode(a.*.b,1,"sum",3)')) is None
+    assert const_arguments(groupByNode, parse_target('groupByNode(a.*.b,x.y)')) is None
+
+
+def test_read_many_second_archive_past_the_header_read(tmp_path: Any) -> None:
+    now = aligned_now(60)
+    path = str(tmp_path / 'deep.wsp')
+    whisper.create(path, [(10, 60), (60, 80)])          # archive 2 starts at byte 760
+    whisper.update_many(path, [(now - j * 10, j * 0.25) for j in range(1, 400)])
+    want = whisper.fetch(path, now - 3000, now, now=now)
+    (time_info, values), _header = whisper_read.read_many([path], now - 3000, now, now)[0]
+    assert time_info == want[0] and time_info[2] == 60
+    assert [repr(v) for v in packed.to_list(values)] == [repr(v) for v in want[1]]
+    assert any(v is not None for v in want[1])

@@ -91,9 +91,35 @@ def test_graphite_render_process(tmp_path: Any, base_time: int) -> None:
         status, _, answer = http_get(base + '/render', data=body, headers={
             'Content-Type': 'application/x-www-form-urlencoded'})
         assert status == 200 and json.loads(answer)[0]['target'] == 'proc.m'
+        big = slow_get(base + '/render?target=identity("i")&format=json&from=-1y')
+        points = json.loads(big)[0]['datapoints']    # ~13 MB, paced out to a slow reader
+        assert len(big) > 3 * (4 << 20) and len(points) >= 525600
+        assert all(value == stamp for value, stamp in points)
     finally:
         stop_server(proc)
     assert proc.returncode == 0
+
+
+def slow_get(url: str) -> bytes:
+    """The body of a GET read 64 KB at a time with a pause between reads."""
+    import http.client
+    import time
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request('GET', parts.path + '?' + parts.query)
+        resp = conn.getresponse()
+        assert resp.status == 200
+        chunks = []
+        while True:
+            chunk = resp.read(65536)
+            if not chunk:
+                return b''.join(chunks)
+            chunks.append(chunk)
+            time.sleep(0.0005)
+    finally:
+        conn.close()
 
 
 def test_graphite_render_bad_config(tmp_path: Any) -> None:

@@ -22,7 +22,7 @@ WINDOW = P('windowSize', 'intOrInterval', required=True, suggestions=WINDOW_SUGG
 XFF = P('xFilesFactor', 'float')
 
 
-def _preview(seriesList: list, windowSize: Any) -> int:
+def window_preview(seriesList: list, windowSize: Any) -> int:
     if isinstance(windowSize, str):
         return abs(interval_seconds(windowSize))
     return max(s.step for s in seriesList) * int(windowSize)
@@ -38,7 +38,7 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
     """
     if not seriesList:
         return []
-    preview = _preview(seriesList, windowSize)
+    preview = window_preview(seriesList, windowSize)
     agg = get_agg_func(func)
     tag = 'moving' + func.capitalize()
     wider = evaluate_first_arg(requestContext,
@@ -55,13 +55,13 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
         ratio = xFilesFactor if xFilesFactor is not None else series.xFilesFactor
         plans.append((series, name, points, ratio, list(series)))
     computed: dict[int, list] = {}
-    if func in _ARRAY_WINDOWS:   # series of one window and length together, with numpy
+    if func in ARRAY_WINDOWS:   # series of one window and length together, with numpy
         groups: dict[tuple, list[int]] = {}
         for i, plan in enumerate(plans):
             groups.setdefault((plan[2], len(plan[4])), []).append(i)
         for (points, _length), members in groups.items():
             out = _array_windows([plans[i][4] for i in members], points,
-                                 [plans[i][3] for i in members], _ARRAY_WINDOWS[func])
+                                 [plans[i][3] for i in members], ARRAY_WINDOWS[func])
             if out is not None:
                 computed.update(zip(members, out, strict=True))
     results = []
@@ -77,8 +77,9 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
     return results
 
 
-_ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
-_FLOATS_OR_NONE = frozenset([float, type(None)])
+ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
+movingWindow.fused_window = {}  # type: ignore[attr-defined]  # (webapp.render.fused)
+MAX_ARRAY_WINDOW = 4096
 
 
 def _array_window(raw: list, points: int, ratio: Optional[float],
@@ -91,34 +92,43 @@ def _array_window(raw: list, points: int, ratio: Optional[float],
 def _array_windows(raws: list[list], points: int, ratios: list[Optional[float]],
                    average: bool) -> Optional[list[list]]:
     """Window sums (or averages) of ``points`` values ending before each point after the
-    first ``points``, for series of one length, with numpy: the known values of a window
-    are added one after the other from 0, as ``sum()`` adds them in graphite-web
-    (Python < 3.12), so the results are the same floats. None (use the Python loop)
-    without numpy, for values other than floats and None, for NaN values and for windows
-    too wide to be worth it."""
+    first ``points``, for series of one length, with numpy (:func:`window_arrays`). None
+    (use the Python loop) without numpy, for values other than floats and None, for NaN
+    values and for windows too wide to be worth it."""
+    from webapp.functions.combine import float_grid
     from webapp.storage import packed
     np = packed.np
-    outputs = len(raws[0]) - points
-    if np is None or points < 1 or points > 4096 or outputs < 1 or \
-            any(not frozenset(map(type, raw)) <= _FLOATS_OR_NONE for raw in raws):
+    if np is None or not 1 <= points <= MAX_ARRAY_WINDOW or len(raws[0]) <= points:
         return None
-    rows = np.array(raws, dtype=np.float64).reshape(len(raws), -1)   # None -> NaN
-    known = ~np.isnan(rows)
-    if int(known.sum()) != sum(len(raw) - raw.count(None) for raw in raws):
-        return None                      # a real NaN value: Python's NaN rules apply
-    zeroed = np.where(known, rows, 0.0)
-    total = np.zeros((len(raws), outputs))
-    count = np.zeros((len(raws), outputs), dtype=np.int64)
+    arrays = float_grid(raws)
+    if arrays is None:
+        return None
+    grid, known = arrays
+    return packed.value_lists(*window_arrays(np, grid, known, points, ratios, average))
+
+
+def window_arrays(np: Any, values: Any, known: Any, points: int,
+                  ratios: list[Optional[float]], average: bool) -> tuple[Any, Any]:
+    """(sums or averages, ok) of the windows of ``points`` known values ending before each
+    point after the first ``points`` of each row: the known values of a window are added
+    one after the other from 0 as the running Python's ``sum()`` adds them (``pysum``),
+    so the results are the same floats; ``ok`` is False where no value is known or the
+    xFilesFactor ``ratios`` (one per row) is unmet."""
+    from webapp.render import pysum
+    rows, outputs = values.shape[0], values.shape[1] - points
+    zeroed = np.where(known, values, 0.0)
+    total = np.zeros((rows, outputs))
+    comp = np.zeros_like(total)
+    count = np.zeros((rows, outputs), dtype=np.int64)
     limits = np.array([ratio or 0.0 for ratio in ratios]).reshape(-1, 1)
     with np.errstate(all='ignore'):       # overflow to inf, inf - inf: as in Python
         for j in range(1, points + 1):
-            total += zeroed[:, j:j + outputs]
+            pysum.add_into(np, total, comp, zeroed[:, j:j + outputs])
             count += known[:, j:j + outputs]
+        total = pysum.result(np, total, comp)
         ok = (count > 0) & (count / points >= limits)
         result = total / np.maximum(count, 1) if average else total
-    cells = result.astype(object)
-    cells[~ok] = None
-    return cells.tolist()
+    return result, ok
 
 
 def _moving(name: str, func: str, doc: str) -> None:
@@ -127,6 +137,8 @@ def _moving(name: str, func: str, doc: str) -> None:
         return movingWindow(requestContext, seriesList, windowSize, func, xFilesFactor)
     impl.__name__ = name
     impl.__doc__ = doc
+    if func in ARRAY_WINDOWS:   # computed on packed rows by webapp.render.fused
+        impl.fused_window = {'func': func}  # type: ignore[attr-defined]
     render_function(name, CALCULATE, [SL, WINDOW, XFF])(impl)
 
 
@@ -143,7 +155,7 @@ def exponentialMovingAverage(requestContext: dict, seriesList: list,
     """EMA with smoothing constant 2 / (windowSize + 1), seeded by the first window's mean."""
     if not seriesList:
         return []
-    preview = _preview(seriesList, windowSize)
+    preview = window_preview(seriesList, windowSize)
     if isinstance(windowSize, str):
         constant = 2.0 / (preview + 1)
     else:

@@ -88,13 +88,12 @@ def array_aggregate(series_list: list, how: Any,
         else:
             total = (np.fmax if how == 'max' else np.fmin).reduce(grid, axis=0)
         ok = (count > 0) & (count / len(series_list) >= (x_files_factor or 0.0))
-    cells = total.astype(object)
-    cells[~ok] = None
+    cells = packed.value_lists(total, ok)
     if how in ('max', 'min'):
         pick = max if how == 'max' else min
         for i in np.flatnonzero(ok & (total == 0)).tolist():
             cells[i] = pick(v[i] for v in lists if i < len(v) and v[i] is not None)
-    return cells.tolist()
+    return cells
 
 
 def float_grid(lists: list[list]) -> Optional[tuple[Any, Any]]:

@@ -269,11 +269,18 @@ def parse_at_time(value: Any, requestContext: dict) -> datetime:
         raise InputParameterError('Invalid time %r: %s' % (value, err)) from None
 
 
-def evaluate_first_arg(requestContext: dict, **changes: Any) -> list[TimeSeries]:
-    """Re-evaluate the current call's first argument with a modified request context."""
+def evaluate_first_arg(requestContext: dict, packed: bool = False,
+                       **changes: Any) -> list[TimeSeries]:
+    """Re-evaluate the current call's first argument with a modified request context.
+
+    With ``packed`` the series may be unmaterialised PackedSeries, for a function that
+    only changes their names, tags or times and returns them (the evaluator turns them
+    into lists for any caller but the JSON writer)."""
     ctx = dict(requestContext)
     ctx['prefetch'] = {}
     ctx.update(changes)
+    if packed:
+        return requestContext['evaluateTarget'](ctx, requestContext['args'][0], packed=True)
     return requestContext['evaluateTarget'](ctx, requestContext['args'][0])
 
 

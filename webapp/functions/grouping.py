@@ -14,7 +14,8 @@ from webapp.functions.common import (
 from webapp.functions.registry import render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
-from webapp.render.series import TimeSeries, parse_tags
+from webapp.render.series import PackedSeries, TimeSeries, parse_tags
+from webapp.storage.packed import Block, PackedValues
 
 
 def _divide(requestContext: dict, dividend: TimeSeries, divisor: TimeSeries) -> TimeSeries:
@@ -151,23 +152,25 @@ def asPercent(requestContext: dict, seriesList: list, total: Any = None,
     percents = None if total is not None and not isinstance(total, list) else \
         _array_percents(seriesList, total_values)
     for i, series in enumerate(seriesList):
+        name = 'asPercent(%s,%s)' % (series.name, total_text)
         if percents is not None:
-            values = percents[i]
-        else:
-            # safe_mul(safe_div(v, t), 100.0) inlined: the same floats, without two calls
-            values = [None if v is None or t is None or t == 0 else v / t * 100.0
-                      for v, t in rows((series, total_values))]
-        results.append(TimeSeries('asPercent(%s,%s)' % (series.name, total_text),
-                                  series.start, series.end, series.step, values,
+            results.append(PackedSeries(name, series.start, series.end, series.step,
+                                        PackedValues(percents, i), xFilesFactor=xff))
+            continue
+        # safe_mul(safe_div(v, t), 100.0) inlined: the same floats, without two calls
+        values = [None if v is None or t is None or t == 0 else v / t * 100.0
+                  for v, t in rows((series, total_values))]
+        results.append(TimeSeries(name, series.start, series.end, series.step, values,
                                   xFilesFactor=xff))
     return results
 
 
-def _array_percents(seriesList: list, total: Any) -> Optional[list[list]]:
-    """``v / t * 100.0`` (None where v or t is None or t is 0) of each series against
-    ``total`` with numpy: the same IEEE operations, so the same floats. None (use the
-    Python loop) without numpy, for lengths that differ or values other than floats and
-    None (a stored NaN included)."""
+def _array_percents(seriesList: list, total: Any) -> Optional[Block]:
+    """``v / t * 100.0`` (no value where v or t is None or t is 0) of each series against
+    ``total`` with numpy, as a block of packed rows (the evaluator turns them into lists
+    unless the JSON writer takes them): the same IEEE operations, so the same floats.
+    None (use the Python loop) without numpy, for lengths that differ or values other
+    than floats and None (a stored NaN included)."""
     from webapp.storage import packed
     np = packed.np
     if not packed.ENABLED:
@@ -176,16 +179,16 @@ def _array_percents(seriesList: list, total: Any) -> Optional[list[list]]:
     if len({len(values) for values in lists}) != 1:
         return None
     arrays = float_grid(lists)
+    del lists
     if arrays is None:
         return None
     grid, known = arrays
     values, totals = grid[:-1], grid[-1]
+    ok = known[:-1] & known[-1] & (totals != 0)
     with np.errstate(all='ignore'):
         out = values / totals * 100.0
-    ok = known[:-1] & known[-1] & (totals != 0)
-    cells = out.astype(object)
-    cells[~ok] = None
-    return cells.tolist()
+    out[~ok] = 0.0
+    return Block(out, ok, (0, 0, 0))
 
 
 @render_function('weightedAverage', COMBINE, [
@@ -241,7 +244,7 @@ def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
 
 
 # the evaluator may compute these over packed whisper rows (webapp.render.fused)
-groupByNode.fused_group = 'groupByNode'  # type: ignore[attr-defined]
+groupByNode.fused_group = ('callback', 'nodeNum')  # type: ignore[attr-defined]
 
 
 @render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
@@ -257,7 +260,7 @@ def groupByNodes(requestContext: dict, seriesList: list, callback: str,
     return results
 
 
-groupByNodes.fused_group = 'groupByNodes'  # type: ignore[attr-defined]
+groupByNodes.fused_group = ('callback', 'nodes')  # type: ignore[attr-defined]
 
 
 @render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),

@@ -201,7 +201,8 @@ def timeShift(requestContext: dict, seriesList: list, timeShift: str, resetEnd: 
         return []
     first = seriesList[0]
     results = []
-    for shifted in evaluate_first_arg(requestContext, startTime=start, endTime=end):
+    for shifted in evaluate_first_arg(requestContext, packed=True, startTime=start,
+                                      endTime=end):
         shifted.tags['timeShift'] = timeShift
         shifted.name = 'timeShift(%s, "%s")' % (shifted.name, timeShift)
         if resetEnd:

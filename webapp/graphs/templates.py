@@ -8,6 +8,7 @@ parameters (bgcolor, fgcolor, colorList ...) win over its template. No file: bui
 from __future__ import annotations
 
 import configparser
+import functools
 import os
 from typing import Any, Optional
 
@@ -29,16 +30,29 @@ def template_values(path: Optional[str], name: str = 'default') -> dict[str, str
     """Graph parameters the template ``name`` of the file at ``path`` supplies."""
     if not path:
         return {}
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return {}
+    sections = _sections(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    chosen = dict(sections.get('default', ()))
+    if name != 'default':
+        chosen.update(sections.get(name, ()))
+    return {KEYS[key]: value.strip() for key, value in chosen.items() if key in KEYS}
+
+
+@functools.lru_cache(maxsize=8)
+def _sections(path: str, mtime_ns: int, size: int, inode: int) -> dict[str, tuple]:
+    """Each section's (key, value) items of the file as it is at ``mtime_ns``/``size``/
+    ``inode`` (so an image request parses the file only when it has changed); {} for an
+    unreadable or malformed file. Callers must not change the dict."""
     conf = configparser.ConfigParser(interpolation=None)
     try:
         if not conf.read(path):
             return {}
     except configparser.Error:
         return {}
-    chosen: dict[str, str] = dict(conf.items('default')) if conf.has_section('default') else {}
-    if name != 'default' and conf.has_section(name):
-        chosen.update(conf.items(name))
-    return {KEYS[key]: value.strip() for key, value in chosen.items() if key in KEYS}
+    return {name: tuple(conf.items(name)) for name in conf.sections()}
 
 
 def apply_template(params: dict[str, Any], path: Optional[str]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from webapp.render.errors import INPUT_ERRORS, InputError
 from webapp.render.fetch import fetch_series, prefetch
 from webapp.render.fused import fused_aggregate
 from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
-from webapp.render.series import TimeSeries
+from webapp.render.series import PackedSeries, TimeSeries
 
 log = logging.getLogger("webapp.render")
 _NUMERIC = re.compile(r'^-?[\d.]+$')
@@ -68,8 +68,9 @@ def evaluate_target(ctx: dict[str, Any], targets: Any,
         if packed and isinstance(node, PathExpr):
             series_list.extend(fetch_series(ctx, node.path, packed=True))
             continue
-        if packed and _keeps_values(node):
-            result = _evaluate_call(ctx, node, None, packed_first=True)
+        if packed and isinstance(node, Call):
+            result = _evaluate_call(ctx, node, None, packed_first=_keeps_values(node),
+                                    packed_result=True)
         else:
             result = evaluate_tokens(ctx, node)
         if isinstance(result, TimeSeries):
@@ -156,10 +157,12 @@ def _keeps_values(node: Node) -> bool:
     return getattr(fn.func, 'keeps_values', False)
 
 
-def _evaluate_call(ctx: dict[str, Any], node: Call,
-                   replacements: Optional[dict[str, Any]], packed_first: bool = False) -> Any:
+def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[str, Any]],
+                   packed_first: bool = False, packed_result: bool = False) -> Any:
     """Value of a function call; with ``packed_first`` its first argument (a bare path)
-    is given as PackedSeries (only for functions that never read values)."""
+    is given as PackedSeries (only for functions that never read values); with
+    ``packed_result`` (a target's outermost call, for the JSON writer) a fused
+    computation may answer unmaterialised PackedSeries."""
     budget = ctx.get('budget')
     if budget is not None:
         budget.check_time()
@@ -170,7 +173,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
     except KeyError:
         raise InputError('Received request for unknown function: %s' % node.name) from None
     if not replacements:
-        fast = fused_aggregate(ctx, node, fn)
+        fast = fused_aggregate(ctx, node, fn, packed_result)
         if fast is not None:
             return fast
     args = [fetch_series(ctx, arg.path, packed=True) if packed_first and i == 0 else
@@ -188,7 +191,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
             log.info('Validation Error: %s (func %s)', err, node.name)
             invalid = err
     try:
-        return fn.func(ctx, *args, **kwargs)
+        result = fn.func(ctx, *args, **kwargs)
     except Exception as err:
         if type(err).__name__ == 'NormalizeEmptyResultError':
             return []
@@ -198,6 +201,12 @@ def _evaluate_call(ctx: dict[str, Any], node: Call,
         if isinstance(err, TypeError) and _is_call_error(err, fn.func):
             raise InputError('%s: %s' % (node.name, err)) from None
         raise
+    if not packed_result and isinstance(result, list):
+        # a function may answer packed rows; only the JSON writer takes them as they are
+        for series in result:
+            if type(series) is PackedSeries:
+                series.materialize()
+    return result
 
 
 def _is_call_error(err: TypeError, func: Any) -> bool:

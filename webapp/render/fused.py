@@ -13,6 +13,9 @@ sends max/min back to the generic path (Python's comparisons with NaN depend on 
 
 from __future__ import annotations
 
+import functools
+import inspect
+from datetime import timedelta
 from typing import Any, Optional
 
 from webapp.functions.combine import aggregate_name_tags
@@ -54,7 +57,7 @@ def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> 
         if func in ('sum', 'average'):
             acc = np.zeros(values.shape[1])
             comp = np.zeros_like(acc)
-            for row in np.where(valid, values, 0.0):
+            for row in values:        # 0.0 where no point: as if skipped
                 pysum.add_into(np, acc, comp, row)
             acc = pysum.result(np, acc, comp)
             if func == 'average':
@@ -77,13 +80,17 @@ def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> 
     return result
 
 
-def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[TimeSeries]]:
-    """The aggregate's (or groupByNode's) result, or None when the generic evaluation
-    must run."""
+def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any,
+                    packed_result: bool = False) -> Optional[list[TimeSeries]]:
+    """The aggregate's (or groupByNode's, or moving window's) result, or None when the
+    generic evaluation must run. With ``packed_result`` (the caller is the JSON writer)
+    a moving window's series may come back as unmaterialised PackedSeries."""
     if not packed.ENABLED or node.kwargs or not node.args:
         return None
+    if getattr(fn.func, 'fused_window', None) is not None:
+        return _fused_window(ctx, node, fn.func, packed_result)
     if getattr(fn.func, 'fused_group', None) is not None:
-        return _fused_group(ctx, node, fn.func.fused_group)
+        return _fused_group(ctx, node, fn.func.fused_group, fn.func, packed_result)
     func = getattr(fn.func, 'fused_aggregate', None)
     if func is None or any(type(arg) is not PathExpr for arg in node.args):
         return None
@@ -101,35 +108,58 @@ def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any) -> Optional[list[T
                        tags=tags)]
 
 
-def _fused_group(ctx: dict[str, Any], node: Call, form: str) -> Optional[list[TimeSeries]]:
-    """groupByNode(path, node[, callback]) / groupByNodes(path, callback, *nodes) with a
-    sum/average/max/min callback and integer nodes."""
-    from webapp.functions.grouping import _group_by
-    if type(node.args[0]) is not PathExpr or \
-            any(type(arg) is not Const for arg in node.args[1:]):
+def const_arguments(func: Any, node: Call) -> Optional[dict[str, Any]]:
+    """The arguments ``func`` would get for ``node`` whose arguments after the first are
+    literals, named and with defaults applied by ``func``'s own signature (so the
+    argument order and defaults are written once, in the function); None when an
+    argument is not a literal or they do not fit the signature."""
+    if any(type(arg) is not Const for arg in node.args[1:]):
         return None
-    consts = [arg.value for arg in node.args[1:]]
-    if form == 'groupByNode':
-        if len(consts) not in (1, 2):
-            return None
-        nodes, callback = consts[:1], (consts[1] if len(consts) == 2 else 'average')
-    else:
-        if not consts:
-            return None
-        callback, nodes = consts[0], consts[1:]
-    func = GROUP_CALLBACKS.get(callback) if type(callback) is str else None
-    if func is None or any(type(n) is not int for n in nodes):
+    try:
+        bound = _signature(func).bind(None, None, *[arg.value for arg in node.args[1:]])
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound.arguments
+
+
+@functools.cache
+def _signature(func: Any) -> inspect.Signature:
+    return inspect.signature(func)
+
+
+def _fused_group(ctx: dict[str, Any], node: Call, form: tuple[str, str], func: Any,
+                 packed_result: bool = False) -> Optional[list[TimeSeries]]:
+    """groupByNode(path, node[, callback]) / groupByNodes(path, callback, *nodes) with a
+    sum/average/max/min callback and integer nodes; ``form`` names the function's
+    callback and node parameters."""
+    from webapp.functions.grouping import _group_by
+    if type(node.args[0]) is not PathExpr:
+        return None
+    arguments = const_arguments(func, node)
+    if arguments is None:
+        return None
+    callback, nodes = arguments[form[0]], arguments[form[1]]
+    nodes = nodes if type(nodes) is tuple else (nodes,)
+    how = GROUP_CALLBACKS.get(callback) if type(callback) is str else None
+    if how is None or not nodes or any(type(n) is not int for n in nodes):
         return None
     series = _packed_series(ctx, node.args[:1])
     if series is None:
         return None
     xff = ctx.get('xFilesFactor')
+    groups = _group_by(series, nodes)
+    if how in ('sum', 'average'):
+        grouped = _group_sums(series, groups, how, xff, packed_result)
+        if grouped is not None:
+            ctx['args'] = node.args
+            return grouped
     results = []
-    for key, members in _group_by(series, tuple(nodes)).items():
-        values = reduce_rows(members, func, xff)
+    for key, members in groups.items():
+        values = reduce_rows(members, how, xff)
         if values is None:
             return None
-        name, tags = aggregate_name_tags(members, func)
+        name, tags = aggregate_name_tags(members, how)
         first = members[0]
         result = TimeSeries(name, first.start, first.end, first.step, values,
                             xFilesFactor=xff, tags=tags)
@@ -137,3 +167,125 @@ def _fused_group(ctx: dict[str, Any], node: Call, form: str) -> Optional[list[Ti
         results.append(result)
     ctx['args'] = node.args
     return results
+
+
+def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
+                xff: Optional[float], packed_result: bool) -> Optional[list[TimeSeries]]:
+    """Sums or averages of every group at once: step k adds the k-th member of each
+    group (0.0 for groups with fewer), so each group's members are added
+    in order from 0 as ``reduce_rows`` and ``sum()`` add them (an empty slot adds 0.0,
+    which changes nothing). Packed rows for the JSON writer, else value lists."""
+    np = packed.np
+    arrays = packed.stack_rows([s.packed for s in series])
+    if arrays is None:
+        return None
+    values, valid = arrays
+    row_of = {id(s): i for i, s in enumerate(series)}
+    members = list(groups.values())
+    width = max(map(len, members))
+    index = np.zeros((len(members), width), dtype=np.intp)
+    for g, group in enumerate(members):
+        index[g, :len(group)] = [row_of[id(s)] for s in group]
+    sizes = np.array([len(group) for group in members]).reshape(-1, 1)
+    acc = np.zeros((len(members), values.shape[1]))
+    comp = np.zeros_like(acc)
+    count = np.zeros(acc.shape, dtype=np.int64)
+    with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
+        for k in range(width):
+            short = sizes[:, 0] <= k              # groups without a k-th member add 0.0
+            rows, known = values[index[:, k]], valid[index[:, k]]
+            if short.any():
+                rows[short] = 0.0
+                known[short] = False
+            pysum.add_into(np, acc, comp, rows)
+            count += known
+        acc = pysum.result(np, acc, comp)
+        if how == 'average':
+            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+        ok = (count > 0) & (count / sizes >= (xff or 0.0))
+    acc[~ok] = 0.0
+    block = packed.Block(acc, ok, (0, 0, 0)) if packed_result else None
+    lists = None if packed_result else packed.value_lists(acc, ok)
+    results: list[TimeSeries] = []
+    for g, (key, group) in enumerate(groups.items()):
+        name, tags = aggregate_name_tags(group, how)
+        first = group[0]
+        if block is not None:
+            result: TimeSeries = PackedSeries(name, first.start, first.end, first.step,
+                                              packed.PackedValues(block, g),
+                                              xFilesFactor=xff, tags=tags)
+        else:
+            result = TimeSeries(name, first.start, first.end, first.step, lists[g],
+                                xFilesFactor=xff, tags=tags)
+        result.name = key
+        results.append(result)
+    return results
+
+
+def _fused_window(ctx: dict[str, Any], node: Call, func: Any,
+                  packed_result: bool) -> Optional[list[TimeSeries]]:
+    """movingAverage/movingSum/movingWindow(path, window[, func][, xFilesFactor]) with a
+    sum or average window, on packed rows: the generic function's series, names, tags
+    and floats (``webapp.functions.calculate.window_arrays``), without a Python list per
+    series; the first argument is not evaluated for the request's range as a list."""
+    from webapp.functions import calculate
+    if type(node.args[0]) is not PathExpr:
+        return None
+    arguments = const_arguments(func, node)
+    if arguments is None:
+        return None
+    arguments = {**func.fused_window, **arguments}
+    window, how, ratio = arguments['windowSize'], arguments['func'], arguments['xFilesFactor']
+    average = calculate.ARRAY_WINDOWS.get(how) if type(how) is str else None
+    if average is None or type(window) not in (int, str) or \
+            (ratio is not None and (type(ratio) not in (int, float) or not 0 <= ratio <= 1)):
+        return None
+    path = node.args[0].path
+    series = fetch_series(ctx, path, packed=True)
+    if not series:
+        return None
+    try:
+        preview = calculate.window_preview(series, window)
+    except Exception:         # a bad interval: the generic path raises graphite-web's error
+        return None
+    wider_ctx = dict(ctx, startTime=ctx['startTime'] - timedelta(seconds=preview))
+    wider = fetch_series(wider_ctx, path, packed=True)
+    if not wider or any(not isinstance(s, PackedSeries) or s.packed is None for s in wider):
+        return None
+    tag = 'moving' + how.capitalize()
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, one in enumerate(wider):
+        points = int(window) if type(window) is int else preview // one.step
+        groups.setdefault((points, len(one.packed)), []).append(i)
+    out: list[Optional[TimeSeries]] = [None] * len(wider)
+    np = packed.np
+    for (points, length), members in groups.items():
+        if not 1 <= points <= calculate.MAX_ARRAY_WINDOW or length <= points:
+            return None
+        arrays = packed.stack_rows([wider[i].packed for i in members])
+        if arrays is None:
+            return None
+        values, valid = arrays
+        if np.isnan(values[valid]).any():
+            return None          # a stored NaN: Python's NaN rules apply
+        ratios = [ratio if ratio is not None else wider[i].xFilesFactor for i in members]
+        result, ok = calculate.window_arrays(np, values, valid, points, ratios, average)
+        result[~ok] = 0.0        # as in every Block: 0.0 where no value
+        block = packed.Block(result, ok, (0, 0, 0)) if packed_result else None
+        lists = None if packed_result else packed.value_lists(result, ok)
+        for row, i in enumerate(members):
+            one = wider[i]
+            name = ('%s(%s,"%s")' if type(window) is str else '%s(%s,%s)') % (
+                tag, one.name, window)
+            one.tags[tag] = window
+            start = one.start + preview
+            if block is not None:
+                out[i] = PackedSeries(name, start, one.end, one.step,
+                                      packed.PackedValues(block, row), tags=one.tags,
+                                      xFilesFactor=one.xFilesFactor)
+            else:
+                out[i] = TimeSeries(name, start, one.end, one.step, lists[row],
+                                    tags=one.tags, xFilesFactor=one.xFilesFactor)
+    ctx['args'] = node.args
+    return out  # type: ignore[return-value]
+

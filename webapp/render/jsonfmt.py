@@ -33,6 +33,8 @@ except ImportError:  # pragma: no cover
 _ENCODE = json.JSONEncoder(allow_nan=True).encode
 _QUOTE = json.encoder.encode_basestring_ascii
 FEW_DISTINCT = 1024
+# more cells than this are printed by orjson (a day of one series' minutes is 1,440)
+ORJSON_MIN_CELLS = 256
 _FLOAT_LISTS = (frozenset([float]), frozenset([type(None)]), frozenset([float, type(None)]))
 MAX_FAST_VPP = 64
 # rows are formatted in blocks of about this many values, so the temporary arrays stay
@@ -127,7 +129,7 @@ def _hashed_codes(distinct: Any, bits: Any) -> Optional[Any]:
 
 def _many(matrix: Any) -> bool:
     """Whether the cells are printed by orjson (many values) rather than one by one."""
-    return orjson is not None and matrix.size > FEW_DISTINCT * 4
+    return orjson is not None and matrix.size > ORJSON_MIN_CELLS
 
 
 def _orjson_cells(matrix: Any) -> tuple[Any, bytes, Any, list]:

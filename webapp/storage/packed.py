@@ -1,9 +1,10 @@
 """Columnar whisper values: numpy blocks kept unmaterialised until a consumer needs lists.
 
 Whisper reads that share a time range and length are decoded together into one
-:class:`Block` (``values``: float64, ``valid``: bool, both ``(series, points)`` and
-read-only). Each series gets a :class:`PackedValues` row reference; ``tolist()`` gives
-exactly what ``whisper.fetch`` returns (floats, None where the slot holds no point).
+:class:`Block` (``values``: float64, 0.0 where no point is stored; ``valid``: bool; both
+``(series, points)`` and read-only). Each series gets a :class:`PackedValues` row
+reference; ``tolist()`` gives exactly what ``whisper.fetch`` returns (floats, None where
+the slot holds no point).
 Render code that knows a series is untouched since the fetch (bare path targets,
 aggregates applied directly to paths) works on the arrays instead.
 
@@ -83,6 +84,14 @@ def to_list(values: Any) -> list:
     return values
 
 
+def value_lists(values: Any, ok: Any) -> list:
+    """``values`` (a float64 array, 1-D or 2-D) as nested lists of floats with None where
+    ``ok`` is False."""
+    cells = values.astype(object)
+    cells[~ok] = None
+    return cells.tolist()
+
+
 def stack_rows(rows: Sequence[PackedValues]) -> Optional[tuple[Any, Any]]:
     """(values, valid) 2-D arrays of the given rows, or None when their lengths differ."""
     if not rows:
@@ -116,6 +125,7 @@ def decode_block(chunks: list[Optional[bytes]], time_info: tuple[int, int, int],
         if chunk is None:
             valid[row] = False
     values = records['v'].astype(np.float64)
+    values[~valid] = 0.0
     return Block(values, valid, time_info)
 
 

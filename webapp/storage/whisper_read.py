@@ -22,6 +22,11 @@ from carbon.storage.whisper_format import (
 )
 from webapp.storage import packed
 
+try:  # pragma: no cover - the optional C accelerator (setup.py NATIVE)
+    from webapp.storage import _points
+except ImportError:  # pragma: no cover
+    _points = None
+
 __all__ = ["WhisperError", "fetch", "file_fetch", "read_info", "choose_archive",
            "parse_header", "read_many"]
 
@@ -95,6 +100,17 @@ def choose_archive(header: dict, from_time: int, until_time: Optional[int],
 def _locate(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
             name: str) -> tuple[tuple[int, int, int], int, bytes]:
     """(time_info, base interval, point bytes) of the range, read with ``read(off, size)``."""
+    time_info, base_interval, ranges = _ranges(archive, from_time, until_time, read, name)
+    data = b''.join(read(offset, size) for offset, size in ranges)
+    if len(data) % POINT_SIZE:
+        raise CorruptWhisperFile("Unable to read datapoints", name)
+    return time_info, base_interval, data
+
+
+def _ranges(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
+            name: str) -> tuple[tuple[int, int, int], int, list[tuple[int, int]]]:
+    """(time_info, base interval, [(offset, size), ...]) of the range: one (offset, size)
+    or two when it wraps around the archive's end; none when the archive is empty."""
     step = archive['secondsPerPoint']
     from_interval = int(from_time - (from_time % step)) + step
     until_interval = int(until_time - (until_time % step)) + step
@@ -107,17 +123,13 @@ def _locate(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
     except struct.error:
         raise CorruptWhisperFile("Unable to read base datapoint", name) from None
     if base_interval == 0:
-        return time_info, 0, b''
+        return time_info, 0, []
     from_offset = offset + (((from_interval - base_interval) // step) * POINT_SIZE % size)
     until_offset = offset + (((until_interval - base_interval) // step) * POINT_SIZE % size)
     if from_offset < until_offset:
-        data = read(from_offset, until_offset - from_offset)
-    else:
-        data = read(from_offset, offset + size - from_offset) + \
-            read(offset, until_offset - offset)
-    if len(data) % POINT_SIZE:
-        raise CorruptWhisperFile("Unable to read datapoints", name)
-    return time_info, base_interval, data
+        return time_info, base_interval, [(from_offset, until_offset - from_offset)]
+    return time_info, base_interval, [(from_offset, offset + size - from_offset),
+                                      (offset, until_offset - offset)]
 
 
 def _decode_list(time_info: tuple[int, int, int], data: bytes) -> list:
@@ -180,6 +192,62 @@ def _read_raw(path: str, from_time: int, until_time: Optional[int],
         os.close(fd)
 
 
+def _read_at(path: str, offset: int, size: int) -> bytes:
+    """``size`` bytes at ``offset`` of the file at ``path`` (fewer at its end)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+
+
+def _direct_ranges(paths: list[str], from_time: int, until_time: Optional[int],
+                   now: Optional[int], budget: Any) -> list[Any]:
+    """For each path: ((time_info, base, [(offset, size), ...]) or None, header), or
+    the exception raised: what ``_read_raw`` finds without reading the points. The
+    headers (and, where the chosen archive starts past them, its first point) of all
+    files are read by the C accelerator in one call each."""
+    names = [os.fsencode(path) for path in paths]
+    heads = _points.pread_many(names, [0] * len(paths), _HEAD_READ)
+    results: list[Any] = [None] * len(paths)
+    later: dict[int, tuple] = {}     # files whose archive's first point is past the head
+    for i, (path, head) in enumerate(zip(paths, heads, strict=True)):
+        if budget is not None:
+            budget.check_time()
+        try:
+            if type(head) is int:
+                raise OSError(head, os.strerror(head), path)
+            header = parse_header(head, path, lambda off, size, p=path: _read_at(p, off, size))
+            archive, start, end = choose_archive(header, from_time, until_time, now)
+            if archive is None:
+                results[i] = (None, header)
+                continue
+            if budget is not None:  # before reading: bounded memory per request
+                budget.spend_points((end - start) // archive['secondsPerPoint'] + 1, path)
+            if archive['offset'] + POINT_SIZE <= len(head):
+                results[i] = (_ranges(archive, start, end,
+                                      lambda off, size, h=head: h[off:off + size], path), header)
+            else:
+                later[i] = (archive, start, end, header)
+        except (OSError, WhisperError) as err:
+            results[i] = err
+    if later:
+        order = list(later)
+        firsts = _points.pread_many([names[i] for i in order],
+                                    [later[i][0]['offset'] for i in order], POINT_SIZE)
+        for i, first in zip(order, firsts, strict=True):
+            archive, start, end, header = later[i]
+            try:
+                if type(first) is int:
+                    raise OSError(first, os.strerror(first), paths[i])
+                # _ranges reads only the archive's first point
+                results[i] = (_ranges(archive, start, end, lambda off, size, b=first: b,
+                                      paths[i]), header)
+            except (OSError, WhisperError) as err:
+                results[i] = err
+    return results
+
+
 def read_many(paths: list[str], from_time: int, until_time: Optional[int],
               now: Optional[int], budget: Any = None) -> list[Any]:
     """For each path: (whisper.fetch result or None, header), or the exception raised.
@@ -188,20 +256,30 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
     are read, and its time limit is checked between files.
 
     Values are :class:`~webapp.storage.packed.PackedValues` when numpy is enabled,
-    lists otherwise.
+    lists otherwise. With the C accelerator (``_points``) each file's header is read
+    first, then the point ranges of all files sharing a time range are read and decoded
+    straight into one block's arrays (no bytes object per file).
     """
     out: list[Any] = []
     groups: dict[tuple, list[int]] = {}
-    chunks: list[Optional[bytes]] = []
+    chunks: list[Any] = []
+    direct = packed.ENABLED and _points is not None
+    planned = _direct_ranges(paths, from_time, until_time, now, budget) if direct else None
     for i, path in enumerate(paths):
         chunks.append(None)
-        if budget is not None:
-            budget.check_time()
-        try:
-            raw, header = _read_raw(path, from_time, until_time, now, budget)
-        except (OSError, WhisperError) as err:
-            out.append(err)
-            continue
+        if planned is not None:
+            if isinstance(planned[i], Exception):
+                out.append(planned[i])
+                continue
+            raw, header = planned[i]
+        else:
+            if budget is not None:
+                budget.check_time()
+            try:
+                raw, header = _read_raw(path, from_time, until_time, now, budget)
+            except (OSError, WhisperError) as err:
+                out.append(err)
+                continue
         if raw is None:
             out.append((None, header))
             continue
@@ -211,13 +289,51 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
                 [None] * ((time_info[1] - time_info[0]) // time_info[2])
             out.append(((time_info, values), header))
             continue
-        points = len(data) // POINT_SIZE if base else \
-            (time_info[1] - time_info[0]) // time_info[2]
+        if direct:
+            points = sum(size for _, size in data) // POINT_SIZE if base else \
+                (time_info[1] - time_info[0]) // time_info[2]
+        else:
+            points = len(data) // POINT_SIZE if base else \
+                (time_info[1] - time_info[0]) // time_info[2]
         chunks[i] = data if base else None
         groups.setdefault((time_info, points), []).append(i)
         out.append((time_info, header))
     for (time_info, points), members in groups.items():
-        block = packed.decode_block([chunks[i] for i in members], time_info, points)
+        if direct:
+            block = _read_block(paths, chunks, members, time_info, points, out)
+        else:
+            block = packed.decode_block([chunks[i] for i in members], time_info, points)
         for row, i in enumerate(members):
-            out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
+            if not isinstance(out[i], Exception):
+                out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
     return out
+
+
+def _read_block(paths: list[str], ranges: list[Any], members: list[int],
+                time_info: tuple[int, int, int], points: int, out: list[Any]) -> packed.Block:
+    """One block of the ``members`` files' points, read by the C accelerator from their
+    ``ranges``; a file that cannot be read gets its error in ``out``."""
+    np = packed.np
+    values = np.zeros((len(members), points))
+    valid = np.zeros((len(members), points), dtype=bool)
+    rows = [row for row, i in enumerate(members) if ranges[i]]
+    if rows:
+        chosen = [ranges[members[row]] for row in rows]
+        first = [r[0] for r in chosen]
+        second = [r[1] if len(r) > 1 else (0, 0) for r in chosen]
+        if len(rows) == len(members):
+            target_values, target_valid = values, valid
+        else:
+            target_values = np.zeros((len(rows), points))
+            target_valid = np.zeros((len(rows), points), dtype=bool)
+        failed = _points.read_rows([os.fsencode(paths[members[row]]) for row in rows], first,
+                                   second, time_info[0], time_info[2], points,
+                                   target_values, target_valid)
+        if target_values is not values:
+            values[rows] = target_values
+            valid[rows] = target_valid
+        for index, error in failed:
+            path = paths[members[rows[index]]]
+            out[members[rows[index]]] = OSError(error, os.strerror(error), path) if error \
+                else CorruptWhisperFile("Unable to read datapoints", path)
+    return packed.Block(values, valid, time_info)

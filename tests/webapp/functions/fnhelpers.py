@@ -40,7 +40,7 @@ class FakeData:
                                   xFilesFactor=ctx.get('xFilesFactor')))
         return out
 
-    def evaluate(self, ctx: dict, target: Any) -> list[TimeSeries]:
+    def evaluate(self, ctx: dict, target: Any, packed: bool = False) -> list[TimeSeries]:
         target = str(target)
         if target.startswith('group(') and target.endswith(')'):
             return [s for part in target[6:-1].split(',') for s in self.fetch(ctx, part)]

@@ -174,3 +174,17 @@ def test_template(template_app: Any, app: Any) -> None:
     assert corner == (255, 0, 0)                        # the graph's own option wins
     assert drawn(template_app, template='nosuch')[0] == (0x11, 0x22, 0x33)
     assert drawn(app, template='dark')[0] == (255, 255, 255)   # no file: built-in look
+
+
+def test_template_file_parsed_once_and_reread_when_changed(template_app: Any,
+                                                           tmp_path: Any) -> None:
+    from webapp.graphs import templates
+    conf = tmp_path / 'graphTemplates.conf'
+    templates._sections.cache_clear()
+    assert drawn(template_app)[0] == (0x11, 0x22, 0x33)
+    drawn(template_app, template='dark')
+    assert templates._sections.cache_info().misses == 1      # one parse for both images
+    conf.write_text(TEMPLATES.replace('background = 112233', 'background = 445566') + '#\n')
+    assert drawn(template_app)[0] == (0x44, 0x55, 0x66)       # the edit is seen
+    conf.unlink()
+    assert drawn(template_app)[0] == (255, 255, 255)          # gone: built-in look

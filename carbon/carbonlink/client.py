@@ -1,0 +1,68 @@
+"""A small carbonlink client: one request, one answer, over a fresh TCP connection.
+
+The framing is :mod:`carbon.formats.pickled`'s (4-byte big-endian length, then a pickle
+of protocol 2); answers go through the safe unpickler, as graphite-web reads them.
+Callers: the cluster agent (points still cached before a file moves), the playground's
+sampler (live self-metrics) and the cache benchmark (points held by a cache).
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+from typing import Any
+
+from carbon.formats.pickled import frame, frame_length
+from carbon.formats.unpickler import PICKLE_ERRORS, safe_loads
+
+__all__ = ["CarbonlinkError", "request", "cache_query", "cache_query_bulk"]
+
+Address = tuple[str, int]
+
+
+class CarbonlinkError(OSError):
+    """The cache closed the connection early or answered something that is not a dict."""
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise CarbonlinkError("carbonlink closed after %d of %d bytes" % (got, size))
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def request(address: Address, message: dict[str, Any], timeout: float = 10.0) -> dict:
+    """Send one carbonlink request (e.g. ``{"type": "cache-query", "metric": m}``) to
+    ``address`` (host, CACHE_QUERY_PORT) and return the answer dict; OSError (a
+    :class:`CarbonlinkError` for a short or malformed answer) when that fails."""
+    payload = frame(pickle.dumps(message, protocol=2))
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(payload)
+        body = _exactly(sock, frame_length(_exactly(sock, 4)))
+    try:
+        answer = safe_loads(body)
+    except PICKLE_ERRORS as exc:
+        raise CarbonlinkError("carbonlink answer is not a safe pickle: %s" % exc) from exc
+    if not isinstance(answer, dict):
+        raise CarbonlinkError("carbonlink answered %s, not a dict" % type(answer).__name__)
+    return answer
+
+
+def cache_query(address: Address, metric: str, timeout: float = 10.0
+                ) -> list[tuple[int, float]]:
+    """The points of ``metric`` held in the cache at ``address`` (not yet on disk)."""
+    answer = request(address, {"type": "cache-query", "metric": metric}, timeout)
+    return [(int(ts), float(value)) for ts, value in answer.get("datapoints") or ()]
+
+
+def cache_query_bulk(address: Address, metrics: list[str], timeout: float = 10.0
+                     ) -> dict[str, list[tuple[int, float]]]:
+    """{metric: cached points} for the ``metrics`` the cache at ``address`` holds."""
+    answer = request(address, {"type": "cache-query-bulk", "metrics": list(metrics)},
+                     timeout)
+    return {name: [(int(ts), float(value)) for ts, value in points]
+            for name, points in (answer.get("datapointsByMetric") or {}).items()}
