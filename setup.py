@@ -11,7 +11,8 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = [
-    Extension("carbon.formats._plaintext", ["carbon/formats/_plaintext.c"]),
+    Extension("carbon.formats._plaintext", ["carbon/formats/_plaintext.c"],
+              depends=["carbon/formats/_number.h"]),
     Extension("carbon.aggregator._staging", ["carbon/aggregator/_staging.c"]),
     Extension("carbon.storage._whisper_create", ["carbon/storage/_whisper_create.c"],
               depends=["carbon/storage/_fileio.h"]),
@@ -20,6 +21,8 @@ NATIVE = [
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
     Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
+    Extension("carbon.relay._route", ["carbon/relay/_route.c"],
+              depends=["carbon/formats/_number.h"]),
     Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
     Extension("webapp.storage._points", ["webapp/storage/_points.c"]),
 ]

@@ -12,11 +12,21 @@ ring for carbon-c-relay), and no destination got a name more often than it was s
 in mirrored order (A B C C B A with ``--rounds 2``), run folders are kept to the end.
 
     python bench/relay_bench.py [--lines 2000000 --names 100000 --connections 4]
-        [--destinations 2 --replication 1 --protocol pickle]
-        [--impl ours,ours-w2,reference,c-relay,c-relay-bigq] [--rounds 2]
+        [--values full|integers] [--destinations 2 --replication 1 --protocol pickle]
+        [--impl ours,ours-w2,reference,c-relay,c-relay-bigq,direct] [--rounds 2]
+        [--growth docs/data/growth/relay.json]
+    python bench/relay_bench.py --memory-per-name 1000000
 
+Values are random full-precision floats written with every digit (``repr``), as real
+metrics are; ``--values integers`` sends small integers instead (a labelled extra).
 ``ours-w2`` is ours with RELAY_WORKERS = 2 (two processes, like carbon-c-relay's -w 2
-threads); relay CPU is summed over every process of a relay.
+threads); relay CPU is summed over every process of a relay. ``direct`` is the
+harness alone: the same parts sent straight to the sinks (part k to sink k modulo
+the sinks, no relay, no placement check), the ceiling of what this harness can
+measure on this machine. ``--growth FILE`` appends each relay's mean to FILE (issue
+17's cost-as-the-work-grows data). ``--memory-per-name N`` teaches our relay's name
+table N names (RELAY_HASH_CACHE_SIZE as ``--hash-cache`` or the default) and prints the
+names it keeps and the bytes it holds per name.
 
 carbon-c-relay is used if ``carbon-c-relay`` (or ``relay``) is on PATH; it always
 sends plaintext, so its destinations count lines.
@@ -29,6 +39,7 @@ import json
 import os
 import pickle
 import random
+import shlex
 import socket
 import subprocess
 import sys
@@ -42,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import (ROOT, RunDirs, crelay_binary, free_port, mirrored,  # noqa: E402
                     reference_venv, rss_kb, stop, wait_port)
 
+from carbon.config.defaults import DEFAULTS  # noqa: E402
 from carbon.config.settings import Settings  # noqa: E402
 from carbon.formats.pickled import split_frames  # noqa: E402
 from carbon.routers import make_router, parse_destinations  # noqa: E402
@@ -159,11 +171,10 @@ def start_relay(impl: str, base: Path, line_port: int) -> subprocess.Popen:
 
 
 def make_payload(lines: int, names: int, connections: int,
-                 full_precision: bool = False) -> tuple[list[bytes], Counter]:
+                 full_precision: bool = True) -> tuple[list[bytes], Counter]:
     """``lines`` plaintext lines over ``names`` names, cut into one part per connection,
-    and how often each name is sent. Values are small integers, or with
-    ``full_precision`` random floats written with every digit (``repr``), as real
-    metrics are: those miss the relay's canonical-line shortcut."""
+    and how often each name is sent. Values are random floats written with every digit
+    (``repr``), as real metrics are, or small integers without ``full_precision``."""
     now = int(time.time())
     per_part = -(-lines // connections)
     rng = random.Random(1)
@@ -217,11 +228,13 @@ def sink_counts(control: int) -> dict[str, int]:
     return json.loads(data)
 
 
-def send_all(port: int, parts: list[bytes]) -> list[threading.Thread]:
-    def push(part: bytes) -> None:
+def send_all(ports: list[int], parts: list[bytes]) -> list[threading.Thread]:
+    """One thread a part, part k to ports[k % len(ports)]."""
+    def push(port: int, part: bytes) -> None:
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(part)
-    threads = [threading.Thread(target=push, args=(part,)) for part in parts]
+    threads = [threading.Thread(target=push, args=(ports[k % len(ports)], part))
+               for k, part in enumerate(parts)]
     for thread in threads:
         thread.start()
     return threads
@@ -233,7 +246,7 @@ def run_one(impl: str, parts: list[bytes], sent: Counter, args: argparse.Namespa
     base = dirs.new("relay-bench-")
     record = base / "received"
     record.mkdir()
-    sink_protocol = "line" if impl.startswith("c-relay") else args.protocol
+    sink_protocol = "line" if impl.startswith("c-relay") or impl == "direct" else args.protocol
     ports = [free_port() for _ in range(args.destinations)]
     controls, line_port = [free_port() for _ in ports], free_port()
     dests = ["127.0.0.1:%d:%s" % (p, chr(ord("a") + i)) for i, p in enumerate(ports)]
@@ -247,29 +260,35 @@ def run_one(impl: str, parts: list[bytes], sent: Counter, args: argparse.Namespa
     try:
         for sink in sinks:
             assert sink.stdout.readline().strip() == "READY"
-        relay = start_relay(impl, base, line_port)
-        wait_port(line_port, relay)
-        expected = lines * args.replication
-        cpu0, started = tree_cpu(relay.pid), time.monotonic()
-        senders = send_all(line_port, parts)
+        direct = impl == "direct"
+        if direct:  # the harness alone: parts straight to the sinks
+            expected, watched = lines, os.getpid()
+        else:
+            relay = start_relay(impl, base, line_port)
+            wait_port(line_port, relay)
+            expected, watched = lines * args.replication, relay.pid
+        cpu0, started = tree_cpu(watched), time.monotonic()
+        senders = (send_all(ports, parts) if direct else send_all([line_port], parts))
         peak, got, last_change, last_got = 0, 0, started, -1
         while got < expected and time.monotonic() - last_change < args.settle:
             time.sleep(0.05)
-            peak = max(peak, tree_rss_kb(relay.pid))
+            if not direct:
+                peak = max(peak, tree_rss_kb(relay.pid))
             got = sum(sum(sink_counts(c).values()) for c in controls)
             if got != last_got:
                 last_got, last_change = got, time.monotonic()
         elapsed = (last_change if got < expected else time.monotonic()) - started
-        cpu1 = tree_cpu(relay.pid)
+        cpu1 = tree_cpu(watched)
         for thread in senders:
             thread.join(30)
         for control in controls:
             sink_counts(control)  # flushes the recordings
-        misplaced, duplicated = check_placement(impl, dests, record, sink_protocol, sent,
-                                                args.replication)
+        misplaced, duplicated = (0, 0) if direct else check_placement(
+            impl, dests, record, sink_protocol, sent, args.replication)
         # delivered lines per second: a relay that drops lines does not get credit for them
+        delivered_lines = got if direct else got / args.replication
         return {"impl": impl, "seconds": round(elapsed, 2),
-                "lines_per_s": round(got / args.replication / elapsed) if elapsed else None,
+                "lines_per_s": round(delivered_lines / elapsed) if elapsed else None,
                 "cpu_s": round(sum(cpu1) - sum(cpu0), 2),
                 "user_s": round(cpu1[0] - cpu0[0], 2), "sys_s": round(cpu1[1] - cpu0[1], 2),
                 "peak_rss_mb": peak // 1024,
@@ -303,12 +322,74 @@ def print_ratios(results: list[dict], args: argparse.Namespace) -> None:
                                                      means[impl][0] / means[reference][0]))
 
 
+def loadavg() -> str:
+    with open("/proc/loadavg") as handle:
+        return " ".join(handle.read().split()[:3])
+
+
+GROWTH_IMPLS = {"ours": "ours", "ours-w2": "ours RELAY_WORKERS=2",
+                "c-relay-bigq": "carbon-c-relay", "c-relay": "carbon-c-relay (default queue)",
+                "reference": "carbon-relay 1.1.10"}
+
+
+def append_growth(path: Path, results: list[dict], args: argparse.Namespace) -> None:
+    """Each relay's mean lines/s, CPU s and peak RSS as issue 17 growth rows."""
+    rows = json.loads(path.read_text()) if path.exists() else []
+    label = args.load_label or "%s lines over %s names, %d connection(s), %s values" % (
+        format(args.lines, ","), format(args.names, ","), args.connections, args.values)
+    command = "python bench/" + shlex.join([Path(sys.argv[0]).name] + sys.argv[1:])
+    for impl in dict.fromkeys(r["impl"] for r in results):
+        runs = [r for r in results if r["impl"] == impl]
+        if impl not in GROWTH_IMPLS:
+            continue
+        rows.append({"daemon": "relay", "impl": GROWTH_IMPLS[impl], "names": args.names,
+                     "load": label,
+                     "throughput": round(sum(r["lines_per_s"] or 0 for r in runs) / len(runs)),
+                     "unit": "lines/s",
+                     "cpu_s": round(sum(r["cpu_s"] for r in runs) / len(runs), 2),
+                     "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+                     "measured": time.strftime("%Y-%m-%d", time.gmtime()),
+                     "command": command})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def memory_per_name(count: int, size: int) -> None:
+    """Teach our relay's name table ``count`` names (bench-like, 29 characters) through
+    its whole-read path with RELAY_HASH_CACHE_SIZE ``size``; print the names it keeps
+    (at most two generations of ``size``), the bytes it holds for them and the RSS
+    growth."""
+    from carbon.relay.chunks import ChunkRouter
+    from carbon.relay.index import RouteIndex
+
+    dests = ["127.0.0.1:%d:%s" % (2004 + k, chr(ord("a") + k)) for k in range(3)]
+    router = make_router(Settings(RELAY_METHOD="consistent-hashing"), parse_destinations(dests))
+    chunks = ChunkRouter(RouteIndex(router, parse_destinations(dests), size), router, size)
+    rss0 = rss_kb(os.getpid())
+    for start in range(0, count, 2000):
+        chunk = b"".join(b"bench.host%03d.metric%09d 0.7362519846152 1700000000\n" % (
+            i % 1000, i) for i in range(start, min(count, start + 2000)))
+        assert chunks.route(chunk, 0) is not None
+    rss1 = rss_kb(os.getpid())
+    print("%s names sent, RELAY_HASH_CACHE_SIZE %s: %s names (29 characters) known, "
+          "table %.1f MB allocated (%.1f bytes a name), RSS growth %.1f MB (%.1f bytes a "
+          "name)" % (format(count, ","), format(size, ","), format(chunks.known, ","),
+                     chunks.memory / 1e6, chunks.memory / chunks.known,
+                     (rss1 - rss0) / 1024, (rss1 - rss0) * 1024 / chunks.known))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--names", type=int, default=100_000)
-    parser.add_argument("--full-precision", action="store_true",
-                        help="random full-precision float values instead of small integers")
+    parser.add_argument("--values", choices=["full", "integers"], default="full",
+                        help="full: random full-precision floats (default); integers: "
+                             "small integers (tidy values, a labelled extra)")
+    parser.add_argument("--growth", help="append each relay's mean to this JSON list")
+    parser.add_argument("--load-label", default="",
+                        help="short text for --growth rows (default: lines, names, values)")
+    parser.add_argument("--memory-per-name", type=int, default=0,
+                        help="only measure our name table's bytes per known name")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--destinations", type=int, default=3)
     parser.add_argument("--replication", type=int, default=1)
@@ -325,8 +406,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="run the implementations forwards, then backwards, ...")
     args = parser.parse_args()
+    if args.memory_per_name:
+        memory_per_name(args.memory_per_name, args.hash_cache or int(
+            DEFAULTS["RELAY_HASH_CACHE_SIZE"]))
+        return
+    load_before = loadavg()
     parts, sent = make_payload(args.lines, args.names, args.connections,
-                               args.full_precision)
+                               args.values == "full")
     impls = args.impl.split(",")
     if crelay_binary() is None and any(i.startswith("c-relay") for i in impls):
         print("carbon-c-relay not found on PATH: skipped", file=sys.stderr)
@@ -339,7 +425,7 @@ def main() -> None:
     print("\n| relay | queue | lines/s end to end | lines lost | relay CPU s | lines per CPU s"
           " | peak RSS MB | misplaced | duplicated |")
     print("|---|---|---|---|---|---|---|---|---|")
-    names = {"ours": "ours", "ours-w2": "ours, RELAY_WORKERS = 2",
+    names = {"ours": "ours", "ours-w2": "ours, RELAY_WORKERS = 2", "direct": "no relay (harness)",
              "reference": "carbon-relay.py 1.1.10",
              "c-relay": "carbon-c-relay -w 2", "c-relay-bigq": "carbon-c-relay -w 2"}
     for r in results:
@@ -351,6 +437,10 @@ def main() -> None:
             r["cpu_s"], format(int(per_cpu), ","), r["peak_rss_mb"], r["misplaced"],
             r["duplicated"]))
     print_ratios(results, args)
+    print("values: %s; load average before %s, after %s" % (args.values, load_before,
+                                                            loadavg()))
+    if args.growth:
+        append_growth(Path(args.growth), results, args)
     if os.environ.get("RELAY_BENCH_JSON"):
         Path(os.environ["RELAY_BENCH_JSON"]).write_text(json.dumps(results, indent=1))
     wrong = [r["impl"] for r in results if r["misplaced"] or r["duplicated"]]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 from hashlib import md5
+from functools import partial
 from itertools import repeat
 from operator import itemgetter, methodcaller
 from typing import Any, Callable, Hashable, Iterable, Iterator
@@ -110,31 +111,13 @@ def carbon_positions(keys: Iterable[str]) -> Iterator[int]:
     return map(int.from_bytes, map(_FIRST_TWO, digests), repeat("big"))
 
 
-def mmh3_positions(keys: Iterable[str]) -> Iterator[int]:
-    """``mmh3_position`` of many keys (one C-level ``map``)."""
-    if mmh3 is None:
-        raise RuntimeError('Install "mmh3" to use the mmh3_ch hash type.')
-    return map(mmh3.hash, keys)
-
-
-def fnv1a_positions(keys: Iterable[str]) -> Iterator[int]:
-    """``fnv1a_position`` of many keys (the hash itself is Python code)."""
-    return map(fnv1a_position, keys)
-
-
 def positions_function(hash_type: str) -> Callable[[Iterable[str]], Iterator[int]]:
-    """The bulk form of ``hash_function(hash_type)``: ring positions of many keys."""
-    try:
-        return BULK_HASH_FUNCTIONS[hash_type]
-    except KeyError:
-        raise ValueError("unknown hash type %r" % hash_type) from None
+    """The bulk form of ``hash_function(hash_type)``: ring positions of many keys
+    (carbon_ch through ``carbon_positions``, the others a ``map`` of the one-key function)."""
+    if hash_type == "carbon_ch":
+        return carbon_positions
+    return partial(map, hash_function(hash_type))
 
-
-BULK_HASH_FUNCTIONS: dict[str, Callable[[Iterable[str]], Iterator[int]]] = {
-    "carbon_ch": carbon_positions,
-    "fnv1a_ch": fnv1a_positions,
-    "mmh3_ch": mmh3_positions,
-}
 
 HASH_FUNCTIONS: dict[str, Callable[[str], int]] = {
     "carbon_ch": carbon_position,

@@ -18,52 +18,12 @@
 #include <Python.h>
 #include <math.h>
 
+#include "_number.h"
+
 static int
 is_space(unsigned char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
-}
-
-static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* [-]digits[.digits] with at most 15 digits in all: the digits as an integer are exact
- * in a double, and so is 10^k for k <= 22, so one IEEE division is correctly rounded
- * (the fast path of correct decimal conversion) and equals what float() returns.
- * Returns 0 when it applied. */
-static int
-fast_decimal(const char *s, Py_ssize_t len, double *out)
-{
-    Py_ssize_t i = 0;
-    int negative = 0, digits = 0, fraction = -1;
-    long long mantissa = 0;
-    if (len > 0 && s[0] == '-') {
-        negative = 1;
-        i = 1;
-    }
-    if (i >= len)
-        return -1;
-    for (; i < len; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9') {
-            if (++digits > 15)
-                return -1;
-            mantissa = mantissa * 10 + (c - '0');
-            if (fraction >= 0)
-                fraction++;
-        }
-        else if (c == '.' && fraction < 0)
-            fraction = 0;
-        else
-            return -1;
-    }
-    if (digits == 0)
-        return -1;
-    double value = (double)mantissa;
-    if (fraction > 0)
-        value /= POW10[fraction];
-    *out = negative ? -value : value;
-    return 0;
 }
 
 /* Convert one field as float() would. Returns 0 and sets *out, or -1 when float()
@@ -71,32 +31,9 @@ fast_decimal(const char *s, Py_ssize_t len, double *out)
 static int
 to_double(const char *start, Py_ssize_t len, double *out)
 {
-    char buf[64];
-    if (fast_decimal(start, len, out) == 0)
-        return 0;
-    int simple = len < (Py_ssize_t)sizeof(buf);
-    for (Py_ssize_t i = 0; simple && i < len; i++) {
-        char c = start[i];
-        if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' ||
-              c == 'E'))
-            simple = 0;
-    }
-    if (simple) {
-        char *end;
-        memcpy(buf, start, len);
-        buf[len] = '\0';
-        double value = PyOS_string_to_double(buf, &end, NULL);
-        if (value == -1.0 && PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_ValueError))
-                return -2;
-            PyErr_Clear();
-            return -1;
-        }
-        if (end != buf + len)
-            return -1;
-        *out = value;
-        return 0;
-    }
+    int rc = simple_to_double(start, len, out);
+    if (rc != -3)
+        return rc;
     PyObject *text = PyBytes_FromStringAndSize(start, len);
     if (text == NULL)
         return -2;

@@ -46,7 +46,7 @@ def configured_destinations(settings: Any,
     return [Destination(*d) for d in destinations]
 
 
-def _check_settings(settings: Any, log: Any) -> str:
+def _check_settings(settings: Any) -> str:
     """DESTINATION_PROTOCOL and DESTINATION_TRANSPORT checked; returns the transport."""
     try:
         encoder_for(settings.DESTINATION_PROTOCOL)
@@ -57,10 +57,7 @@ def _check_settings(settings: Any, log: Any) -> str:
     if transport not in ("none", "ssl"):
         raise ConfigError("DESTINATION_TRANSPORT must be none or ssl, not %r" % transport,
                           settings.get("config_file"), key="DESTINATION_TRANSPORT")
-    if settings.get("DESTINATION_POOL_REPLICAS"):
-        log.msg("WARNING: DESTINATION_POOL_REPLICAS is not supported; each "
-                "destination gets one connection")
-    return transport
+    return transport  # DESTINATION_POOL_REPLICAS: the config loader warns (NOT_IMPLEMENTED)
 
 
 def make_clients(destinations: list[Destination], settings: Any, stats: Any, flow: Any,
@@ -69,7 +66,7 @@ def make_clients(destinations: list[Destination], settings: Any, stats: Any, flo
                  **client_options: Any) -> dict[Destination, DestinationClient]:
     """One DestinationClient per destination, in order; ``client_options`` (spill_after,
     headroom, initial_delay, max_delay) go to each client."""
-    transport = _check_settings(settings, log)
+    transport = _check_settings(settings)
     clients: dict[Destination, DestinationClient] = {}
     for dest in destinations:
         if dest in clients:

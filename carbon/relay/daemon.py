@@ -12,6 +12,7 @@ from carbon.config.defaults import DEFAULTS
 from carbon.daemon.base import Daemon
 from carbon.daemon.reload import reload_relay_daemon
 from carbon.instrumentation.reporter import Reporter
+from carbon.relay.chunks import ChunkStage
 from carbon.relay.linefilter import LineListFilter
 from carbon.relay.sink import RelaySink, relay_extra
 from carbon.relay.workers import WorkerPool, worker_count
@@ -23,10 +24,11 @@ GC_THRESHOLD = 20000  # the relay's young-generation collection threshold
 class RelayDaemon(Daemon):
     """Routes every received batch to DESTINATIONS; self-metrics under carbon.relays.
 
-    Reads of canonical lines take the lean path (``LineBatch`` through
-    ``Pipeline.process_lines`` to ``RelaySink.put_lines``); the white/blacklist is
-    wrapped so that it filters LineBatches too. With RELAY_WORKERS > 1 inbound TCP
-    connections are spread over worker processes (``carbon.relay.workers``).
+    A whole read is routed (and its lines written) in C
+    (``carbon.relay.chunks``); else reads of canonical lines take the lean path
+    (``LineBatch`` through ``Pipeline.process_lines`` to ``RelaySink.put_lines``); the
+    white/blacklist is wrapped so that it filters LineBatches too. With RELAY_WORKERS > 1
+    inbound TCP connections are spread over worker processes (``carbon.relay.workers``).
     """
 
     metric_kind = "relays"
@@ -41,6 +43,10 @@ class RelayDaemon(Daemon):
             self.pipeline.processors = [
                 LineListFilter(p, size) if p is self.list_filter else p
                 for p in self.pipeline.processors]
+
+    def make_processors(self) -> list:
+        """The whole-read stage last: used when no filter before it changes reads."""
+        return [ChunkStage(self.relay)]
 
     def make_sink(self) -> RelaySink:
         self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)

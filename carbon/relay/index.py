@@ -76,10 +76,7 @@ class RouteIndex:
         """Add the unknown names of ``names``; returns a dict holding all of them.
 
         Every step is a C-level set, map or zip over the whole read: names found in the
-        retired generation are carried over, the rest are placed by one
-        ``destinations_many`` call and their answers turned into codes through a memo of
-        the few distinct answers (keyed by ``id``: every answer stays alive in ``answers``
-        for the whole call, so no two of them share an id).
+        retired generation are carried over, the rest are placed by ``place``.
         """
         current, retired = self.current, self.retired
         missing = set(names).difference(current)
@@ -89,18 +86,28 @@ class RouteIndex:
             missing -= carried
         if missing:
             unknown = list(missing)
-            answers = self.compute_many(list(map(_DECODE, unknown)))
-            distinct = dict(zip(map(id, answers), answers, strict=True))
-            memo: dict[int, int] = {}
-            for key, found in distinct.items():
-                code = self._answer_code(tuple(found))
-                if code is None:
-                    return None
-                memo[key] = code
-            current.update(zip(unknown, map(memo.__getitem__, map(id, answers)), strict=True))
+            codes = self.place(unknown)
+            if codes is None:
+                return None
+            current.update(zip(unknown, codes, strict=True))
         if len(current) > self.size:
             self.retired, self.current = current, {}
         return current
+
+    def place(self, unknown: list[bytes]) -> bytes | None:
+        """The route codes of names (one byte each) by one ``destinations_many`` call,
+        the answers turned into codes through a memo of the few distinct answers (keyed
+        by ``id``: every answer stays alive in ``answers`` for the whole call, so no two
+        of them share an id); None past 256 codes. Nothing is remembered."""
+        answers = self.compute_many(list(map(_DECODE, unknown)))
+        distinct = dict(zip(map(id, answers), answers, strict=True))
+        memo: dict[int, int] = {}
+        for key, found in distinct.items():
+            code = self._answer_code(tuple(found))
+            if code is None:
+                return None
+            memo[key] = code
+        return bytes(map(memo.__getitem__, map(id, answers)))
 
     def _answer_code(self, answer: tuple) -> int | None:
         """The code of one router answer (a tuple of destinations); None past 256 codes."""

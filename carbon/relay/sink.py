@@ -1,16 +1,17 @@
 """RelaySink: the relay's pipeline sink -- route each batch, queue it per destination.
 
 Its parts live beside it: the clients with their spools and TLS (``client_set``), the
-timers (``timers``), DYNAMIC_ROUTER (``dynamic``), TAG_RELAY_NORMALIZED (``tag_names``)
-and the flush at shutdown (``shutdown``).
+timers (``timers``), DYNAMIC_ROUTER (``dynamic``) and the flush at shutdown
+(``shutdown``); TAG_RELAY_NORMALIZED is ``carbon.tags.normalize_batch``.
 
-Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the
-spool directory may be passed in too). ``start()`` connects to every destination and
-replays what a previous run spooled; ``put_many(batch)`` routes and queues;
-``put_lines(line_batch)`` (the lean path) routes received lines by name through a
-``RouteIndex`` and queues their bytes as they came (line protocol) or points made
-in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in whole
-buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
+Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the spool
+directory may be passed in too). ``start()`` connects to every destination and replays
+what a previous run spooled; ``put_many(batch)`` routes and queues; ``put_chunk(read)``
+routes and checks a whole read of lines in C and writes each destination's lines or pickle
+items (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received lines by
+name through a ``RouteIndex`` and queues their bytes as they came (line protocol) or
+points made in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in
+whole buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
 SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is left and closes; the Deferred fires
 when done.
 """
@@ -27,14 +28,15 @@ from carbon.formats.pickled import items_from_lines
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch, LineBatch
 from carbon.relay.client import DestinationClient
+from carbon.relay.chunks import ChunkRouter, available as chunks_available
 from carbon.relay.client_set import configured_destinations, make_clients, spool_directory
 from carbon.relay.destinations import Destination
 from carbon.relay.dynamic import DynamicRouting
 from carbon.relay.index import RouteIndex
 from carbon.relay.shutdown import flush_then_close
-from carbon.relay.tag_names import normalize_names
 from carbon.relay.timers import RelayTimers
 from carbon.routers import DatapointRouter, make_router
+from carbon.tags import normalize_batch
 
 
 class RelaySink:
@@ -82,6 +84,9 @@ class RelaySink:
         self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
                                 int(settings.get("RELAY_HASH_CACHE_SIZE",
                                                  DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
+        # The whole-read path: reads routed (and lines written) in C.
+        self.chunks = ChunkRouter(self.index, self.router, self.index.size) if (
+            self.accepts_lines and chunks_available()) else None
         self.unroutable_unlogged = 0
         self.stopping = False
         self.stopped = False
@@ -114,7 +119,7 @@ class RelaySink:
         if not batch:
             return
         if self.normalize_tags:
-            batch = normalize_names(batch)
+            batch = normalize_batch(batch, _keep_name)
         if self.stopped:
             self._spool_late(batch)
             return
@@ -130,6 +135,26 @@ class RelaySink:
                 client.flush()
             client.check(now)
         self.schedule_flush()
+
+    def put_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
+        """Route and queue a whole read of complete lines in one C call (``chunks``):
+        line bytes or pickle message items per destination; returns its datapoints, or
+        None when the read must be parsed instead."""
+        if self.chunks is None or self.stopped:
+            return None
+        routed = self.chunks.route(chunk, max_length, not self.line_protocol)
+        if routed is None:
+            return None
+        payloads, counts, nowhere, example, count = routed
+        clients = self.client_list
+        now = self.reactor.seconds()
+        for k, payload in enumerate(payloads):
+            if payload is not None:
+                self._queue(clients[k], payload, counts[k], now)
+        if nowhere:
+            self._unroutable(nowhere, example.decode("utf-8"))
+        self.schedule_flush()
+        return count
 
     def put_lines(self, batch: LineBatch) -> None:
         """Route a LineBatch by name through the RouteIndex and queue each destination's
@@ -240,6 +265,11 @@ class RelaySink:
 
     def _stopped(self, _: Any) -> None:
         self.stopped = True
+
+
+def _keep_name(name: str, error: ValueError) -> str:
+    """TAG_RELAY_NORMALIZED keeps a name that does not parse as received (the reference)."""
+    return name
 
 
 def relay_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:

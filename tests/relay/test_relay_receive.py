@@ -18,6 +18,7 @@ from carbon.receivers.context import ReceiverContext
 from carbon.receivers.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
+from carbon.relay.chunks import ChunkStage
 from carbon.relay.sink import RelaySink
 from carbon.formats.plaintext import encode_line
 from countsink import CountingSink
@@ -33,6 +34,8 @@ def _stream(seed: int = 7) -> tuple[bytes, int]:
         name = "recv.m%d" % (i % 3000)
         if 20_000 <= i < 20_300:  # a stretch of valid but non-canonical lines
             out.append(b"%s  %s\t%d.0\r\n" % (name.encode(), b"1.50", 1_600_000_000 + i))
+        elif 30_000 <= i < 36_000:  # full-precision values
+            out.append(b"%s %r %d\n" % (name.encode(), rnd.random() * 1000, 1_600_000_000 + i))
         elif i % 9973 == 0:
             out.append(b"%s not-a-number %d\n" % (name.encode(), i))
             bad += 1
@@ -53,10 +56,12 @@ def _expected(data: bytes, sink: RelaySink) -> dict:
     return per
 
 
-@pytest.mark.parametrize("protocol", ["line", "pickle"])
-def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, protocol):
+@pytest.mark.parametrize("protocol,stage", [("line", False), ("pickle", False), ("line", True),
+                                            ("pickle", True)])
+def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, protocol, stage):
+    """With ``stage`` reads go to the whole-read C path first (as in the daemon)."""
     data, bad = _stream()
-    calls = {"lines": 0, "tuples": 0}
+    calls = {"lines": 0, "tuples": 0, "chunks": 0}
 
     @defer.inlineCallbacks
     def body(reactor):
@@ -66,14 +71,15 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
                                   REPLICATION_FACTOR=2)
         stats, flow = Stats(), FlowControl()
         sink = RelaySink(settings, flow, stats, reactor, log=MemoryLog())
-        for name in ("put_lines", "put_many"):
+        for name, key in (("put_lines", "lines"), ("put_many", "tuples"),
+                          ("put_chunk", "chunks")):
             original = getattr(sink, name)
 
-            def spy(batch, original=original, key="lines" if name == "put_lines" else "tuples"):
+            def spy(*args, original=original, key=key):
                 calls[key] += 1
-                return original(batch)
+                return original(*args)
             setattr(sink, name, spy)
-        pipeline = Pipeline([], sink)
+        pipeline = Pipeline([ChunkStage(sink)] if stage else [], sink)
         context = ReceiverContext(settings, pipeline, stats, flow, MemoryLog())
         listener = reactor.listenTCP(0, ReceiverFactory(LineReceiver, context),
                                      interface="127.0.0.1")
@@ -91,11 +97,16 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
                        timeout=20, what="delivery")
         sender.join(5)
         for s in sinks:
-            assert s.points == expected[s.port]
             if protocol == "line":  # byte for byte what the reference would write
                 assert b"".join(s.raw) == encode_line(expected[s.port])[0]
+            else:
+                assert s.points == expected[s.port]
         assert stats.get("invalidLines") == bad
-        assert calls["lines"] > 0 and calls["tuples"] > 0  # both paths were taken
+        assert calls["tuples"] > 0  # reads with a bad line are parsed
+        if stage:
+            assert calls["chunks"] > 0 and sink.chunks.known > 0
+        else:
+            assert calls["lines"] > 0 and not calls["chunks"]
         yield listener.stopListening()
         for conn in list(context.connections):
             conn.transport.loseConnection()
