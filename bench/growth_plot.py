@@ -51,17 +51,20 @@ def request_of(row: dict) -> str:
 
 def series(rows: list[dict]) -> dict[str, list[dict]]:
     """Rows grouped by implementation, each group sorted by names; for a repeated name
-    count the latest measurement wins. Where one implementation measured several requests
-    at the same name count (the render app's sumSeries, groupByNode and raw rows), each
-    request is a line of its own."""
-    seen: dict[tuple[str, float], set[str]] = {}
+    count the latest measurement wins. Where an implementation measured the same request
+    at several name counts and more than one request (the render app's sumSeries,
+    groupByNode and raw rows), each request is a line of its own; loads named per size (the
+    relay's "4M lines over 1M names") stay one line."""
+    counts: dict[str, dict[str, set[float]]] = {}
     for row in rows:
-        seen.setdefault((str(row["impl"]), float(row["names"])), set()).add(request_of(row))
-    several = any(len(requests) > 1 for requests in seen.values())
+        by_request = counts.setdefault(str(row["impl"]), {})
+        by_request.setdefault(request_of(row), set()).add(float(row["names"]))
+    split = {impl for impl, by_request in counts.items()
+             if len(by_request) > 1 and any(len(n) > 1 for n in by_request.values())}
     groups: dict[str, dict[float, dict]] = {}
     for row in rows:
         key = str(row["impl"])
-        if several:
+        if key in split:
             key = "%s: %s" % (key, request_of(row))
         by_names = groups.setdefault(key, {})
         names = float(row["names"])
