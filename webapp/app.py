@@ -12,6 +12,7 @@ import logging
 import re
 from typing import Any, Callable, Iterable, Optional
 
+from carbon.config.errors import ConfigError
 from webapp.functions import views as function_views
 from webapp.metrics import views as metric_views
 from webapp.cpu_gate import CpuGate
@@ -24,9 +25,9 @@ from webapp.render import views as render_views
 from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.local import render_local_view
 from webapp.render.grammar import TargetSyntaxError
-from webapp.settings import WEBAPP_VERSION, WebSettings, ignored_warning
+from webapp.settings import WEBAPP_VERSION, WebSettings, ignored_warning, load_settings
 from webapp.storage.carbonlink import CarbonLinkPool
-from webapp.storage.store import FindLimitError, Store
+from webapp.storage.store import FindLimitError, Store, make_remotes
 from webapp.storage.whisper_finder import WhisperFinder
 from webapp.tags import views as tag_views
 from webapp.tags.tagdb import TagSpecError, make_tagdb
@@ -63,6 +64,8 @@ ROUTES: list[tuple[str, View]] = [
     (r'/events/?', event_views.events_view),
 ]
 _COMPILED = [(re.compile('^' + pattern + '$'), view) for pattern, view in ROUTES]
+# what SIGHUP re-reads from the settings file; every other key keeps its start-up value
+RELOADABLE = ('CLUSTER_SERVERS', 'REMOTE_EXCLUDE_LOCAL')
 _USER_ERRORS = (InputError, InputParameterError, TargetSyntaxError, TagSpecError,
                 FindLimitError)
 
@@ -83,6 +86,29 @@ class GraphiteApp:
             else ''
         self.user_errors = _USER_ERRORS
         self.write_guard = WriteGuard(settings)
+
+    def reload_settings(self, path: Optional[str]) -> list[str]:
+        """SIGHUP: re-read ``path`` and apply the RELOADABLE keys (the cluster servers) to
+        the running Store; returns the lines logged, one per changed value. A file that no
+        longer loads keeps every running setting and says why."""
+        try:
+            fresh = load_settings(path)
+        except ConfigError as err:
+            line = "SIGHUP: kept the running settings: %s" % err
+            log.error(line)
+            return [line]
+        lines = []
+        for key in RELOADABLE:
+            old, new = self.settings[key], fresh[key]
+            if old != new:
+                self.settings[key] = new
+                lines.append("SIGHUP: %s changed from %s to %s" % (key, old, new))
+        if lines:
+            # one assignment: a request iterates the list it read, old or new
+            self.store.remotes = make_remotes(self.settings, self.store.remotes)
+        for line in lines:
+            log.info(line)
+        return lines
 
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""

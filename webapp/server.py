@@ -3,16 +3,18 @@
     graphite-render --config /opt/graphite/conf/local_settings.py [--bind 127.0.0.1]
                     [--port 8080] [--threads 16]
 
-The app runs in the reactor's thread pool; any WSGI server (gunicorn, uwsgi) can
-serve ``webapp.wsgi:application`` instead.
+SIGHUP re-reads the settings file and applies CLUSTER_SERVERS and REMOTE_EXCLUDE_LOCAL
+to the running app without closing the port. The app runs in the reactor's thread pool;
+any WSGI server (gunicorn, uwsgi) can serve ``webapp.wsgi:application`` instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from carbon.config.errors import ConfigError
 from webapp.process_tuning import freeze_startup_objects, keep_large_buffers
@@ -33,6 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
                         '(default 16)')
     parser.add_argument('--debug', action='store_true', help='log debug messages to stderr')
     return parser
+
+
+def install_reload(reactor: Any, app: Any, path: Optional[str]) -> None:
+    """On SIGHUP, re-read ``path`` and apply CLUSTER_SERVERS / REMOTE_EXCLUDE_LOCAL in the
+    reactor thread (the signal handler only schedules it); requests keep being served."""
+    def on_hup(signum: int, frame: Any) -> None:
+        reactor.callFromThread(app.reload_settings, path)
+    signal.signal(signal.SIGHUP, on_hup)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -79,6 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print('graphite-render listening on http://%s:%d/' % (address.host, address.port),
           flush=True)
     reactor.addSystemEventTrigger('before', 'shutdown', app.close)
+    install_reload(reactor, app, args.config)
     reactor.run()
     return 0
 

@@ -172,6 +172,18 @@ def stop_process(host: HostSpec, process: Process, timeout: float = 120.0) -> st
     return "%s/%s stopped (pid %d)" % (host.name, process.label, pid)
 
 
+def reload_render(spec: ClusterSpec, host_name: str) -> str:
+    """SIGHUP the host's running render app so it re-reads CLUSTER_SERVERS without closing
+    its port; starts it when it is not running. Returns a one-line report."""
+    host = spec.host(host_name)
+    process = next(p for p in host_processes(spec, host) if p.label == "render")
+    pid = running_pid(process)
+    if pid is None:
+        return start_process(spec, host, process)
+    os.kill(pid, signal.SIGHUP)
+    return "%s/render reloaded (SIGHUP to pid %d)" % (host.name, pid)
+
+
 def _reap(pid: int) -> None:
     """Collect a child we started ourselves (render app, agent) once it exits."""
     try:

@@ -5,7 +5,7 @@ Steps (each idempotent, so a crashed run is resumed by running the same command)
 1. write every host's configuration for the move and start the new hosts;
 2. send each host's agent the rebalance state and restart the relays with the
    ``cluster-rebalance`` router: new owners get every point, old owners too until a
-   metric has moved (double-write); restart the render apps with the new CLUSTER_SERVERS;
+   metric has moved (double-write); SIGHUP the render apps to read the new CLUSTER_SERVERS;
 3. list the old hosts' metrics (their agents) and plan the moves: a metric an old host
    owned on the old ring and does not own on the new ring is pulled by each new owner
    lacking it; the plan is kept in ``ROOT/rebalance/plan.json``;
@@ -273,7 +273,8 @@ class Rebalancer:
         for host in self.all_hosts():
             agent_call(host, "POST", "/state", json.dumps(state).encode())
         self.restart(self.all_hosts(), "relay")
-        self.restart(self.all_hosts(), "render", rolling=True)
+        for host in self.all_hosts():  # new CLUSTER_SERVERS, port kept open
+            control.reload_render(self.spec_of(host), host.name)
         self.say("relays double-write to old and new owners; render apps see every host")
 
     def _state_file(self, spec: ClusterSpec, host: HostSpec, state: dict[str, Any]) -> None:
@@ -399,6 +400,7 @@ class Rebalancer:
             out.write("".join(line + "\n" for line in report.left))
         for host in self.new.hosts:
             generate.write_host(self.new, host)
+            control.reload_render(self.new, host.name)
         self.restart(list(self.new.hosts), "relay")
         for host in self.old.hosts:
             if host.name not in self.new.names():

@@ -64,6 +64,20 @@ def is_local_interface(host: str) -> bool:
     return True
 
 
+def make_remotes(settings: Any, reuse: Optional[list[RemoteFinder]] = None
+                 ) -> list[RemoteFinder]:
+    """A RemoteFinder per CLUSTER_SERVERS entry (local ones left out under
+    REMOTE_EXCLUDE_LOCAL); a finder in ``reuse`` for the same host is kept as it is."""
+    known = {finder.host: finder for finder in reuse or ()}
+    remotes = []
+    for host in settings.CLUSTER_SERVERS:
+        finder = RemoteFinder(host, settings)
+        if settings.REMOTE_EXCLUDE_LOCAL and is_local_interface(finder.host):
+            continue
+        remotes.append(known.get(finder.host, finder))
+    return remotes
+
+
 class Store:
     """Finds, fetches, indexes and tag look-ups over all configured sources."""
 
@@ -73,14 +87,7 @@ class Store:
         self.local_finder = local_finder
         self.tagdb = tagdb
         self.events = events  # webapp.events.store.EventStore, or None
-        if remotes is None:
-            remotes = []
-            for host in settings.CLUSTER_SERVERS:
-                finder = RemoteFinder(host, settings)
-                if settings.REMOTE_EXCLUDE_LOCAL and is_local_interface(finder.host):
-                    continue
-                remotes.append(finder)
-        self.remotes = remotes
+        self.remotes = make_remotes(settings) if remotes is None else remotes
         self.gate = NO_GATE  # the app's CpuGate: released while waiting on remotes
         self.executor = ThreadPoolExecutor(max_workers=max(2, int(settings.POOL_MAX_WORKERS)),
                                            thread_name_prefix='store')
