@@ -12,8 +12,9 @@ Steps (each idempotent, so a crashed run is resumed by running the same command)
 4. per metric: the new owner's agent pulls it from the old owner's agent (rate-limited
    stream), merges whisper-fill style and verifies; the name is then reported moved to
    every relay host and journaled (``journal.txt``: a rerun skips journaled names);
-5. once relays stopped double-writing (their 10 s poll), old copies are removed
-   (``delete=True``; only when the old host's caches hold no points for them) or listed;
+5. once relays stopped double-writing (their 10 s poll), old copies are pulled once more
+   (points the relays stopped at the switch delivered late) and removed (``delete=True``;
+   only when the old host's caches hold no points for them) or listed;
 6. relays restart on the new ring alone.
 """
 
@@ -382,11 +383,34 @@ class Rebalancer:
     def spec_host(self, name: str) -> HostSpec:
         return self.old.host(name)
 
+    def catch_up(self, moves: list[Move], batch: int = 25) -> set[str]:
+        """Pull the moved metrics once more before their old copies go: points the relays
+        stopped at the switch (old ring only) delivered to an old owner after its first
+        pull are merged too. Returns the names whose new copy did not verify."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for move in moves:
+            for target in move.targets:
+                groups.setdefault((move.source, target), []).append(move.name)
+        tasks = [(source, target, names[i:i + batch]) for (source, target), names
+                 in groups.items() for i in range(0, len(names), batch)]
+
+        def pull(task: tuple[str, str, list[str]]) -> list[str]:
+            source, target, names = task
+            answers = json.loads(agent_call(
+                self.new.host(target), "POST", "/pull?source=%s" % (
+                    self.spec_host(source).agent_address),
+                "".join(name + "\n" for name in names).encode()))
+            return [a["name"] for a in answers if not a["verified"]]
+        with ThreadPoolExecutor(max(1, self.rates.workers)) as pool:
+            return {name for failed in pool.map(pull, tasks) for name in failed}
+
     def finish(self, moves: list[Move], report: Report) -> None:
         time.sleep(self.relay_poll + 1.0)  # every relay has stopped double-writing
+        verified = self.journal()
+        if self.delete:
+            verified -= self.catch_up([m for m in moves if m.name in verified and m.delete])
         for name in sorted({t for m in moves for t in m.targets}):
             agent_call(self.new.host(name), "POST", "/sync")
-        verified = self.journal()
         for move in moves:
             if move.name not in verified:
                 continue
