@@ -36,6 +36,9 @@ class ReceiverContext:
         self.failed_batches = IntervalLog(log.listener, "batches failed in the pipeline")
         self.max_length = int(settings.get("LINE_RECEIVER_MAX_LENGTH", 16384))
         self.resolution = int(settings.MIN_TIMESTAMP_RESOLUTION or 0)
+        # Bytes a TCP receiver asks for in one read (0 keeps Twisted's 64 KiB); a daemon
+        # whose stages take whole reads may ask for more: fewer calls a line.
+        self.read_size = 0
 
     def admit(self) -> bool:
         """May one more receiver connection open? (counted and logged when not)."""

@@ -45,6 +45,8 @@ class MetricReceiver(Protocol, TimeoutMixin):
 
     def connectionMade(self) -> None:  # noqa: N802
         settings = self.context.settings
+        if self.context.read_size and hasattr(self.transport, "bufferSize"):
+            self.transport.bufferSize = self.context.read_size
         self.setTimeout(settings.METRIC_CLIENT_IDLE_TIMEOUT)
         _enable_keepalive(self.transport, settings)
         peer = self.transport.getPeer()

@@ -37,10 +37,19 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "../formats/_number.h"
 
 #define MAX_CODES 256
+#ifndef SLOTS_AHEAD
+#define SLOTS_AHEAD 32
+#endif
+#ifndef ENTRY_AHEAD
+#define ENTRY_AHEAD 16
+#endif
 #define TEN10 10000000000ULL
 
 /* ---------- number parsing ----------------------------------------------------------- */
@@ -424,6 +433,8 @@ generation_find(const Generation *g, const unsigned char *name, uint32_t len, ui
     }
 }
 
+/* Twice the slots (1024 at first), filled again from the arena: its entries, one a
+ * slot, are read in order rather than where the old slots point. */
 static int
 generation_grow(Generation *g, uint64_t seed)
 {
@@ -433,21 +444,19 @@ generation_grow(Generation *g, uint64_t seed)
         PyErr_NoMemory();
         return -1;
     }
-    if (g->slots) {
-        for (size_t j = 0; j <= g->mask; j++) {
-            if (!g->slots[j].tag)
-                continue;
-            const unsigned char *entry = g->arena + g->slots[j].offset;
-            uint32_t elen;
-            memcpy(&elen, entry, 4);
-            uint64_t h = name_hash(entry + 5, elen, seed);
-            size_t i = (size_t)h & (size - 1);
-            while (slots[i].tag)
-                i = (i + 1) & (size - 1);
-            slots[i] = g->slots[j];
-        }
-        PyMem_Free(g->slots);
+    for (size_t offset = 0; offset < g->used;) {
+        const unsigned char *entry = g->arena + offset;
+        uint32_t elen;
+        memcpy(&elen, entry, 4);
+        uint64_t h = name_hash(entry + 5, elen, seed);
+        size_t i = (size_t)h & (size - 1);
+        while (slots[i].tag)
+            i = (i + 1) & (size - 1);
+        slots[i].tag = (uint32_t)(h >> 32) | 1;
+        slots[i].offset = (uint32_t)offset;
+        offset += 5 + (size_t)elen;
     }
+    PyMem_Free(g->slots);
     g->slots = slots;
     g->mask = size - 1;
     return 0;
@@ -772,6 +781,36 @@ static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r
                                          ['\x0b'] = 1, ['\x0c'] = 1};
 #define is_space(c) (SPACE[(unsigned char)(c)])
 
+/* The first whitespace byte at or after j, or end when none comes before it.  s[end]
+ * is a line's '\n' and the buffer holds n bytes: with SSE2, 16 bytes at a time are
+ * screened for bytes <= 0x20 (every whitespace byte is one) and only those are
+ * looked up. */
+static inline Py_ssize_t
+find_space(const unsigned char *s, Py_ssize_t j, Py_ssize_t end, Py_ssize_t n)
+{
+#if defined(__SSE2__)
+    const __m128i limit = _mm_set1_epi8(0x20);
+    while (j < end && j + 16 <= n) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + j));
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x, limit), x));
+        while (mask) {
+            Py_ssize_t p = j + __builtin_ctz(mask);
+            if (p >= end)
+                return end;
+            if (is_space(s[p]))
+                return p;
+            mask &= mask - 1;
+        }
+        if (j + 16 >= end)
+            return end;
+        j += 16;
+    }
+#endif
+    while (j < end && !is_space(s[j]))
+        j++;
+    return j;
+}
+
 /* Split and check every line; fills records. Returns the number of records, -1 if the
  * read must take the general path, -2 on error. */
 static Py_ssize_t
@@ -796,8 +835,7 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
             if (j >= end)
                 break;
             Py_ssize_t begin = j;
-            while (j < end && !is_space(s[j]))
-                j++;
+            j = find_space(s, j, end, n);
             if (fields == 3)
                 return -1;
             field[fields] = s + begin;
@@ -999,12 +1037,21 @@ RouteTable_route(RouteTable *t, PyObject *args)
         records[i].hash = name_hash(records[i].name, records[i].name_len, t->seed);
     for (Py_ssize_t i = 0; i < count; i++) {
         LineRecord *r = &records[i];
-        if (i + 8 < count) { /* the table is far bigger than the caches: ask ahead */
-            uint64_t ahead = records[i + 8].hash;
+        /* The table is far bigger than the caches: ask for a name's slots 16 lines
+         * ahead, and 8 lines ahead for the entry its first slot points to when that
+         * slot's tag is the name's. */
+        if (i + SLOTS_AHEAD < count) {
+            uint64_t ahead = records[i + SLOTS_AHEAD].hash;
             if (t->current.slots)
                 __builtin_prefetch(&t->current.slots[ahead & t->current.mask]);
             if (t->retired.slots)
                 __builtin_prefetch(&t->retired.slots[ahead & t->retired.mask]);
+        }
+        if (i + ENTRY_AHEAD < count && t->current.slots) {
+            uint64_t ahead = records[i + ENTRY_AHEAD].hash;
+            const Slot *slot = &t->current.slots[ahead & t->current.mask];
+            if (slot->tag == ((uint32_t)(ahead >> 32) | 1))
+                __builtin_prefetch(t->current.arena + slot->offset);
         }
         r->code = table_lookup(t, r->name, r->name_len, r->hash);
         if (r->code == -2)

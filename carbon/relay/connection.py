@@ -11,6 +11,10 @@ from zope.interface import implementer
 
 from carbon.config.errors import ConfigError
 
+# Bytes written to a destination in one send, and buffered before the connection
+# pauses sending (Twisted: 128 KiB and 64 KiB): a whole read's share goes out at once.
+WRITE_BYTES = 256 * 1024
+
 
 @implementer(IPushProducer, IHalfCloseableProtocol)
 class SenderProtocol(Protocol):
@@ -24,6 +28,8 @@ class SenderProtocol(Protocol):
 
     def connectionMade(self) -> None:  # noqa: N802
         _enable_keepalive(self.transport, self.client.settings)
+        if hasattr(self.transport, "SEND_LIMIT"):  # a TCP transport (not TLS)
+            self.transport.SEND_LIMIT = self.transport.bufferSize = WRITE_BYTES
         self.transport.registerProducer(self, True)
         self.client.connection_made(self)
 

@@ -131,6 +131,52 @@ def test_pickle_items_are_what_the_tuple_path_pickles(lines):
         assert encode_pickle_items(items or [])[0] == encode_pickle_items(expected)[0]
 
 
+# Name bytes that are not whitespace to bytes.split(), control bytes below 0x20 among
+# them (the C splitter screens 16 bytes at a time for bytes <= 0x20, then looks each up).
+NAME_BYTES = bytes(b for b in range(1, 0x7F) if b not in b" \t\n\r\x0b\x0c")
+WHITESPACE = st.text(" \t\r\x0b\x0c", min_size=1, max_size=3).map(str.encode)
+
+
+@st.composite
+def long_field_line(draw: st.DrawFn) -> bytes:
+    """Fields of 1-70 bytes with any whitespace between them, so that separators fall
+    at every offset of a 16-byte block and lines end close to the read's end."""
+    name = draw(st.binary(min_size=1, max_size=70).map(
+        lambda raw: bytes(NAME_BYTES[b % len(NAME_BYTES)] for b in raw)))
+    value = draw(st.sampled_from([b"1", b"0.7362519846152", b"-123456.78901234567",
+                                  b"12345678901234.5", b"1e3"]))
+    stamp = draw(st.sampled_from([b"1700000000", b"0", b"1600000000.5"]))
+    lead, tail = draw(st.sampled_from([b"", b" ", b"\t\x0b"])), draw(ENDINGS)
+    return lead + draw(WHITESPACE).join([name, value, stamp]) + tail
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(long_field_line(), min_size=1, max_size=12))
+def test_splitting_long_fields_and_control_bytes_is_bytes_split(lines):
+    dests = parse_destinations(DESTS)
+    chunk = b"".join(line + b"\n" for line in lines)
+    routed = _chunk_router(ROUTER, dests).route(chunk, 0)
+    assert routed is not None and routed[4] == len(lines)
+    assert _received(routed, dests) == _expected(chunk, ROUTER, dests)
+    assert _chunk_router(ROUTER, dests).route(chunk + b"x\x01 1 2 3\n", 0) is None  # 4 fields
+
+
+def test_table_growth_keeps_every_name():
+    """Slots are rebuilt from the names' entries as the table doubles: every name stays
+    found (none placed and added twice) and keeps its destinations."""
+    router = make_router(Settings(RELAY_METHOD="consistent-hashing", DESTINATIONS=DESTS))
+    dests = parse_destinations(DESTS)
+    chunks = _chunk_router(router, dests, size=100_000)
+    names = ["grow.%s.m%d" % ("x" * (i % 40), i) for i in range(20_000)]  # 1024 -> 32768 slots
+    chunk = b"".join(b"%s 1 1700000000\n" % n.encode() for n in names)
+    for _ in range(2):
+        got = {d: sorted(line.split(b" ")[0].decode() for line in lines)
+               for d, lines in _received(chunks.route(chunk, 0), dests).items()}
+        assert got == {d: sorted(n for n in names if d in router.get_destinations(n))
+                       for d in dests}
+        assert chunks.known == len(names)
+
+
 def test_declined_reads():
     chunks = _chunk_router(ROUTER, parse_destinations(DESTS))
     for chunk in (b"a 1 1\nb nan 1\n", b"a 1 -1\n", b"a inf 1\n", b"a 1\n", b"a 1 1 1\n",

@@ -19,6 +19,8 @@ from carbon.receivers.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from carbon.relay.chunks import ChunkStage
+from carbon.relay.connection import WRITE_BYTES
+from carbon.relay.daemon import READ_BYTES
 from carbon.relay.sink import RelaySink
 from carbon.formats.plaintext import encode_line
 from countsink import CountingSink
@@ -56,10 +58,13 @@ def _expected(data: bytes, sink: RelaySink) -> dict:
     return per
 
 
-@pytest.mark.parametrize("protocol,stage", [("line", False), ("pickle", False), ("line", True),
-                                            ("pickle", True)])
-def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, protocol, stage):
-    """With ``stage`` reads go to the whole-read C path first (as in the daemon)."""
+@pytest.mark.parametrize("protocol,stage,read_size", [
+    ("line", False, 0), ("pickle", False, 0), ("line", True, 0), ("pickle", True, 0),
+    ("line", True, READ_BYTES)])
+def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, protocol, stage,
+                                                                   read_size):
+    """With ``stage`` reads go to the whole-read C path first (as in the daemon, which
+    reads ``READ_BYTES`` at a time: one sendall, so reads may hold 256 KiB)."""
     data, bad = _stream()
     calls = {"lines": 0, "tuples": 0, "chunks": 0}
 
@@ -81,14 +86,23 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
             setattr(sink, name, spy)
         pipeline = Pipeline([ChunkStage(sink)] if stage else [], sink)
         context = ReceiverContext(settings, pipeline, stats, flow, MemoryLog())
+        context.read_size = read_size
+        opened = context.connection_opened
+        read_sizes = []
+
+        def spy_opened(protocol):
+            read_sizes.append(protocol.transport.bufferSize)
+            opened(protocol)
+        context.connection_opened = spy_opened
         listener = reactor.listenTCP(0, ReceiverFactory(LineReceiver, context),
                                      interface="127.0.0.1")
         sink.start()
 
         def send() -> None:
             with socket.create_connection(("127.0.0.1", listener.getHost().port)) as sock:
-                for start in range(0, len(data), 50_000):  # reads split lines anywhere
-                    sock.sendall(data[start:start + 50_000])
+                step = len(data) if read_size else 50_000
+                for start in range(0, len(data), step):  # reads split lines anywhere
+                    sock.sendall(data[start:start + step])
         sender = threading.Thread(target=send)
         sender.start()
         expected = _expected(data, sink)
@@ -102,6 +116,8 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
             else:
                 assert s.points == expected[s.port]
         assert stats.get("invalidLines") == bad
+        assert read_sizes == [read_size or 65536]
+        assert {c.protocol.transport.SEND_LIMIT for c in sink.client_list} == {WRITE_BYTES}
         assert calls["tuples"] > 0  # reads with a bad line are parsed
         if stage:
             assert calls["chunks"] > 0 and sink.chunks.known > 0
