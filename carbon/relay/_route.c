@@ -434,7 +434,9 @@ generation_find(const Generation *g, const unsigned char *name, uint32_t len, ui
 }
 
 /* Twice the slots (1024 at first), filled again from the arena: its entries, one a
- * slot, are read in order rather than where the old slots point. */
+ * slot, are read in order rather than where the old slots point, and each entry's new
+ * slot is asked for GROW_AHEAD entries before it is filled. */
+#define GROW_AHEAD 16
 static int
 generation_grow(Generation *g, uint64_t seed)
 {
@@ -444,17 +446,30 @@ generation_grow(Generation *g, uint64_t seed)
         PyErr_NoMemory();
         return -1;
     }
-    for (size_t offset = 0; offset < g->used;) {
-        const unsigned char *entry = g->arena + offset;
-        uint32_t elen;
-        memcpy(&elen, entry, 4);
-        uint64_t h = name_hash(entry + 5, elen, seed);
+    uint64_t hashes[GROW_AHEAD];
+    uint32_t offsets[GROW_AHEAD];
+    size_t offset = 0, taken = 0, placed = 0;
+    while (placed < g->count) {
+        if (offset < g->used) { /* hash the next entry and ask for its slot */
+            const unsigned char *entry = g->arena + offset;
+            uint32_t elen;
+            memcpy(&elen, entry, 4);
+            uint64_t h = name_hash(entry + 5, elen, seed);
+            __builtin_prefetch(&slots[(size_t)h & (size - 1)], 1);
+            hashes[taken % GROW_AHEAD] = h;
+            offsets[taken % GROW_AHEAD] = (uint32_t)offset;
+            taken++;
+            offset += 5 + (size_t)elen;
+            if (taken - placed < GROW_AHEAD && offset < g->used)
+                continue;
+        }
+        uint64_t h = hashes[placed % GROW_AHEAD];
         size_t i = (size_t)h & (size - 1);
         while (slots[i].tag)
             i = (i + 1) & (size - 1);
         slots[i].tag = (uint32_t)(h >> 32) | 1;
-        slots[i].offset = (uint32_t)offset;
-        offset += 5 + (size_t)elen;
+        slots[i].offset = offsets[placed % GROW_AHEAD];
+        placed++;
     }
     PyMem_Free(g->slots);
     g->slots = slots;
