@@ -65,18 +65,49 @@ parse_number(const char *s, Py_ssize_t len, double *out)
 
 /* ---------- value and timestamp text ------------------------------------------------ */
 
+static const char DIGIT_PAIRS[] = "00010203040506070809101112131415161718192021222324"
+                                  "25262728293031323334353637383940414243444546474849"
+                                  "50515253545556575859606162636465666768697071727374"
+                                  "75767778798081828384858687888990919293949596979899";
+
+/* The `width` low decimal digits of v, zero-padded, at p (two at a time). */
+static inline void
+put_digits(char *p, uint64_t v, int width)
+{
+    char *q = p + width;
+    for (; width >= 2; width -= 2) {
+        q -= 2;
+        memcpy(q, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (width)
+        *--q = (char)('0' + v % 10);
+}
+
 static char *
 write_u64(char *p, uint64_t v)
 {
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
+    int width = 1;
+    for (uint64_t rest = v; rest >= 10; rest /= 10)
+        width++;
+    put_digits(p, v, width);
+    return p + width;
+}
+
+/* Eight ASCII digits at s as their value, or -1 if any is not a digit. */
+static inline int64_t
+eight_digits(const char *s)
+{
+    uint64_t v;
+    memcpy(&v, s, 8);
+    if ((v & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
+        ((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL)
+        return -1;
+    v -= 0x3030303030303030ULL; /* little-endian: the first digit in the low byte */
+    v = v * 10 + (v >> 8);
+    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+    return (int64_t)(uint32_t)v;
 }
 
 /* round-half-even(v * 10**10) for a finite v with |v| < 2**53 (what a correctly
@@ -135,7 +166,15 @@ scaled_text(const char *s, Py_ssize_t len, unsigned __int128 *q, int *negative)
         whole = whole * 10 + (uint64_t)(s[i] - '0');
     }
     if (i < len && s[i] == '.') {
-        for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        i++;
+        int64_t eight; /* the first 8 decimals at once when they are digits */
+        if (i + 8 <= len && (eight = eight_digits(s + i)) >= 0) {
+            frac = (uint64_t)eight;
+            fdigits = 8;
+            digits += 8;
+            i += 8;
+        }
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
             digits++;
             if (fdigits < 10) {
                 frac = frac * 10 + (uint64_t)(s[i] - '0');
@@ -187,17 +226,14 @@ write_scaled(char *p, unsigned __int128 q, int negative)
     }
     p = write_u64(p, whole);
     if (frac) {
-        char digits[10];
-        for (int i = 9; i >= 0; i--) {
-            digits[i] = (char)('0' + frac % 10);
+        int width = 10;
+        while (frac % 10 == 0) {
             frac /= 10;
+            width--;
         }
-        int last = 9;
-        while (digits[last] == '0')
-            last--;
         *p++ = '.';
-        memcpy(p, digits, last + 1);
-        p += last + 1;
+        put_digits(p, frac, width);
+        p += width;
     }
     return p;
 }
