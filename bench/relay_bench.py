@@ -188,14 +188,19 @@ def make_payload(lines: int, names: int, connections: int,
     return parts, sent
 
 
-def received_names(path: Path, protocol: str) -> Counter:
-    """How often each name arrived in one destination's recorded bytes."""
-    data = path.read_bytes() if path.exists() else b""
-    if protocol == "line":
-        return Counter(line.split(b" ", 1)[0].decode() for line in data.split(b"\n")
-                       if line.strip())
-    frames, _, _ = split_frames(data, 1 << 32)
-    return Counter(metric for frame in frames for metric, _ in pickle.loads(frame))
+def received_names(record: Path, port: int, protocol: str) -> Counter:
+    """How often each name arrived at one destination: its connections' recorded bytes
+    (``<port>.<n>``, one file a connection)."""
+    names: Counter = Counter()
+    for path in record.glob("%d.*" % port):
+        data = path.read_bytes()
+        if protocol == "line":
+            names.update(line.split(b" ", 1)[0].decode() for line in data.split(b"\n")
+                         if line.strip())
+        else:
+            frames, _, _ = split_frames(data, 1 << 32)
+            names.update(metric for frame in frames for metric, _ in pickle.loads(frame))
+    return names
 
 
 def check_placement(impl: str, dests: list[str], record: Path, protocol: str,
@@ -212,7 +217,7 @@ def check_placement(impl: str, dests: list[str], record: Path, protocol: str,
               for name, where in zip(names, router.destinations_many(names), strict=True)}
     misplaced = duplicated = 0
     for dest in parse_destinations(dests):
-        for name, count in received_names(record / str(dest.port), protocol).items():
+        for name, count in received_names(record, dest.port, protocol).items():
             if dest.port not in placed.get(name, ()):
                 misplaced += count
             elif count > sent[name]:

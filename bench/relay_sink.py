@@ -5,8 +5,10 @@
 Counts datapoints per port (pickle frames are unpickled and their items counted;
 plaintext counts newline-terminated lines) and answers on the control port: a
 client connects, and receives one JSON object ``{"<port>": points, ...}``. With
-``--record``, every byte a port receives is also appended to ``DIR/<port>`` (flushed
-before each control answer), so the benchmark can check what arrived where.
+``--record``, every byte a connection receives is also appended to
+``DIR/<port>.<n>`` (n counts the port's connections; one file each, so that a relay
+with several connections to a port, RELAY_WORKERS > 1, is not recorded interleaved;
+flushed before each control answer), so the benchmark can check what arrived where.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ _LENGTH = struct.Struct("!L")
 
 class Counter(asyncio.Protocol):
     def __init__(self, counts: dict[str, int], port: str, protocol: str,
-                 record: Any = None) -> None:
+                 records: list[Any] | None, folder: str | None) -> None:
         self.counts = counts
         self.port = port
         self.pickle = protocol == "pickle"
         self.buffer = b""
-        self.record = record
+        self.record = None
+        if folder is not None and records is not None:
+            self.record = open(os.path.join(folder, "%s.%d" % (port, len(records))), "ab")
+            records.append(self.record)
 
     def data_received(self, data: bytes) -> None:
         if self.record is not None:
@@ -50,7 +55,7 @@ class Counter(asyncio.Protocol):
 
 
 class Control(asyncio.Protocol):
-    def __init__(self, counts: dict[str, int], records: list[Any]) -> None:
+    def __init__(self, counts: dict[str, int], records: list[Any]) -> None:  # live list
         self.counts = counts
         self.records = records
 
@@ -64,14 +69,12 @@ class Control(asyncio.Protocol):
 async def serve(listen: list[tuple[int, str]], control: int, record: str | None) -> None:
     loop = asyncio.get_running_loop()
     counts = {str(port): 0 for port, _ in listen}
-    records = {str(port): open(os.path.join(record, str(port)), "ab") if record else None
-               for port, _ in listen}
+    live: list[Any] = []  # one record file a connection, in the order they came
     servers = []
     for port, protocol in listen:
         servers.append(await loop.create_server(
-            lambda p=str(port), k=protocol: Counter(counts, p, k, records[p]),
+            lambda p=str(port), k=protocol: Counter(counts, p, k, live, record),
             "127.0.0.1", port))
-    live = [r for r in records.values() if r is not None]
     servers.append(await loop.create_server(lambda: Control(counts, live), "127.0.0.1",
                                             control))
     print("READY", flush=True)
