@@ -342,12 +342,16 @@ def append_growth(path: Path, results: list[dict], args: argparse.Namespace) -> 
     rows = json.loads(path.read_text()) if path.exists() else []
     label = args.load_label or "%s lines over %s names, %d connection(s), %s values" % (
         format(args.lines, ","), format(args.names, ","), args.connections, args.values)
+    if args.protocol != "line":  # a line of its own in the plot: not the line-out rows
+        label += ", %s out" % args.protocol
     command = "python bench/" + shlex.join([Path(sys.argv[0]).name] + sys.argv[1:])
     for impl in dict.fromkeys(r["impl"] for r in results):
         runs = [r for r in results if r["impl"] == impl]
         if impl not in GROWTH_IMPLS:
             continue
-        rows.append({"daemon": "relay", "impl": GROWTH_IMPLS[impl], "names": args.names,
+        name = GROWTH_IMPLS[impl] + ("" if args.protocol == "line" else
+                                     " (%s out)" % args.protocol)
+        rows.append({"daemon": "relay", "impl": name, "names": args.names,
                      "load": label,
                      "throughput": round(sum(r["lines_per_s"] or 0 for r in runs) / len(runs)),
                      "unit": "lines/s",
