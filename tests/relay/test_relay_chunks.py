@@ -36,7 +36,8 @@ FINE_VALUES = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6).map(
         lambda v: ("%.17e" % v).encode()))
 FINE_STAMPS = st.one_of(CANON_STAMPS, st.sampled_from(
-    [b"0", b"1600000000.5", b"01600000000", b"1234567890123456", b"1e9", b"-5", b"-0.5"]))
+    [b"0", b"1600000000.5", b"01600000000", b"1234567890123456", b"1e9", b"-5", b"-0.5",
+     b"123456789012345678", b"9007199254740993", b"00000000000000001700000000"]))
 
 
 @st.composite
