@@ -172,6 +172,14 @@ def test_throttled_creates_keep_their_points_until_a_token_is_free(harness) -> N
     assert h.cache.size == 9
     assert h.stored("exists.already") == expected()  # needs no token
     assert h.stats.get("errors") == 0
+    # held aside while they wait: counted once each, not looked for again and again
+    assert h.stats.get("deferredCreates") == 3
+    assert len(h.writer.creator.waiting) == 3
+    h.writer.create_limiter.set_rate(3, 100.0)  # tokens come back: the creator sees it
+    wait_for(lambda: not h.cache, what="the waiting metrics written")
+    for metric in waiting:
+        assert h.stored(metric) == expected()
+    assert h.stats.get("creates") == 6 and h.stats.get("deferredCreates") == 3
 
 
 def test_drain_waits_for_pending_creates(harness) -> None:
