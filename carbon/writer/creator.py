@@ -139,6 +139,10 @@ class Creator:
         return len(done)
 
     def _outcomes(self, metrics: list[str]) -> list[Outcome]:
+        if self.tokens()[0] == INF and hasattr(self.database, "create_many"):
+            found_by_create = getattr(self.database, "found_by_create", None)
+            if found_by_create is not None and all(map(found_by_create, metrics)):
+                return self._create_or_find(metrics)
         try:
             found = self._exists(metrics)
         except Exception as exc:  # a broken backend must not stop the creator
@@ -152,30 +156,51 @@ class Creator:
                 outcomes[index] = error
         return outcomes
 
+    def _create_or_find(self, metrics: list[str]) -> list[Outcome]:
+        """Without a create limit: create every file at once, an existing one reported
+        EXISTED (its create fails without touching it): one file-system lookup a metric
+        instead of a stat and then the create's own."""
+        errors = self._create(metrics, log=False)
+        outcomes: list[Outcome] = []
+        for metric, error in zip(metrics, errors, strict=True):
+            if isinstance(error, FileExistsError):
+                outcomes.append(EXISTED)
+                continue
+            if self.settings.LOG_CREATES:
+                self._log_create(metric)
+            outcomes.append(error)
+        return outcomes
+
     def _exists(self, metrics: list[str]) -> list[bool]:
         exists_many = getattr(self.database, "exists_many", None)
         if exists_many is not None:
             return exists_many(metrics)
         return [self.database.exists(metric) for metric in metrics]
 
-    def _create(self, metrics: list[str]) -> list[Exception | None]:
+    def _create(self, metrics: list[str], log: bool = True) -> list[Exception | None]:
         try:
-            return self._create_all(metrics)
+            return self._create_all(metrics, log)
         except Exception as exc:  # a broken backend or schema must not stop the creator
             return [exc] * len(metrics)
 
-    def _create_all(self, metrics: list[str]) -> list[Exception | None]:
+    def _log_create(self, metric: str) -> None:
+        """carbon's three LOG_CREATES lines for a metric."""
+        storage, aggregation = self.schemas.for_metric(metric)
+        xff, method = aggregation.value
+        self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
+        self.log.creates("new metric %s matched aggregation schema %s"
+                         % (metric, aggregation.name))
+        self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
+                         % (metric, storage.value, xff, method))
+
+    def _create_all(self, metrics: list[str], log: bool) -> list[Exception | None]:
         requests = []
-        log_creates = self.settings.LOG_CREATES
+        log_creates = log and self.settings.LOG_CREATES
         for metric in metrics:
             storage, aggregation = self.schemas.for_metric(metric)
             xff, method = aggregation.value
             if log_creates:
-                self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
-                self.log.creates("new metric %s matched aggregation schema %s"
-                                 % (metric, aggregation.name))
-                self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
-                                 % (metric, storage.value, xff, method))
+                self._log_create(metric)
             requests.append((metric, storage.value, xff, method))
         create_many = getattr(self.database, "create_many", None)
         if create_many is not None:
