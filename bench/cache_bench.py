@@ -517,10 +517,11 @@ def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def load_text(args: argparse.Namespace) -> str:
     """The load in a few words (the growth rows' "load")."""
-    return "%s points, %s, %s values, %d connection(s)%s" % (
+    return "%s points, %s, %s values, %d connection(s)%s%s" % (
         format(args.points, ","), SCHEMA["retentions"],
         "tidy integer" if LOAD["tidy"] else "full-precision", LOAD["connections"],
-        ", pickle" if PROTOCOL["value"] == "pickle" else "")
+        ", pickle" if PROTOCOL["value"] == "pickle" else "",
+        ", fresh file system a run" if LOAD["fresh_fs"] else "")
 
 
 def mean_rows(rows: list[dict]) -> dict[tuple[str, str], dict]:
