@@ -12,9 +12,12 @@ A metric with no file and no create token (MAX_CREATES_PER_MINUTE) is held aside
 oldest first, when the limiter has a token for it, without the writer picking it again
 in the meantime (carbon 1.1.10 drops such a metric's points instead).
 
-The storage backend's ``exists_many`` and ``create_many`` handle a whole batch in one
-call each that releases the GIL for all of its file-system calls
-(carbon.storage.whisper_create); backends without them are called once a metric.
+Without a create limit a batch is created at once, an existing file's FileExistsError
+meaning EXISTED (one lookup a file instead of a stat and then the create's own), where the
+backend says a create finds the file (``found_by_create``). The storage backend's
+``exists_many`` and ``create_many`` handle a whole batch in one call each that releases
+the GIL for all of its file-system calls (carbon.storage.whisper_create); backends
+without them are called once a metric.
 """
 
 from __future__ import annotations
