@@ -106,11 +106,17 @@ def test_chunk_path_writes_what_parse_and_encode_write(lines):
 @settings(max_examples=200, deadline=None)
 @given(lines=st.lists(fine_line(), min_size=1, max_size=25))
 def test_every_read_of_valid_lines_takes_the_chunk_path(lines):
+    _assert_chunk_path(lines)
+
+
+def _assert_chunk_path(lines: list[bytes]) -> bytes:
+    """The read of ``lines`` is routed in C, as parse_lines + encode_line would; returns it."""
     dests = parse_destinations(DESTS)
     chunk = b"".join(line + b"\n" for line in lines)
     routed = _chunk_router(ROUTER, dests).route(chunk, 0)
-    assert routed is not None
+    assert routed is not None and routed[4] == len(lines)
     assert _received(routed, dests) == _expected(chunk, ROUTER, dests)
+    return chunk
 
 
 @settings(max_examples=200, deadline=None)
@@ -154,12 +160,9 @@ def long_field_line(draw: st.DrawFn) -> bytes:
 @settings(max_examples=300, deadline=None)
 @given(lines=st.lists(long_field_line(), min_size=1, max_size=12))
 def test_splitting_long_fields_and_control_bytes_is_bytes_split(lines):
-    dests = parse_destinations(DESTS)
-    chunk = b"".join(line + b"\n" for line in lines)
-    routed = _chunk_router(ROUTER, dests).route(chunk, 0)
-    assert routed is not None and routed[4] == len(lines)
-    assert _received(routed, dests) == _expected(chunk, ROUTER, dests)
-    assert _chunk_router(ROUTER, dests).route(chunk + b"x\x01 1 2 3\n", 0) is None  # 4 fields
+    chunk = _assert_chunk_path(lines)
+    chunks = _chunk_router(ROUTER, parse_destinations(DESTS))
+    assert chunks.route(chunk + b"x\x01 1 2 3\n", 0) is None  # 4 fields
 
 
 def test_table_growth_keeps_every_name():
