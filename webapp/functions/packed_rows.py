@@ -96,7 +96,7 @@ def counter_deltas(values: Any, valid: Any, maxValue: Any,
         return None
     low = float(minValue or 0)
     clean = valid.copy()
-    with np.errstate(all='ignore'):
+    with np.errstate(all='ignore'):       # in place where it can: rows may be large
         if maxValue is not None:
             clean &= ~(values > maxValue)
         if minValue is not None:
@@ -105,12 +105,16 @@ def counter_deltas(values: Any, valid: Any, maxValue: Any,
         prev[:, 1:] = values[:, :-1]
         ok = np.zeros_like(valid)
         np.logical_and(clean[:, 1:], clean[:, :-1], out=ok[:, 1:])
+        del clean
         rising = values >= prev
         out = values - prev
         if wrap is not None:
-            out = np.where(rising, out, ((wrap + values) - prev) - low)
+            wrapped = wrap + values
+            wrapped -= prev
+            wrapped -= low
+            np.copyto(out, wrapped, where=~rising)
         elif minValue is not None:
-            out = np.where(rising, out, values - float(minValue))
+            np.copyto(out, values - float(minValue), where=~rising)
         else:
             ok &= rising
     return out, ok
@@ -122,13 +126,22 @@ def round6(values: Any) -> Any:
     string read back), except where the product lies too close to a half for its float
     to decide the rounding, or is too large or not finite: those call round()."""
     np = packed.np
-    with np.errstate(all='ignore'):
+    with np.errstate(all='ignore'):       # in place where it can: rows may be large
         scaled_up = values * 1e6
-        nearest = np.rint(scaled_up)
-        out = nearest / 1e6
-        half = np.abs((scaled_up - np.floor(scaled_up)) - 0.5)
-        unsure = ~(np.abs(values) < _ROUND_LIMIT) | \
-            (half <= 4 * np.abs(np.spacing(scaled_up)))
+        out = np.rint(scaled_up)
+        half = np.floor(scaled_up)
+        np.subtract(scaled_up, half, out=half)
+        half -= 0.5
+        np.abs(half, out=half)
+        margin = np.spacing(scaled_up, out=scaled_up)
+        np.abs(margin, out=margin)
+        margin *= 4
+        unsure = half <= margin
+        del margin
+        size = np.abs(values, out=half)
+        unsure |= ~(size < _ROUND_LIMIT)
+        del size, half
+        out /= 1e6
     for index in map(tuple, np.argwhere(unsure)):
         out[index] = round(float(values[index]), 6)
     return out
@@ -144,9 +157,9 @@ def rates(seriesList: list, values: Any, valid: Any, maxValue: Any,
     np = packed.np
     steps = np.array([float(s.step) for s in seriesList]).reshape(-1, 1)
     with np.errstate(all='ignore'):
-        per = deltas / steps
-    per[~ok] = 0.0
-    return block(round6(per), ok)
+        deltas /= steps
+    deltas[~ok] = 0.0
+    return block(round6(deltas), ok)
 
 
 def kept_last(values: Any, valid: Any, limit: float) -> packed.Block:
