@@ -12,7 +12,7 @@ full-precision random values (``--few-digits`` writes small integers instead), k
 bench/common.py's Python 3.9 venv, and gunicorn for this app. Both run under
 ``gunicorn --workers 2 --worker-class gthread --threads T`` (gunicorn's docs advise 2-4
 threads per core; T=4 by default), so each gets the machine's two cores. ``--with-twisted``
-also measures this app's own server (``graphite-render``, one process).
+also measures this app's own server (``graphite-render --workers 2 --threads T``).
 
 Scenarios (from=-1d, the rows of issue 15): ``*.*.*.*`` json, ``sumSeries(*.*.*.*)`` json,
 ``movingAverage(servers.*.cpu.*,10)`` json, ``servers.*.cpu.*`` png, and a mix cycling
@@ -621,7 +621,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--few-digits', action='store_true',
                         help='small integer values instead of full-precision floats')
     parser.add_argument('--with-twisted', action='store_true',
-                        help="also measure this app's own server (one process)")
+                        help="also measure this app's own server (graphite-render, --workers "
+                        'and --threads as gunicorn)')
     parser.add_argument('--memory', action='store_true',
                         help='only the memory check: peak RSS of one process answering '
                         '1,000 series x 1 day (json, png)')
@@ -687,7 +688,7 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
         if args.with_twisted:
             servers.append(Server('ours (graphite-render)', [
                 sys.executable, '-m', 'webapp.server', '--config', str(ours_conf),
-                '--threads', str(args.threads * args.workers), '--port'],
+                '--workers', str(args.workers), '--threads', str(args.threads), '--port'],
                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT), run_dir))
         rows = scenarios(now, set(filter(None, args.only.split(','))))
         problems = compare(servers, rows)
