@@ -18,8 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.webapp.helpers import aligned_now, call, make_whisper
-from webapp.app import make_app
+from tests.webapp.helpers import aligned_now, make_whisper, render_with_and_without_packed
 from webapp.functions import packed_rows
 from webapp.functions.grouping import asPercent
 from webapp.functions.sorting import sortByMaxima
@@ -176,18 +175,9 @@ def test_app_answers_same_with_and_without_packed_rows(counter_tree: tuple[str, 
                                                        make_web_settings: Any,
                                                        extra: dict) -> None:
     root, base = counter_tree
-    app = make_app(make_web_settings(WHISPER_DIR=root))
-    try:
-        params = dict({'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
-                       'target': PACKED_TARGETS}, **extra)
-        fast = call(app, '/render', params)
-        packed.ENABLED = False
-        try:
-            slow = call(app, '/render', params)
-        finally:
-            packed.ENABLED = True
-    finally:
-        app.close()
+    params = dict({'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
+                   'target': PACKED_TARGETS}, **extra)
+    fast, slow = render_with_and_without_packed(make_web_settings(WHISPER_DIR=root), params)
     assert fast[0] == slow[0] == 200
     assert fast[2] == slow[2]
     if not extra:
