@@ -97,7 +97,8 @@ def test_packed_rows_are_kept_for_the_json_writer() -> None:
         result = func({}, as_packed(rows, 60), *args)
         assert all(type(s) is PackedSeries and s.packed is not None for s in result), \
             func.__name__
-    # an int default where a gap would show it: the list code writes 0, not 0.0
+    # an int default (a direct call; requests pass floats) where a gap would show it: the
+    # list code, which writes 0, not 0.0
     assert transformNull({}, as_packed(rows, 60), 0)[0].packed is None
     assert transformNull({}, as_packed([[1.0, 2.0]], 60), 0)[0].packed is not None
     # a bound numpy would round: the list code
@@ -159,7 +160,9 @@ PACKED_TARGETS = [
     'nonNegativeDerivative(f.*.count,None,2)', 'perSecond(c.*.count)',
     'perSecond(f.*.count)', 'perSecond(c.*.count,100)', 'perSecond(c.*.count,None,-1)',
     'keepLastValue(c.*.count)', 'keepLastValue(c.*.count,1)', 'keepLastValue(f.*.count,2)',
-    'transformNull(c.*.count,0)', 'transformNull(f.*.count,-1.5)', 'sortByMaxima(c.*.count)',
+    'transformNull(c.*.count,0)', 'transformNull(f.*.count,-1.5)', 'transformNull(f.*.count)',
+    'transformNull(c.m0.count,-3)', 'alias(transformNull(c.m1.count,7),"t")',
+    'transformNull(c.*.count,5000000000)', 'sortByMaxima(c.*.count)',
     'sortByMaxima(f.*.count)', 'highestMax(c.*.count,2)', 'highestMax(f.*.count,1)',
     'asPercent(c.m*.count,sumSeries(c.m*.count))', 'asPercent(f.*.count,c.m0.count)',
     # nested: the inner result comes back as lists
@@ -170,10 +173,14 @@ PACKED_TARGETS = [
 ]
 
 
-@pytest.mark.parametrize('extra', [{}, {'maxDataPoints': 7}, {'format': 'csv'}])
+@pytest.mark.parametrize('extra', [{}, {'maxDataPoints': 7}, {'format': 'csv'}, 'no C'])
 def test_app_answers_same_with_and_without_packed_rows(counter_tree: tuple[str, int],
                                                        make_web_settings: Any,
-                                                       extra: dict) -> None:
+                                                       extra: Any, monkeypatch: Any) -> None:
+    if extra == 'no C':      # the JSON writer without its C accelerator
+        from webapp.render import jsonfmt
+        monkeypatch.setattr(jsonfmt, '_rows', None)
+        extra = {'maxDataPoints': 1000}
     root, base = counter_tree
     params = dict({'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
                    'target': PACKED_TARGETS}, **extra)
@@ -183,3 +190,7 @@ def test_app_answers_same_with_and_without_packed_rows(counter_tree: tuple[str, 
     if not extra:
         answer = json.loads(fast[2])
         assert len(answer) > 40 and any(v is None for s in answer for v, _ in s['datapoints'])
+        # the default is a float parameter: 0 arrives as 0.0, the packed path takes it
+        filled = [v for s in answer if s['target'] == 'transformNull(c.m0.count,0)'
+                  for v, _ in s['datapoints']]
+        assert None not in filled and any(v == 0 for v in filled)
