@@ -1,7 +1,7 @@
 """Functions computed on packed rows give exactly what their list code gives.
 
 scale, derivative, nonNegativeDerivative, perSecond, keepLastValue, transformNull,
-sortByMaxima, highestMax and asPercent take their first argument as packed whisper rows
+summarize, sortByMaxima, highestMax and asPercent take their first argument as packed whisper rows
 (``packed_input``, webapp/functions/packed_rows.py). The oracle is the same function on
 plain lists (which the recorded graphite-web answers check): names, tags, order and the
 repr of every value must match, with gaps at the edges, NaN, infinities, counter wraps,
@@ -26,6 +26,7 @@ from webapp.plugins import RENDER_FUNCTIONS
 from webapp.functions.transform import (
     derivative, keepLastValue, nonNegativeDerivative, perSecond, scale, transformNull,
 )
+from webapp.functions.timefuncs import summarize
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed
 
@@ -72,6 +73,9 @@ CALLS = [
     (keepLastValue, ()), (keepLastValue, (1,)), (keepLastValue, (2,)), (keepLastValue, (0,)),
     (transformNull, ()), (transformNull, (-1.5,)), (transformNull, (0,)),
     (sortByMaxima, ()), (highestMax, (2,)),
+    (summarize, ('1min',)), (summarize, ('5min', 'average')), (summarize, ('1h', 'avg')),
+    (summarize, ('2min', 'total')), (summarize, ('3min', 'max')), (summarize, ('7min',)),
+    (summarize, ('1min', 'sum', True)),
 ]
 
 
@@ -92,7 +96,7 @@ def test_packed_rows_give_the_list_answers(rows: list[list], step: int) -> None:
 def test_packed_rows_are_kept_for_the_json_writer() -> None:
     rows = [[1.0, None, 4.0, 2.0], [0.5, 0.25, None, None]]
     for func, args in CALLS:
-        if func in (sortByMaxima, highestMax) or args in ((), (0,), (2 ** 60,)):
+        if func in (sortByMaxima, highestMax, summarize) or args in ((), (0,), (2 ** 60,)):
             continue
         result = func({}, as_packed(rows, 60), *args)
         assert all(type(s) is PackedSeries and s.packed is not None for s in result), \
@@ -162,7 +166,10 @@ PACKED_TARGETS = [
     'keepLastValue(c.*.count)', 'keepLastValue(c.*.count,1)', 'keepLastValue(f.*.count,2)',
     'transformNull(c.*.count,0)', 'transformNull(f.*.count,-1.5)', 'transformNull(f.*.count)',
     'transformNull(c.m0.count,-3)', 'alias(transformNull(c.m1.count,7),"t")',
-    'transformNull(c.*.count,5000000000)', 'sortByMaxima(c.*.count)',
+    'transformNull(c.*.count,5000000000)', 'summarize(c.*.count,"5min")',
+    'summarize(f.*.count,"1min","avg")', 'summarize(c.*.count,"1h","sum",true)',
+    'summarize(c.*.count,"10min","max")', 'summarize(f.*.count,"7s")',
+    'sortByMaxima(c.*.count)',
     'sortByMaxima(f.*.count)', 'highestMax(c.*.count,2)', 'highestMax(f.*.count,1)',
     'asPercent(c.m*.count,sumSeries(c.m*.count))', 'asPercent(f.*.count,c.m0.count)',
     # nested: the inner result comes back as lists
@@ -194,3 +201,14 @@ def test_app_answers_same_with_and_without_packed_rows(counter_tree: tuple[str, 
         filled = [v for s in answer if s['target'] == 'transformNull(c.m0.count,0)'
                   for v, _ in s['datapoints']]
         assert None not in filled and any(v == 0 for v in filled)
+
+
+def test_summarize_buckets_come_from_the_rows() -> None:
+    rows = [[1.5, None, 2.25, 4.0, None, None, 8.0], [None] * 7]
+    got = packed_rows.bucket_values(as_packed(rows, 10), 'sum', 30)
+    assert got == [[1.5, 6.25, 8.0], [None, None, None]]   # buckets from 990: 1000, 1020..
+    assert seen(summarize({}, as_packed(rows, 10), '30s')) == \
+        seen(summarize({}, as_lists(rows, 10), '30s'))
+    # buckets that do not fall on points, or other functions: the list code
+    assert packed_rows.bucket_values(as_packed(rows, 10), 'sum', 25) is None
+    assert packed_rows.bucket_values(as_packed(rows, 10), 'median', 30) is None

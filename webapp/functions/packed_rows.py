@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from webapp.render import pysum
 from webapp.render.series import PackedSeries
 from webapp.storage import packed
 
@@ -201,3 +202,52 @@ def sort_by_max(seriesList: list) -> bool:
     order = sorted(range(len(seriesList)), key=keys.__getitem__, reverse=True)
     seriesList[:] = [seriesList[i] for i in order]
     return True
+
+
+# summarize's functions computed here: name -> average (else sum)
+BUCKET_SUMS = {'sum': False, 'total': False, 'average': True, 'avg': True}
+
+
+def bucket_values(seriesList: list, func: str, interval: int) -> Optional[list[list]]:
+    """summarize(..., func, alignToFrom=False)'s values of each series (sum or average
+    of the known values of each interval-aligned bucket, added in time order from 0 as
+    ``sum()`` adds them; None where the bucket misses the xFilesFactor), or None (lists
+    materialised) when the rows are not one time range or the buckets do not fall on
+    points."""
+    average = BUCKET_SUMS.get(func) if type(func) is str else None
+    if type(interval) is not int or interval <= 0:
+        average = None
+    arrays = None if average is None else packed_grid(seriesList)
+    if arrays is None:
+        materialize(seriesList)
+        return None
+    first = seriesList[0]
+    start, step, points = int(first.start), int(first.step), arrays[0].shape[1]
+    new_start = start - start % interval
+    new_end = int(first.end) - int(first.end) % interval + interval
+    if any((s.start, s.end, s.step) != (first.start, first.end, first.step)
+           for s in seriesList) or step <= 0 or interval % step or \
+            (start - new_start) % step or first.end != start + points * step:
+        materialize(seriesList)
+        return None
+    np = packed.np
+    per, buckets = interval // step, (new_end - new_start) // interval
+    offset = (start - new_start) // step
+    values, valid = arrays
+    grid = np.zeros((len(seriesList), buckets * per))
+    known = np.zeros(grid.shape, dtype=bool)
+    grid[:, offset:offset + points] = np.where(valid, values, 0.0)
+    known[:, offset:offset + points] = valid
+    grid = grid.reshape(len(seriesList), buckets, per)
+    count = known.reshape(grid.shape).sum(axis=2)
+    acc = np.zeros((len(seriesList), buckets))
+    comp = np.zeros_like(acc)
+    with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
+        for j in range(per):              # 0.0 where no point: as if skipped
+            pysum.add_into(np, acc, comp, grid[:, :, j])
+        acc = pysum.result(np, acc, comp)
+        if average:
+            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+        ratios = np.array([s.xFilesFactor or 0.0 for s in seriesList]).reshape(-1, 1)
+        ok = (count > 0) & (count / (interval / step) >= ratios)
+    return packed.value_lists(acc, ok)
