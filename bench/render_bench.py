@@ -12,7 +12,7 @@ full-precision random values (``--few-digits`` writes small integers instead), k
 bench/common.py's Python 3.9 venv, and gunicorn for this app. Both run under
 ``gunicorn --workers 2 --worker-class gthread --threads T`` (gunicorn's docs advise 2-4
 threads per core; T=4 by default), so each gets the machine's two cores. ``--with-twisted``
-also measures this app's own server (``graphite-render``, one process).
+also measures this app's own server (``graphite-render --workers 2 --threads T``).
 
 Scenarios (from=-1d, the rows of issue 15): ``*.*.*.*`` json, ``sumSeries(*.*.*.*)`` json,
 ``movingAverage(servers.*.cpu.*,10)`` json, ``servers.*.cpu.*`` png, and a mix cycling
@@ -38,6 +38,11 @@ png request each to a fresh graphite-web (gunicorn, one worker, one thread) and 
 ``graphite-render``, then each of the mix's 20 functions over the 1,000 series to a fresh
 ``graphite-render`` and to this app under the same gunicorn as graphite-web; the peak
 resident memory (VmHWM) of the answering process.
+
+The default rows and ``--memory`` start this project's carbon-cache (idle, on free ports)
+and give both apps the same CARBONLINK_HOSTS, so each pays a real CarbonLink query for
+what it reads (graphite-web one query a metric, this app one bulk query a request); the
+report says how much graphite-web's exception.log grew during the run (0 expected).
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, cpu_seconds, free_port, graphite_web_venv, mirrored, rss_kb  # noqa: E402
+from common import (ROOT, cpu_seconds, free_port, graphite_web_venv, mirrored, rss_kb,  # noqa: E402
+                    stop, wait_port)
 from render_load import fetch, load  # noqa: E402
 
 STEP = 10
@@ -398,15 +404,16 @@ def memory_targets() -> list[str]:
     return [re.sub(r'servers\.[\w*]+\.[\w*]+\.[\w*]+', 'many.*.value', t) for t in MIX]
 
 
-def memory_check(workdir: Path, run_dir: Path) -> list:
+def memory_check(workdir: Path, run_dir: Path, carbonlink: str) -> list:
     """Peak RSS of one process of each server after a json and a png request for the
     1,000 series, then of ours (graphite-render, and gunicorn as graphite-web runs) for
     each of the mix's functions over them (json); a fresh process per request."""
     storage, now = build_memory_tree(workdir)
-    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_1000')
+    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_1000',
+                                carbonlink=(carbonlink,))
     conf = workdir / 'ours_settings_1000.py'
-    conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
-                    'TAGDB = ""\n' % str(storage))
+    conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = [%r]\nLOG_LEVEL = "WARNING"\n'
+                    'TAGDB = ""\n' % (str(storage), carbonlink))
     one = ['--workers', '1', '--threads', '1', '--worker-class', 'gthread', '--log-level',
            'warning', '--timeout', '300']
     reference = ('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + one +
@@ -437,12 +444,13 @@ def memory_check(workdir: Path, run_dir: Path) -> list:
 
 
 def setup_graphite(workdir: Path, storage: Path, module: str = 'bench_gw_settings',
-                   extra: str = '') -> tuple[Path, dict]:
+                   extra: str = '', carbonlink: tuple[str, ...] = ()) -> tuple[Path, dict]:
     venv = graphite_web_venv(extra=('gunicorn',))
     (workdir / (module + '.py')).write_text(
         'SECRET_KEY = "bench"\nSTORAGE_DIR = %r\nWHISPER_DIR = %r\nLOG_DIR = %r\n'
-        'CARBONLINK_HOSTS = []\nTIME_ZONE = "UTC"\nTAGDB = ""\n%s'
-        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log'), extra))
+        'CARBONLINK_HOSTS = %r\nTIME_ZONE = "UTC"\nTAGDB = ""\n%s'
+        % (str(storage), str(storage / 'whisper') + '/', str(workdir / 'gw-log'),
+           list(carbonlink), extra))
     (workdir / 'gw-log').mkdir(exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE='graphite.settings', PYTHONPATH=str(workdir),
                GRAPHITE_SETTINGS_MODULE=module)
@@ -465,6 +473,38 @@ def setup_ours_gunicorn(workdir: Path) -> Path:
                         'gunicorn'], check=True)
         (target / '.installed').write_text('ok')
     return target
+
+
+def start_carbonlink(storage: Path, run_dir: Path) -> tuple[subprocess.Popen, str]:
+    """This project's carbon-cache, idle, over the bench's whisper tree, so both apps pay
+    a real CarbonLink query for the metrics they read (with no cache to ask,
+    graphite-web logs a failed-CarbonLink traceback for every metric, which would be in
+    its times). Returns the process and its CARBONLINK_HOSTS entry."""
+    base = run_dir / 'carbon-cache'
+    (base / 'conf').mkdir(parents=True)
+    (base / 'conf' / 'storage-schemas.conf').write_text(
+        '[default]\npattern = .*\nretentions = 10s:6h,1m:2d\n')
+    ports = {key: free_port() for key in ('line', 'pickle', 'query')}
+    (base / 'conf' / 'carbon.conf').write_text('\n'.join([
+        '[cache]', 'STORAGE_DIR = %s' % (base / 'storage'),
+        'LOCAL_DATA_DIR = %s' % (storage / 'whisper'),
+        'LINE_RECEIVER_INTERFACE = 127.0.0.1', 'LINE_RECEIVER_PORT = %d' % ports['line'],
+        'PICKLE_RECEIVER_INTERFACE = 127.0.0.1', 'PICKLE_RECEIVER_PORT = %d' % ports['pickle'],
+        'CACHE_QUERY_INTERFACE = 127.0.0.1', 'CACHE_QUERY_PORT = %d' % ports['query'],
+        'CARBON_METRIC_INTERVAL = 0', 'ENABLE_TAGS = False', 'LOG_CACHE_HITS = False',
+        'USER = ', '']))
+    log_file = open(base / 'daemon.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'carbon.daemon', 'carbon-cache', '--config',
+                             str(base / 'conf' / 'carbon.conf'), '--nodaemon', 'start'],
+                            stdout=log_file, stderr=subprocess.STDOUT, cwd=str(base),
+                            env=dict(os.environ, GRAPHITE_ROOT=str(base), PYTHONPATH=str(ROOT)))
+    log_file.close()
+    try:
+        wait_port(ports['query'], proc, 60)
+    except RuntimeError:
+        stop(proc)
+        raise SystemExit('carbon-cache did not start, see %s' % (base / 'daemon.log'))
+    return proc, '127.0.0.1:%d:a' % ports['query']
 
 
 class Server:
@@ -581,7 +621,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--few-digits', action='store_true',
                         help='small integer values instead of full-precision floats')
     parser.add_argument('--with-twisted', action='store_true',
-                        help="also measure this app's own server (one process)")
+                        help="also measure this app's own server (graphite-render, --workers "
+                        'and --threads as gunicorn)')
     parser.add_argument('--memory', action='store_true',
                         help='only the memory check: peak RSS of one process answering '
                         '1,000 series x 1 day (json, png)')
@@ -603,19 +644,37 @@ def main(argv: Optional[list[str]] = None) -> int:
     storage, now = build_tree(workdir, args.few_digits)
     run_dir = workdir / ('run-%d' % time.time())
     run_dir.mkdir()
+    cache, carbonlink = start_carbonlink(storage, run_dir)
+    try:
+        return run_rows(args, workdir, storage, now, run_dir, carbonlink)
+    finally:
+        cache.terminate()
+        try:
+            cache.wait(15)
+        except subprocess.TimeoutExpired:
+            stop(cache)
+
+
+def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, run_dir: Path,
+             carbonlink: str) -> int:
+    """The default rows (or ``--memory``), both apps asking the carbon-cache at
+    ``carbonlink``."""
     ours_conf = workdir / 'ours_settings.py'
-    ours_conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
-                         'TAGDB = ""\n' % str(storage))
+    ours_conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = [%r]\nLOG_LEVEL = "WARNING"\n'
+                         'TAGDB = ""\n' % (str(storage), carbonlink))
     lib = setup_ours_gunicorn(workdir)
     if args.memory:
-        rows = memory_check(workdir, run_dir)
+        rows = memory_check(workdir, run_dir, carbonlink)
         lines = ['| request | server | status | body bytes | peak RSS MB |',
                  '| --- | --- | --- | ---: | ---: |']
         lines += ['| %s | %s | %d | %d | %.0f |' % row for row in rows]
         print('\n'.join(lines))
         (run_dir / 'memory.md').write_text('\n'.join(lines) + '\n')
         return 0
-    gw, gw_env = setup_graphite(workdir, storage)
+    gw, gw_env = setup_graphite(workdir, storage, carbonlink=(carbonlink,))
+    gw_errors = workdir / 'gw-log' / 'exception.log'
+    errors_before = gw_errors.stat().st_size if gw_errors.exists() else 0
+    load_before = open('/proc/loadavg').read().split()[:3]
     gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
                 '--worker-class', 'gthread', '--log-level', 'warning', '--timeout', '120']
     servers = [Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
@@ -629,7 +688,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.with_twisted:
             servers.append(Server('ours (graphite-render)', [
                 sys.executable, '-m', 'webapp.server', '--config', str(ours_conf),
-                '--threads', str(args.threads * args.workers), '--port'],
+                '--workers', str(args.workers), '--threads', str(args.threads), '--port'],
                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT), run_dir))
         rows = scenarios(now, set(filter(None, args.only.split(','))))
         problems = compare(servers, rows)
@@ -641,7 +700,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         for server in servers:
             server.stop()
-    report(args, servers, rows, results, problems, rss, run_dir)
+    notes = ['load average %s before, %s after' % (
+        '/'.join(load_before), '/'.join(open('/proc/loadavg').read().split()[:3])),
+        "CarbonLink: both apps ask an idle carbon-cache at %s; graphite-web's "
+        'exception.log grew by %d bytes during the run' % (
+            carbonlink, (gw_errors.stat().st_size if gw_errors.exists() else 0)
+            - errors_before)]
+    report(args, servers, rows, results, problems, rss, run_dir, notes)
     return 1 if problems else 0
 
 
@@ -664,7 +729,8 @@ def measure(servers: list[Server], rows: list, clients: list[int],
 
 
 def report(args: argparse.Namespace, servers: list[Server], rows: list,
-           results: dict, problems: list[str], rss: dict, run_dir: Path) -> None:
+           results: dict, problems: list[str], rss: dict, run_dir: Path,
+           notes: list[str]) -> None:
     lines = ['', 'Both under gunicorn --workers %d --threads %d (gthread); %s values; '
              '%.0f s per run, A B B A, req/s = mean of the two runs. Run folder: %s'
              % (args.workers, args.threads, 'few-digit' if args.few_digits
@@ -690,6 +756,7 @@ def report(args: argparse.Namespace, servers: list[Server], rows: list,
     lines.append('Answers: ' + ('all json answers parse to the same floats, names and tags; '
                                 'png answers are PNGs' if not problems
                                 else '%d MISMATCHES (see above)' % len(problems)))
+    lines += notes
     text = '\n'.join(lines)
     print(text)
     (run_dir / 'report.md').write_text(text + '\n')

@@ -1,11 +1,12 @@
 """``graphite-render``: serve the render app with Twisted's WSGI container.
 
     graphite-render --config /opt/graphite/conf/local_settings.py [--bind 127.0.0.1]
-                    [--port 8080] [--threads 16]
+                    [--port 8080] [--threads 16] [--workers 1]
 
 SIGHUP re-reads the settings file and applies CLUSTER_SERVERS and REMOTE_EXCLUDE_LOCAL
 to the running app without closing the port. The app runs in the reactor's thread pool;
-any WSGI server (gunicorn, uwsgi) can serve ``webapp.wsgi:application`` instead.
+with ``--workers N`` N such processes share the port (webapp/prefork.py). Any WSGI
+server (gunicorn, uwsgi) can serve ``webapp.wsgi:application`` instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 from typing import Any, Optional, Sequence
 
@@ -33,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--port', type=int, default=8080, help='TCP port (default 8080, 0 = any)')
     parser.add_argument('--threads', type=int, default=16, help='WSGI worker threads '
                         '(default 16)')
+    parser.add_argument('--workers', type=int, default=1, help='server processes sharing '
+                        'the port, each with --threads threads (default 1; one per core '
+                        'uses every core)')
     parser.add_argument('--debug', action='store_true', help='log debug messages to stderr')
     return parser
 
@@ -57,6 +62,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                      logging.INFO)
     logging.basicConfig(level=level, stream=sys.stderr,
                         format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+    if args.workers > 1:
+        from webapp.prefork import Supervisor, listening_socket
+        try:
+            sock = listening_socket(args.bind, args.port)
+        except OSError as err:
+            print('graphite-render: cannot listen on %s:%d: %s' % (args.bind, args.port, err),
+                  file=sys.stderr)
+            return 1
+        host, port = sock.getsockname()[:2]
+        print('graphite-render listening on http://%s:%d/ (%d workers)' % (host, port,
+                                                                          args.workers),
+              flush=True)
+        return Supervisor(sock, args.workers,
+                          lambda inherited: serve(args, settings, inherited)).run()
+    return serve(args, settings)
+
+
+def serve(args: argparse.Namespace, settings: Any, sock: Optional[socket.socket] = None) -> int:
+    """Build the app and run the reactor on a new port, or on ``sock`` (a worker of
+    ``--workers``); returns the exit status."""
     keep_large_buffers()
     try:
         app = make_app(settings)
@@ -78,21 +103,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     site = Site(PacedWSGIResource(reactor, pool, app), timeout=max(2 * seconds, 60.0))
     site.protocol = bounded_channel(seconds, int(settings.MAX_REQUEST_BYTES))
     site.displayTracebacks = False
-    try:
-        port = reactor.listenTCP(args.port, site, interface=args.bind)
-    except CannotListenError as err:
-        print('graphite-render: cannot listen on %s:%d: %s' % (args.bind, args.port,
-                                                              err.socketError), file=sys.stderr)
-        app.close()
-        return 1
-    address = port.getHost()
-    print('graphite-render listening on http://%s:%d/' % (address.host, address.port),
-          flush=True)
+    if sock is not None:
+        reactor.adoptStreamPort(sock.fileno(), sock.family, site)
+        sock.close()        # the reactor holds its own copy of the descriptor
+    else:
+        try:
+            port = reactor.listenTCP(args.port, site, interface=args.bind)
+        except CannotListenError as err:
+            print('graphite-render: cannot listen on %s:%d: %s' % (
+                args.bind, args.port, err.socketError), file=sys.stderr)
+            app.close()
+            return 1
+        address = port.getHost()
+        print('graphite-render listening on http://%s:%d/' % (address.host, address.port),
+              flush=True)
     reactor.addSystemEventTrigger('before', 'shutdown', app.close)
     install_reload(reactor, app, args.config)
     reactor.run()
     return 0
-
 
 if __name__ == '__main__':  # pragma: no cover
     sys.exit(main())

@@ -215,3 +215,21 @@ class FakeCarbonCache:
             except OSError:
                 pass
         self.thread.join(2)
+
+
+def render_with_and_without_packed(settings: Any, params: dict) -> tuple[tuple, tuple]:
+    """The same /render request answered by one app with numpy's packed rows (first) and
+    with plain lists everywhere (``packed.ENABLED = False``, second)."""
+    from webapp.app import make_app
+    from webapp.storage import packed
+    app = make_app(settings)
+    try:
+        fast = call(app, '/render', params)
+        packed.ENABLED = False
+        try:
+            slow = call(app, '/render', params)
+        finally:
+            packed.ENABLED = True
+    finally:
+        app.close()
+    return fast, slow

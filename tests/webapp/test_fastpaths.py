@@ -20,7 +20,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from carbon.storage.whisper_format import CorruptWhisperFile
 from tests.webapp.json_oracle import Series, plain_sum, render_json_body
-from tests.webapp.helpers import STEP, aligned_now, call, create_whisper_with, make_whisper
+from tests.webapp.helpers import (
+    STEP, aligned_now, call, create_whisper_with, make_whisper, render_with_and_without_packed,
+)
 from webapp.app import make_app
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.render.views import render_json
@@ -230,18 +232,9 @@ TARGETS = [
 def test_app_bytes_same_with_and_without_numpy(decimal_tree: tuple[str, int], make_web_settings:
                                                Any, extra: dict) -> None:
     root, base = decimal_tree
-    app = make_app(make_web_settings(WHISPER_DIR=root))
-    try:
-        params = dict({'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
-                       'target': TARGETS}, **extra)
-        fast = call(app, '/render', params)
-        packed.ENABLED = False
-        try:
-            slow = call(app, '/render', params)
-        finally:
-            packed.ENABLED = True
-    finally:
-        app.close()
+    params = dict({'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
+                   'target': TARGETS}, **extra)
+    fast, slow = render_with_and_without_packed(make_web_settings(WHISPER_DIR=root), params)
     assert fast[0] == slow[0] == 200
     assert fast[2] == slow[2]
     assert fast[1]['Content-Length'] == str(len(fast[2]))

@@ -128,3 +128,80 @@ def test_graphite_render_bad_config(tmp_path: Any) -> None:
     result = subprocess.run([sys.executable, '-m', 'webapp.server', '--config', path],
                             capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=30)
     assert result.returncode == 2 and 'CARBONLINK_HOSTS' in result.stderr
+
+
+def children_of(pid: int) -> list[int]:
+    with open('/proc/%d/task/%d/children' % (pid, pid)) as fh:
+        return [int(p) for p in fh.read().split()]
+
+
+def wait_for(check: Any, timeout: float = 10.0) -> Any:
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError('condition not met in %.0f s' % timeout)
+
+
+def test_graphite_render_workers(tmp_path: Any, base_time: int) -> None:
+    """--workers 2: two processes answer on one port; SIGHUP reaches both, a killed one is
+    replaced, SIGTERM stops them all."""
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+    from tests.support import free_port
+    make_whisper(str(tmp_path / 'whisper'), 'proc.m', [(base_time, 7.0)])
+    path = write(tmp_path, 'STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\n' % str(tmp_path))
+    errors = open(tmp_path / 'stderr.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'webapp.server', '--config', path,
+                             '--port', '0', '--workers', '2', '--threads', '2'],
+                            stdout=subprocess.PIPE, stderr=errors, env=dict(
+                                os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT), text=True)
+    errors.close()
+
+    def log() -> str:
+        return (tmp_path / 'stderr.log').read_text()
+    try:
+        line = proc.stdout.readline()
+        assert '(2 workers)' in line, log()
+        url = line.split()[3] + 'render?target=proc.m&format=json&from=%d&until=%d' % (
+            base_time - 60, base_time)
+        first = wait_for(lambda: len(children_of(proc.pid)) == 2 and children_of(proc.pid))
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: http_get(url), range(16)))
+        assert all(a[0] == 200 and json.loads(a[2])[0]['datapoints'] == [[7.0, base_time]]
+                   for a in answers)
+        # each worker applies a SIGHUP
+        with open(path, 'a') as fh:
+            fh.write('CLUSTER_SERVERS = ["127.0.0.1:%d"]\n' % free_port())
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: log().count('SIGHUP: CLUSTER_SERVERS changed') == 2)
+        # a worker killed is replaced; the port keeps answering
+        os.kill(first[0], signal.SIGKILL)
+        now = wait_for(lambda: len(children_of(proc.pid)) == 2 and
+                       first[0] not in children_of(proc.pid) and children_of(proc.pid))
+        assert first[1] in now and 'worker %d exited with status -9; starting another' % \
+            first[0] in log()
+        assert http_get(url)[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        for pid in now:
+            assert not os.path.exists('/proc/%d/status' % pid) or \
+                'zombie' in open('/proc/%d/status' % pid).read()
+    finally:
+        stop_server(proc)
+
+
+def test_graphite_render_workers_port_in_use(tmp_path: Any) -> None:
+    import socket
+    path = write(tmp_path, 'STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\n' % str(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen(1)
+        result = subprocess.run([sys.executable, '-m', 'webapp.server', '--config', path,
+                                 '--port', str(taken.getsockname()[1]), '--workers', '2'],
+                                capture_output=True, text=True, timeout=30,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT))
+    assert result.returncode == 1 and 'cannot listen on 127.0.0.1' in result.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional
 
+from webapp.functions import packed_rows
 from webapp.functions.common import (
     evaluate, get_agg_func, key_func, percentile, rename, safe_avg, safe_len, safe_max,
     xff_values,
@@ -67,7 +68,9 @@ _filter('averageBelow', 'average', '<=', 'Series whose average is at or below n.
 def highest(requestContext: dict, seriesList: list, n: int = 1,
             func: str = 'average') -> list[TimeSeries]:
     """The n series with the highest ``func`` aggregate."""
-    seriesList.sort(key=key_func(get_agg_func(func)), reverse=True)
+    if func != 'max' or not packed_rows.sort_by_max(seriesList):
+        packed_rows.materialize(seriesList)
+        seriesList.sort(key=key_func(get_agg_func(func)), reverse=True)
     return seriesList[:int(n)]
 
 
@@ -85,6 +88,8 @@ def _ranked(name: str, base: Callable, func: str, doc: str) -> None:
         return base(requestContext, seriesList, n, func)
     impl.__name__ = name
     impl.__doc__ = doc
+    # highest(..., 'max') ranks packed rows itself (webapp.render.evaluator)
+    impl.packed_input = base is highest and func == 'max'  # type: ignore[attr-defined]
     render_function(name, FILTER, N_INT)(impl)
 
 

@@ -6,6 +6,7 @@ from functools import reduce
 from typing import Any, Optional
 
 from webapp.plugins import RENDER_FUNCTIONS
+from webapp.functions import packed_rows
 from webapp.functions.combine import COMBINE, SL, aggregate, float_grid
 from webapp.functions.common import (
     agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,
@@ -126,6 +127,8 @@ def asPercent(requestContext: dict, seriesList: list, total: Any = None,
     if not seriesList:
         return []
     normalize([seriesList])
+    if nodes or not (isinstance(total, list) and len(total) == 1 and len(seriesList) > 1):
+        packed_rows.materialize(seriesList)    # packed rows only against one total series
     if nodes:
         return _as_percent_nodes(requestContext, seriesList, total, nodes)
     xff = requestContext.get('xFilesFactor')
@@ -169,22 +172,32 @@ def _array_percents(seriesList: list, total: Any) -> Optional[Block]:
     """``v / t * 100.0`` (no value where v or t is None or t is 0) of each series against
     ``total`` with numpy, as a block of packed rows (the evaluator turns them into lists
     unless the JSON writer takes them): the same IEEE operations, so the same floats.
-    None (use the Python loop) without numpy, for lengths that differ or values other
-    than floats and None (a stored NaN included)."""
+    The series may be packed rows (``packed_input``). None (use the Python loop, the
+    series materialised) without numpy, for lengths that differ or values other than
+    floats and None (a stored NaN included)."""
     from webapp.storage import packed
     np = packed.np
     if not packed.ENABLED:
         return None
-    lists = [list(series) for series in seriesList] + [list(total)]
-    if len({len(values) for values in lists}) != 1:
-        return None
-    arrays = float_grid(lists)
-    del lists
-    if arrays is None:
-        return None
-    grid, known = arrays
-    values, totals = grid[:-1], grid[-1]
-    ok = known[:-1] & known[-1] & (totals != 0)
+    rows_known = packed_rows.packed_grid(seriesList)
+    if rows_known is not None:
+        arrays = float_grid([list(total)])
+        if arrays is None or arrays[0].shape[1] != rows_known[0].shape[1]:
+            packed_rows.materialize(seriesList)
+            return None
+        (values, known), (totals, total_known) = rows_known, arrays
+        totals, total_known = totals[0], total_known[0]
+    else:
+        lists = [list(series) for series in seriesList] + [list(total)]
+        if len({len(values) for values in lists}) != 1:
+            return None
+        arrays = float_grid(lists)
+        del lists
+        if arrays is None:
+            return None
+        grid, known_all = arrays
+        values, totals, known, total_known = grid[:-1], grid[-1], known_all[:-1], known_all[-1]
+    ok = known & total_known & (totals != 0)
     with np.errstate(all='ignore'):
         out = values / totals * 100.0
     out[~ok] = 0.0
@@ -242,6 +255,9 @@ def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
     """Group series by one node (or tag) and aggregate each group; named by that node."""
     return groupByNodes(requestContext, seriesList, callback, nodeNum)
 
+
+# its first argument may come as packed rows (webapp.functions.packed_rows)
+asPercent.packed_input = True  # type: ignore[attr-defined]
 
 # the evaluator may compute these over packed whisper rows (webapp.render.fused)
 groupByNode.fused_group = ('callback', 'nodeNum')  # type: ignore[attr-defined]

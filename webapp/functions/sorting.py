@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from webapp.functions import packed_rows
 from webapp.functions.common import get_agg_func, key_func, safe_max, safe_min
 from webapp.functions.registry import render_function
 from webapp.functions.registry import Param as P
@@ -46,8 +47,12 @@ def sortByTotal(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 @render_function('sortByMaxima', SORTING, [SL])
 def sortByMaxima(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     """Sort by maximum value, largest first."""
-    seriesList.sort(key=key_func(safe_max), reverse=True)
+    if not packed_rows.sort_by_max(seriesList):
+        seriesList.sort(key=key_func(safe_max), reverse=True)
     return seriesList
+
+
+sortByMaxima.packed_input = True  # type: ignore[attr-defined]  # (webapp.render.evaluator)
 
 
 @render_function('sortByMinima', SORTING, [SL])

@@ -6,6 +6,7 @@ import math
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
+from webapp.functions import packed_rows
 from webapp.functions.common import (
     DAY, HOUR, MINUTE, epoch, evaluate_first_arg, get_agg_func, interval_seconds,
     parse_at_time, parse_interval, rename, xff,
@@ -54,14 +55,22 @@ def summarize(requestContext: dict, seriesList: list, intervalString: str, func:
               alignToFrom: bool = False) -> list[TimeSeries]:
     """Aggregate points into fixed buckets (aligned to the interval, or to ``from``)."""
     interval = interval_seconds(intervalString)
+    rows = None
+    if alignToFrom or not seriesList:
+        packed_rows.materialize(seriesList)
+    else:
+        rows = packed_rows.bucket_values(seriesList, func, interval)
     results = []
-    for series in seriesList:
+    for i, series in enumerate(seriesList):
         if alignToFrom:
             new_start, new_end = series.start, series.end
         else:
             new_start = series.start - (series.start % interval)
             new_end = series.end - (series.end % interval) + interval
-        values, aligned_end = summarize_values(series, func, interval, new_start, new_end)
+        if rows is not None:
+            values = rows[i]
+        else:
+            values, aligned_end = summarize_values(series, func, interval, new_start, new_end)
         if alignToFrom:
             new_end = aligned_end
         series.tags['summarize'] = intervalString
@@ -71,6 +80,10 @@ def summarize(requestContext: dict, seriesList: list, intervalString: str, func:
         results.append(series.copy(name=name, start=new_start, end=new_end, step=interval,
                                    values=values))
     return results
+
+
+# its first argument may come as packed rows (webapp.functions.packed_rows)
+summarize.packed_input = True  # type: ignore[attr-defined]
 
 
 def _align_start(start: datetime, alignTo: str) -> datetime:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Optional
 
+from webapp.functions import packed_rows
 from webapp.functions.common import (
     INF, rename, rows, safe_max, safe_min, safe_pow,
 )
@@ -25,10 +26,25 @@ def _pointwise(seriesList: list, name: str, tag: tuple, func: Callable[[Any], An
     return seriesList
 
 
+def _renamed_rows(seriesList: list, name: str, tag: Optional[tuple],
+                  result: packed_rows.packed.Block) -> list:
+    """What ``_pointwise`` does to each series, with the values as rows of ``result``."""
+    for series, row in zip(seriesList, packed_rows.rows_of(result), strict=True):
+        if tag is not None:
+            series.tags[tag[0]] = tag[1]
+        rename(series, name % series.name)
+        series.packed = row
+    return seriesList
+
+
 @render_function('scale', TRANSFORM, [SL, P('factor', 'float', required=True)])
 def scale(requestContext: dict, seriesList: list, factor: float) -> list[TimeSeries]:
     """Multiply each value by ``factor``."""
     times = float(factor)   # safe_mul(v, factor) inlined: float(v) * float(factor)
+    arrays = packed_rows.packed_grid(seriesList)
+    if arrays is not None:
+        return _renamed_rows(seriesList, 'scale(%%s,%g)' % times, ('scale', factor),
+                             packed_rows.scaled(*arrays, times))
     return _pointwise(seriesList, 'scale(%%s,%g)' % times, ('scale', factor),
                       lambda v: None if v is None else float(v) * times)
 
@@ -187,6 +203,15 @@ def isNonNull(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 def transformNull(requestContext: dict, seriesList: list, default: float = 0,
                   referenceSeries: Optional[list] = None) -> list[TimeSeries]:
     """Replace None with ``default`` (only where some referenceSeries has data, if given)."""
+    arrays = None if referenceSeries else packed_rows.packed_grid(seriesList)
+    if arrays is not None and (type(default) is float or arrays[1].all()):
+        values, valid = arrays
+        np = packed_rows.packed.np
+        fill = float(default) if type(default) is float else 0.0   # 0.0: never used
+        filled = packed_rows.block(np.where(valid, values, fill), np.ones_like(valid))
+        return _renamed_rows(seriesList, 'transformNull(%%s,%g)' % default,
+                             ('transformNull', default), filled)
+    packed_rows.materialize(seriesList)
     defaults = None
     if referenceSeries:
         defaults = [default if any(v is not None for v in row) else None
@@ -209,6 +234,11 @@ def transformNull(requestContext: dict, seriesList: list, default: float = 0,
 @render_function('keepLastValue', TRANSFORM, [SL, P('limit', 'intOrInf', default=INF)])
 def keepLastValue(requestContext: dict, seriesList: list, limit: float = INF) -> list[TimeSeries]:
     """Fill gaps of at most ``limit`` Nones with the last value seen before them."""
+    arrays = packed_rows.packed_grid(seriesList)
+    if arrays is not None and type(limit) in (int, float):
+        return _renamed_rows(seriesList, 'keepLastValue(%s)', None,
+                             packed_rows.kept_last(*arrays, limit))
+    packed_rows.materialize(seriesList)
     for series in seriesList:
         rename(series, 'keepLastValue(%s)' % series.name)
         gap, last = 0, None
@@ -256,6 +286,14 @@ def _copy_each(seriesList: list, name: str, tag: tuple,
     return results
 
 
+def _copied_rows(seriesList: list, name: str, tag: tuple,
+                 result: packed_rows.packed.Block) -> list:
+    """What ``_copy_each`` gives, with the values as rows of ``result``."""
+    for series in seriesList:
+        series.tags[tag[0]] = tag[1]
+    return packed_rows.copies(seriesList, name, result)
+
+
 def _derivative(series: TimeSeries) -> list:
     out, prev = [], None
     for value in series:
@@ -267,6 +305,10 @@ def _derivative(series: TimeSeries) -> list:
 @render_function('derivative', TRANSFORM, [SL])
 def derivative(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     """Difference between each point and the previous one (None next to gaps)."""
+    arrays = packed_rows.packed_grid(seriesList)
+    if arrays is not None:
+        return _copied_rows(seriesList, 'derivative(%s)', ('derivative', 1),
+                            packed_rows.differences(*arrays))
     return _copy_each(seriesList, 'derivative(%s)', ('derivative', 1), _derivative)
 
 
@@ -293,6 +335,13 @@ def non_negative_delta(val: Any, prev: Any, maxValue: Optional[float],
 def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Optional[float] = None,
                           minValue: Optional[float] = None) -> list[TimeSeries]:
     """Derivative of a counter; a decrease counts as a wrap (or None without maxValue)."""
+    arrays = packed_rows.packed_grid(seriesList)
+    found = None if arrays is None else packed_rows.counter_deltas(*arrays, maxValue, minValue)
+    if found is not None:
+        return _copied_rows(seriesList, 'nonNegativeDerivative(%s)',
+                            ('nonNegativeDerivative', 1), packed_rows.block(*found))
+    packed_rows.materialize(seriesList)
+
     def compute(series: TimeSeries) -> list:
         out, prev = [], None
         for value in series:
@@ -307,6 +356,13 @@ def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Opti
 def perSecond(requestContext: dict, seriesList: list, maxValue: Optional[float] = None,
               minValue: Optional[float] = None) -> list[TimeSeries]:
     """Per-second rate of a counter: nonNegativeDerivative divided by the step."""
+    arrays = packed_rows.packed_grid(seriesList)
+    found = None if arrays is None else packed_rows.rates(seriesList, *arrays, maxValue,
+                                                            minValue)
+    if found is not None:
+        return _copied_rows(seriesList, 'perSecond(%s)', ('perSecond', 1), found)
+    packed_rows.materialize(seriesList)
+
     def compute(series: TimeSeries) -> list:
         out, prev = [], None
         for value in series:
@@ -373,3 +429,11 @@ def changed(requestContext: dict, seriesList: list) -> list[TimeSeries]:
         series[:] = out
     return seriesList
 
+
+# these take their first argument as packed rows when they can (webapp.render.evaluator)
+scale.packed_input = True  # type: ignore[attr-defined]
+transformNull.packed_input = True  # type: ignore[attr-defined]
+keepLastValue.packed_input = True  # type: ignore[attr-defined]
+derivative.packed_input = True  # type: ignore[attr-defined]
+nonNegativeDerivative.packed_input = True  # type: ignore[attr-defined]
+perSecond.packed_input = True  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ bucket's values in order from 0 exactly as ``sum()`` does, so averages are ident
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Optional
 
@@ -141,8 +142,8 @@ def _orjson_cells(matrix: Any) -> tuple[Any, bytes, Any, list]:
     text = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
     with np.errstate(invalid='ignore'):
         size = np.abs(flat)
-        odd = np.flatnonzero(np.isinf(flat) | ((size != 0) & ((size < FAST_LOW) |
-                                                             (size >= FAST_HIGH))))
+        # (infinities are among the sizes from FAST_HIGH up)
+        odd = np.flatnonzero((size != 0) & ((size < FAST_LOW) | (size >= FAST_HIGH)))
     fixes = [t.encode() for t in _texts(flat[odd])] if len(odd) else []
     return flat, text, odd, fixes
 
@@ -168,6 +169,16 @@ def _cell_texts(matrix: Any) -> Any:
     return cells.reshape(matrix.shape)
 
 
+@functools.lru_cache(maxsize=8)
+def _suffixes(stamps: range) -> list[bytes]:
+    """The text after each cell: ``, <timestamp>], [`` (``]]}`` after the last). A
+    dashboard's requests share their time range, so the lists are kept for a while
+    (read only)."""
+    suffixes = [b', %d], [' % t for t in stamps[:-1]]
+    suffixes.append(b', %d]]}' % stamps[-1])
+    return suffixes
+
+
 def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = '',
                 after: str = '') -> bytes:
     """``before`` + ``header[[v, t], ...]]}`` per row of ``matrix`` (NaN = null) + ``after``.
@@ -179,8 +190,7 @@ def format_rows(headers: list[str], matrix: Any, stamps: range, before: str = ''
     rows, points = matrix.shape
     if points == 0:
         return (before + ', '.join(h + '[]}' for h in headers) + after).encode()
-    suffixes = [b', %d], [' % t for t in stamps[:points - 1]]
-    suffixes.append(b', %d]]}' % stamps[points - 1])
+    suffixes = _suffixes(stamps[:points])
     heads = [((', ' if i else before) + h).encode() + b'[[' for i, h in enumerate(headers)]
     if _rows is not None and _many(matrix):
         _flat, text, odd, fixes = _orjson_cells(matrix)

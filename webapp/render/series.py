@@ -140,7 +140,11 @@ class TimeSeries(list):
         self.options: dict[str, Any] = {}
         self.pathExpression = pathExpression or name
         self.xFilesFactor = DEFAULT_XFILES_FACTOR if xFilesFactor is None else xFilesFactor
-        self.tags = tags if tags else parse_tags(name)
+        if tags:
+            self.tags = tags
+        else:                  # parse_tags gives strings only: no checks needed
+            self._tags = dict.__new__(Tags)
+            dict.update(self._tags, parse_tags(name))
 
     @property
     def tags(self) -> Tags:
