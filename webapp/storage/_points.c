@@ -1,56 +1,47 @@
-/* Whisper point ranges read and decoded straight into numpy rows (optional accelerator).
+/* Whisper point ranges read straight from the files into numpy arrays (optional accelerator).
  *
- * read_rows(paths, first, second, from_interval, step, points, values, valid) -> list
+ * read_heads(paths, limit, sizes) -> list
  *
- * For row r: open paths[r], read first[r] = (offset, size) and, for a range that wraps
- * around the archive's end, second[r] = (offset, size) (size 0: none) into one buffer,
- * close; then decode its ``points`` big-endian (uint32 timestamp, float64 value)
- * records: a slot is valid when its timestamp is from_interval + i * step (whisper.fetch's
- * rule), and its value is stored in values[r][i]; an invalid slot gets 0.0.
- * ``values`` (float64) and ``valid`` (bool) are writable C-contiguous buffers of
- * len(paths) x points items. The files are read with the GIL released. Returns the
- * rows that could not be read as (row, errno) pairs (errno 0: short read); their
- * slots are left invalid. webapp/storage/packed.py's decode_block is the Python
- * equivalent used when this is not built.
+ * For each path: open, fstat, read up to ``limit`` bytes at offset 0, close. The item is
+ * the header's bytes (cut to the header's size, 16 + 12 x archive count, when all of it
+ * was read; else everything read) or the errno (an int) when the file could not be
+ * opened or read; sizes[r] (a writable int64 buffer) gets the file's size.
  *
- * pread_many(paths, offsets, size) -> list
+ * scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, points,
+ *      drop, vpp, compensated, out1, out2, out3) -> list
  *
- * For each path: open, read up to ``size`` bytes at offsets[r], close; the bytes read,
- * or the errno (an int) when the file could not be opened or read. The headers of a
- * batch of files are read with it, the GIL released file by file.
+ * For row r: open paths[r], read the chosen archive's first point (at offsets[r]; the
+ * archive is sizes[r] bytes), and, unless that point's timestamp is 0 (an empty archive:
+ * every slot empty), the ``points`` records from from_interval to until_interval
+ * (whisper.fetch's offsets, in two pieces when the range wraps around the archive's end),
+ * close. Record i is a value when its timestamp is from_interval + i * step
+ * (whisper.fetch's rule). What happens with the values depends on ``mode``:
+ *
+ *   0 (rows):   out1[r][i] = value or 0.0 (float64), out2[r][i] = 1 or 0 (bool);
+ *               len(paths) x points items each.
+ *   1 (sum):    out1[g][i] += value for g = targets[r], rows added in order, with
+ *               out2 the running corrections of Python 3.12's sum() when ``compensated``,
+ *               out3[g][i] (int64) counts the values; groups x points items each.
+ *   2 (consolidate): as sum, into bucket (i - drop) // vpp of row r for i >= drop;
+ *               len(paths) x ceil((points - drop) / vpp) items each.
+ *
+ * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or
+ * consolidating many files never holds all their points. The files are read with the
+ * GIL released. Returns the rows that could not be read as (row, errno) pairs (errno 0:
+ * short read); in mode 0 their slots are left empty, in modes 1 and 2 they add nothing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct {
-    const char *path;
-    long long off1, size1, off2, size2;
-    int error;
-} row_plan;
-
-static int
-pair(PyObject *item, long long *offset, long long *size)
-{
-    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-        PyErr_SetString(PyExc_TypeError, "ranges must be (offset, size) tuples");
-        return -1;
-    }
-    *offset = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 0));
-    *size = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
-    if (PyErr_Occurred())
-        return -1;
-    if (*offset < 0 || *size < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative offset or size");
-        return -1;
-    }
-    return 0;
-}
+#define RECORD 12
 
 static int
 read_all(int fd, char *dst, long long size, long long offset)
@@ -83,30 +74,147 @@ big32(const unsigned char *p)
 #endif
 }
 
-static inline uint64_t
-big64(const unsigned char *p)
+static inline double
+big_double(const unsigned char *p)
 {
-#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     uint64_t v;
+    double d;
     memcpy(&v, p, sizeof v);
-    return __builtin_bswap64(v);
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
 #else
-    uint64_t v = 0;
+    v = 0;
     for (int b = 0; b < 8; b++)
         v = (v << 8) | p[b];
-    return v;
 #endif
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+/* Python's a // b and a % b for b > 0 */
+static inline long long
+floor_div(long long a, long long b)
+{
+    long long q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+static inline long long
+floor_mod(long long a, long long b)
+{
+    long long r = a % b;
+    return r < 0 ? r + b : r;
+}
+
+typedef struct {
+    long long from_interval, until_interval, step;
+    Py_ssize_t points;
+} span;
+
+/* The records of one file's range into ``buffer`` (points x 12 bytes): 0, an errno, or -1
+ * (short read, or ranges that do not hold ``points`` records); *empty set when the
+ * archive holds no point at all. */
+static int
+load_records(const char *path, long long offset, long long size, const span *range,
+             unsigned char *buffer, int *empty)
+{
+    unsigned char first[RECORD];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno ? errno : EIO;
+    int error = read_all(fd, (char *)first, RECORD, offset);
+    *empty = 0;
+    if (!error) {
+        long long base = big32(first);
+        if (base == 0) {
+            *empty = 1;
+        } else {
+            long long from_offset = offset + floor_mod(
+                floor_div(range->from_interval - base, range->step) * RECORD, size);
+            long long until_offset = offset + floor_mod(
+                floor_div(range->until_interval - base, range->step) * RECORD, size);
+            long long want = (long long)range->points * RECORD;
+            if (from_offset < until_offset) {
+                if (until_offset - from_offset != want)
+                    error = -1;
+                else
+                    error = read_all(fd, (char *)buffer, want, from_offset);
+            } else {
+                long long head = offset + size - from_offset;
+                long long tail = until_offset - offset;
+                if (head + tail != want)
+                    error = -1;
+                else
+                    error = read_all(fd, (char *)buffer, head, from_offset);
+                if (!error && tail)
+                    error = read_all(fd, (char *)buffer + head, tail, offset);
+            }
+        }
+    }
+    close(fd);
+    return error;
+}
+
+/* one value into a running sum (and correction, as Python 3.12's sum() keeps one) */
+static inline void
+add_value(double *acc, double *comp, double x, int compensated)
+{
+    double total = *acc + x;
+    if (compensated)
+        *comp += fabs(*acc) >= fabs(x) ? (*acc - total) + x : (x - total) + *acc;
+    *acc = total;
+}
+
+typedef struct {
+    int mode, compensated;
+    Py_ssize_t drop, vpp, width;   /* width: items per output row */
+    double *out1, *out2;
+    unsigned char *valid;
+    long long *count;
+} sink;
+
+static void
+take_rows(const sink *to, Py_ssize_t target, const unsigned char *src, const span *range)
+{
+    double *acc = to->out1 + target * to->width;
+    double *comp = to->out2 + target * to->width;
+    long long *count = to->count + target * to->width;
+    long long expected = range->from_interval;
+    Py_ssize_t points = range->points;
+    if (to->mode == 1) {
+        for (Py_ssize_t i = 0; i < points; i++, src += RECORD, expected += range->step) {
+            if ((long long)big32(src) != expected)
+                continue;
+            add_value(&acc[i], &comp[i], big_double(src + 4), to->compensated);
+            count[i]++;
+        }
+        return;
+    }
+    /* consolidate: bucket (i - drop) // vpp */
+    Py_ssize_t bucket = 0, filled = 0;
+    src += to->drop * RECORD;
+    expected += to->drop * range->step;
+    for (Py_ssize_t i = to->drop; i < points; i++, src += RECORD, expected += range->step) {
+        if ((long long)big32(src) == expected) {
+            add_value(&acc[bucket], &comp[bucket], big_double(src + 4), to->compensated);
+            count[bucket]++;
+        }
+        if (++filled == to->vpp) {
+            filled = 0;
+            bucket++;
+        }
+    }
 }
 
 static void
-decode(const unsigned char *src, Py_ssize_t points, long long from_interval,
-       long long step, double *values, unsigned char *valid)
+take_values(const sink *to, Py_ssize_t row, const unsigned char *src, const span *range)
 {
-    long long expected = from_interval;
-    for (Py_ssize_t i = 0; i < points; i++, src += 12, expected += step) {
+    double *values = to->out1 + row * range->points;
+    unsigned char *valid = to->valid + row * range->points;
+    long long expected = range->from_interval;
+    for (Py_ssize_t i = 0; i < range->points; i++, src += RECORD, expected += range->step) {
         if ((long long)big32(src) == expected) {
-            uint64_t bits = big64(src + 4);
-            memcpy(&values[i], &bits, sizeof bits);
+            values[i] = big_double(src + 4);
             valid[i] = 1;
         } else {
             values[i] = 0.0;
@@ -115,165 +223,229 @@ decode(const unsigned char *src, Py_ssize_t points, long long from_interval,
     }
 }
 
-static PyObject *
-read_rows(PyObject *self, PyObject *args)
+typedef struct {
+    const char *path;
+    long long offset, size;
+    Py_ssize_t target;
+    int error;
+} file_row;
+
+static int
+long_item(PyObject *list, Py_ssize_t i, long long *out)
 {
-    PyObject *paths, *first, *second;
-    long long from_interval, step;
-    Py_ssize_t points;
-    Py_buffer values, valid;
-    PyObject *out = NULL;
-    row_plan *plans = NULL;
+    *out = PyLong_AsLongLong(PyList_GET_ITEM(list, i));
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static PyObject *
+scan(PyObject *self, PyObject *args)
+{
+    int mode, compensated;
+    PyObject *paths, *offsets, *sizes, *targets;
+    span range;
+    Py_ssize_t drop, vpp;
+    Py_buffer out1, out2, out3;
+    PyObject *out = NULL, *keep = NULL;
+    file_row *rows = NULL;
     unsigned char *buffer = NULL;
 
-    if (!PyArg_ParseTuple(args, "O!O!O!LLnw*w*", &PyList_Type, &paths, &PyList_Type, &first,
-                          &PyList_Type, &second, &from_interval, &step, &points, &values,
-                          &valid))
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!LLLnnnpw*w*w*", &mode, &PyList_Type, &paths,
+                          &PyList_Type, &offsets, &PyList_Type, &sizes, &PyList_Type,
+                          &targets, &range.from_interval, &range.until_interval, &range.step,
+                          &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3))
         return NULL;
-    Py_ssize_t rows = PyList_GET_SIZE(paths);
-    if (PyList_GET_SIZE(first) != rows || PyList_GET_SIZE(second) != rows) {
-        PyErr_SetString(PyExc_ValueError, "paths, first and second differ in length");
+    Py_ssize_t count = PyList_GET_SIZE(paths);
+    sink to = {mode, compensated, drop, vpp, 0, out1.buf, out2.buf, out2.buf, out3.buf};
+    Py_ssize_t groups = 0;
+    if (PyList_GET_SIZE(offsets) != count || PyList_GET_SIZE(sizes) != count ||
+            (mode == 1 && PyList_GET_SIZE(targets) != count)) {
+        PyErr_SetString(PyExc_ValueError, "paths, offsets, sizes and targets differ in length");
         goto done;
     }
-    if (points < 0 || values.len != rows * points * (Py_ssize_t)sizeof(double) ||
-            valid.len != rows * points) {
-        PyErr_SetString(PyExc_ValueError, "values/valid do not hold rows x points items");
+    if (range.points < 0 || range.step <= 0 || drop < 0 || vpp < 1 || mode < 0 || mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad points, step, drop, vpp or mode");
         goto done;
     }
-    plans = PyMem_Calloc(rows ? rows : 1, sizeof(row_plan));
-    buffer = PyMem_Malloc(points ? points * 12 : 1);
-    if (plans == NULL || buffer == NULL) {
-        PyErr_NoMemory();
+    keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
+    rows = PyMem_Calloc(count ? count : 1, sizeof(file_row));
+    buffer = PyMem_Malloc(range.points ? range.points * RECORD : 1);
+    if (keep == NULL || rows == NULL || buffer == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        PyObject *path = PyList_GET_ITEM(paths, r);
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *path = PyList_GET_ITEM(keep, r);
+        long long target = r;
         if (!PyBytes_Check(path)) {
             PyErr_SetString(PyExc_TypeError, "paths must be bytes");
             goto done;
         }
-        plans[r].path = PyBytes_AS_STRING(path);
-        if (pair(PyList_GET_ITEM(first, r), &plans[r].off1, &plans[r].size1) < 0 ||
-                pair(PyList_GET_ITEM(second, r), &plans[r].off2, &plans[r].size2) < 0)
+        rows[r].path = PyBytes_AS_STRING(path);
+        if (long_item(offsets, r, &rows[r].offset) < 0 || long_item(sizes, r, &rows[r].size) < 0 ||
+                (mode == 1 && long_item(targets, r, &target) < 0))
             goto done;
-        if (plans[r].size1 + plans[r].size2 != (long long)points * 12) {
-            PyErr_SetString(PyExc_ValueError, "a row's ranges do not hold points records");
+        if (rows[r].offset < 0 || rows[r].size <= 0 || target < 0) {
+            PyErr_SetString(PyExc_ValueError, "negative offset or target, or an empty archive");
             goto done;
         }
+        rows[r].target = (Py_ssize_t)target;
+        if (target >= groups)
+            groups = (Py_ssize_t)target + 1;
     }
+    Py_ssize_t out_rows;
+    if (mode == 0) {
+        to.width = range.points;
+        out_rows = count;
+    } else if (mode == 1) {
+        to.width = range.points;
+        out_rows = groups;
+    } else {
+        Py_ssize_t kept = range.points > drop ? range.points - drop : 0;
+        to.width = (kept + vpp - 1) / vpp;
+        out_rows = count;
+    }
+    Py_ssize_t cells = out_rows * to.width;
+    int fits = mode == 0 ?
+        out1.len == cells * (Py_ssize_t)sizeof(double) && out2.len == cells :
+        out1.len == cells * (Py_ssize_t)sizeof(double) &&
+        out2.len == cells * (Py_ssize_t)sizeof(double) &&
+        out3.len == cells * (Py_ssize_t)sizeof(long long);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError, "output buffers do not fit the rows and points");
+        goto done;
+    }
+    to.valid = out2.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        double *row_values = (double *)values.buf + r * points;
-        unsigned char *row_valid = (unsigned char *)valid.buf + r * points;
-        int fd = open(plans[r].path, O_RDONLY | O_CLOEXEC);
-        int error = fd < 0 ? (errno ? errno : EIO) : 0;
-        if (!error)
-            error = read_all(fd, (char *)buffer, plans[r].size1, plans[r].off1);
-        if (!error && plans[r].size2)
-            error = read_all(fd, (char *)buffer + plans[r].size1, plans[r].size2,
-                             plans[r].off2);
-        if (fd >= 0)
-            close(fd);
+    for (Py_ssize_t r = 0; r < count; r++) {
+        int empty = 0;
+        int error = load_records(rows[r].path, rows[r].offset, rows[r].size, &range, buffer,
+                                 &empty);
         if (error) {
-            plans[r].error = error < 0 ? 0 : error;
-            memset(row_valid, 0, (size_t)points);
-            memset(row_values, 0, (size_t)points * sizeof(double));
-            plans[r].path = NULL;
+            rows[r].error = error < 0 ? 0 : error;
+            rows[r].path = NULL;
+            if (mode == 0) {
+                memset(to.valid + r * range.points, 0, (size_t)range.points);
+                memset(to.out1 + r * range.points, 0, (size_t)range.points * sizeof(double));
+            }
             continue;
         }
-        decode(buffer, points, from_interval, step, row_values, row_valid);
+        if (mode == 0) {
+            if (empty) {
+                memset(to.valid + r * range.points, 0, (size_t)range.points);
+                memset(to.out1 + r * range.points, 0, (size_t)range.points * sizeof(double));
+            } else {
+                take_values(&to, r, buffer, &range);
+            }
+        } else if (!empty) {
+            take_rows(&to, mode == 1 ? rows[r].target : r, buffer, &range);
+        }
     }
     Py_END_ALLOW_THREADS
     out = PyList_New(0);
-    for (Py_ssize_t r = 0; out != NULL && r < rows; r++) {
-        if (plans[r].path != NULL)
+    for (Py_ssize_t r = 0; out != NULL && r < count; r++) {
+        if (rows[r].path != NULL)
             continue;
-        PyObject *failed = Py_BuildValue("(ni)", r, plans[r].error);
+        PyObject *failed = Py_BuildValue("(ni)", r, rows[r].error);
         if (failed == NULL || PyList_Append(out, failed) < 0)
             Py_CLEAR(out);
         Py_XDECREF(failed);
     }
 done:
-    PyMem_Free(plans);
+    Py_XDECREF(keep);
+    PyMem_Free(rows);
     PyMem_Free(buffer);
-    PyBuffer_Release(&values);
-    PyBuffer_Release(&valid);
+    PyBuffer_Release(&out1);
+    PyBuffer_Release(&out2);
+    PyBuffer_Release(&out3);
     return out;
 }
 
 static PyObject *
-pread_many(PyObject *self, PyObject *args)
+read_heads(PyObject *self, PyObject *args)
 {
-    PyObject *paths, *offsets;
-    Py_ssize_t size;
-    if (!PyArg_ParseTuple(args, "O!O!n", &PyList_Type, &paths, &PyList_Type, &offsets, &size))
+    PyObject *paths;
+    Py_ssize_t limit;
+    Py_buffer sizes;
+    if (!PyArg_ParseTuple(args, "O!nw*", &PyList_Type, &paths, &limit, &sizes))
         return NULL;
     Py_ssize_t rows = PyList_GET_SIZE(paths);
-    if (PyList_GET_SIZE(offsets) != rows || size < 0) {
-        PyErr_SetString(PyExc_ValueError, "paths and offsets differ in length");
+    if (limit < 16 || sizes.len != rows * (Py_ssize_t)sizeof(long long)) {
+        PyErr_SetString(PyExc_ValueError, "limit under 16, or sizes do not hold a row each");
+        PyBuffer_Release(&sizes);
         return NULL;
     }
+    long long *size_of = sizes.buf;
     PyObject *out = PyList_New(rows);
-    if (out == NULL)
-        return NULL;
+    char *buffer = PyMem_Malloc((size_t)limit);
+    if (out == NULL || buffer == NULL) {
+        Py_XDECREF(out);
+        PyMem_Free(buffer);
+        PyBuffer_Release(&sizes);
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t r = 0; r < rows; r++) {
         PyObject *path = PyList_GET_ITEM(paths, r);
-        long long offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, r));
-        if (!PyBytes_Check(path) || (offset == -1 && PyErr_Occurred()) || offset < 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "paths must be bytes, offsets >= 0");
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyObject *data = PyBytes_FromStringAndSize(NULL, size);
-        if (data == NULL) {
-            Py_DECREF(out);
-            return NULL;
+        if (!PyBytes_Check(path)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
+            Py_CLEAR(out);
+            break;
         }
         const char *name = PyBytes_AS_STRING(path);
-        char *dst = PyBytes_AS_STRING(data);
         ssize_t got = -1;
         int error = 0;
+        long long file_size = 0;
         Py_BEGIN_ALLOW_THREADS
         int fd = open(name, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             error = errno ? errno : EIO;
         } else {
+            struct stat info;
+            if (fstat(fd, &info) == 0)
+                file_size = (long long)info.st_size;
             do {
-                got = pread(fd, dst, (size_t)size, (off_t)offset);
+                got = pread(fd, buffer, (size_t)limit, 0);
             } while (got < 0 && errno == EINTR);
             if (got < 0)
                 error = errno ? errno : EIO;
             close(fd);
         }
         Py_END_ALLOW_THREADS
+        size_of[r] = file_size;
+        PyObject *item;
         if (error) {
-            Py_DECREF(data);
-            data = PyLong_FromLong(error);
-        } else if (got < size && _PyBytes_Resize(&data, got) < 0) {
-            Py_DECREF(out);
-            return NULL;
+            item = PyLong_FromLong(error);
+        } else {
+            Py_ssize_t keep = got;
+            if (got >= 16) {
+                long long header = 16 + 12LL * big32((const unsigned char *)buffer + 12);
+                if (header <= got)
+                    keep = (Py_ssize_t)header;
+            }
+            item = PyBytes_FromStringAndSize(buffer, keep);
         }
-        if (data == NULL) {
-            Py_DECREF(out);
-            return NULL;
+        if (item == NULL) {
+            Py_CLEAR(out);
+            break;
         }
-        PyList_SET_ITEM(out, r, data);
+        PyList_SET_ITEM(out, r, item);
     }
+    PyMem_Free(buffer);
+    PyBuffer_Release(&sizes);
     return out;
 }
 
 static PyMethodDef methods[] = {
-    {"read_rows", read_rows, METH_VARARGS,
-     "read_rows(paths, first, second, from_interval, step, points, values, valid) -> "
-     "[(row, errno), ...]"},
-    {"pread_many", pread_many, METH_VARARGS,
-     "pread_many(paths, offsets, size) -> [bytes (up to size bytes at offset) or errno]"},
+    {"scan", scan, METH_VARARGS,
+     "scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, "
+     "points, drop, vpp, compensated, out1, out2, out3) -> [(row, errno), ...]"},
+    {"read_heads", read_heads, METH_VARARGS,
+     "read_heads(paths, limit, sizes) -> [header bytes or errno]"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_points", "Whisper point ranges read into numpy rows.", -1,
+    PyModuleDef_HEAD_INIT, "_points", "Whisper point ranges read into numpy arrays.", -1,
     methods,
 };
 
