@@ -25,6 +25,19 @@
  *   2 (consolidate): as sum, into bucket (i - drop) // vpp of row r for i >= drop;
  *               len(paths) x ceil((points - drop) / vpp) items each.
  *
+ * list_dirs(paths) -> list
+ *
+ * For each directory path: None when it cannot be listed, else (names, kinds): the
+ * entries' names (str, as os.scandir gives them, '.' and '..' left out) and a bytes
+ * object of one flag set per entry: 1 a directory, 2 a regular file (both after following
+ * a symlink, as DirEntry.is_dir() / is_file() answer), 4 a symlink. The finder's
+ * wildcard levels list every matching directory of a level in one call.
+ *
+ * path_kinds(paths) -> bytes
+ *
+ * The same flags for each path (lstat, then stat for a symlink; 0 when it does not
+ * exist): the finder's literal levels.
+ *
  * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or
  * consolidating many files never holds all their points. The files are read with the
  * GIL released. Returns the rows that could not be read as (row, errno) pairs (errno 0:
@@ -38,6 +51,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -435,7 +449,206 @@ read_heads(PyObject *self, PyObject *args)
     return out;
 }
 
+#define KIND_DIR 1
+#define KIND_FILE 2
+#define KIND_LINK 4
+
+static int
+kind_of_mode(mode_t mode)
+{
+    return S_ISDIR(mode) ? KIND_DIR : S_ISREG(mode) ? KIND_FILE : 0;
+}
+
+/* flags of a path: lstat, and stat through a symlink */
+static int
+path_kind(const char *path)
+{
+    struct stat info;
+    if (lstat(path, &info) != 0)
+        return 0;
+    if (!S_ISLNK(info.st_mode))
+        return kind_of_mode(info.st_mode);
+    if (stat(path, &info) != 0)
+        return KIND_LINK;
+    return KIND_LINK | kind_of_mode(info.st_mode);
+}
+
+static PyObject *
+path_kinds(PyObject *self, PyObject *args)
+{
+    PyObject *paths;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &paths))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(paths);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count);
+    if (out == NULL)
+        return NULL;
+    char *kinds = PyBytes_AS_STRING(out);
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *path = PyList_GET_ITEM(paths, r);
+        if (!PyBytes_Check(path)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
+            Py_DECREF(out);
+            return NULL;
+        }
+        int kind;
+        Py_INCREF(path);
+        Py_BEGIN_ALLOW_THREADS
+        kind = path_kind(PyBytes_AS_STRING(path));
+        Py_END_ALLOW_THREADS
+        Py_DECREF(path);
+        kinds[r] = (char)kind;
+    }
+    return out;
+}
+
+typedef struct {
+    char *names;          /* NUL-separated */
+    size_t used, room;
+    unsigned char *kinds;
+    size_t count, kinds_room;
+} listing;
+
+static int
+grow(void **buffer, size_t *room, size_t need)
+{
+    if (need <= *room)
+        return 0;
+    size_t size = *room ? *room : 4096;
+    while (size < need)
+        size *= 2;
+    void *bigger = realloc(*buffer, size);
+    if (bigger == NULL)
+        return -1;
+    *buffer = bigger;
+    *room = size;
+    return 0;
+}
+
+/* the entries of one directory into ``into``: 0, an errno, or -1 out of memory */
+static int
+list_one(const char *path, listing *into)
+{
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return errno ? errno : EIO;
+    int dir_fd = dirfd(dir);
+    int error = 0;
+    struct dirent *entry;
+    errno = 0;
+    while ((entry = readdir(dir)) != NULL) {
+        const char *name = entry->d_name;
+        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))
+            continue;
+        int kind;
+        struct stat info;
+        switch (entry->d_type) {
+        case DT_DIR: kind = KIND_DIR; break;
+        case DT_REG: kind = KIND_FILE; break;
+        case DT_LNK:
+            kind = KIND_LINK;
+            if (fstatat(dir_fd, name, &info, 0) == 0)
+                kind |= kind_of_mode(info.st_mode);
+            break;
+        case DT_UNKNOWN:
+            kind = 0;
+            if (fstatat(dir_fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (S_ISLNK(info.st_mode)) {
+                    kind = KIND_LINK;
+                    if (fstatat(dir_fd, name, &info, 0) == 0)
+                        kind |= kind_of_mode(info.st_mode);
+                } else {
+                    kind = kind_of_mode(info.st_mode);
+                }
+            }
+            break;
+        default: kind = 0;
+        }
+        size_t length = strlen(name) + 1;
+        if (grow((void **)&into->names, &into->room, into->used + length) < 0 ||
+                grow((void **)&into->kinds, &into->kinds_room, into->count + 1) < 0) {
+            error = -1;
+            break;
+        }
+        memcpy(into->names + into->used, name, length);
+        into->used += length;
+        into->kinds[into->count++] = (unsigned char)kind;
+        errno = 0;
+    }
+    if (!error && entry == NULL && errno)
+        error = errno;
+    closedir(dir);
+    return error;
+}
+
+static PyObject *
+list_dirs(PyObject *self, PyObject *args)
+{
+    PyObject *paths;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &paths))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(paths);
+    PyObject *out = PyList_New(count);
+    listing into = {NULL, 0, 0, NULL, 0, 0};
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *path = PyList_GET_ITEM(paths, r);
+        if (!PyBytes_Check(path)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
+            goto fail;
+        }
+        Py_INCREF(path);
+        into.used = into.count = 0;
+        int error;
+        Py_BEGIN_ALLOW_THREADS
+        error = list_one(PyBytes_AS_STRING(path), &into);
+        Py_END_ALLOW_THREADS
+        Py_DECREF(path);
+        if (error < 0) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (error) {
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(out, r, Py_None);
+            continue;
+        }
+        PyObject *names = PyList_New((Py_ssize_t)into.count);
+        PyObject *kinds = PyBytes_FromStringAndSize((const char *)into.kinds,
+                                                    (Py_ssize_t)into.count);
+        PyObject *pair = names && kinds ? PyTuple_Pack(2, names, kinds) : NULL;
+        const char *name = into.names;
+        for (size_t i = 0; pair != NULL && i < into.count; i++) {
+            size_t length = strlen(name);
+            PyObject *text = PyUnicode_DecodeFSDefaultAndSize(name, (Py_ssize_t)length);
+            if (text == NULL)
+                Py_CLEAR(pair);
+            else
+                PyList_SET_ITEM(names, (Py_ssize_t)i, text);
+            name += length + 1;
+        }
+        Py_XDECREF(names);
+        Py_XDECREF(kinds);
+        if (pair == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, r, pair);
+    }
+    free(into.names);
+    free(into.kinds);
+    return out;
+fail:
+    free(into.names);
+    free(into.kinds);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"list_dirs", list_dirs, METH_VARARGS,
+     "list_dirs(paths) -> [(names, kinds) or None for each directory]"},
+    {"path_kinds", path_kinds, METH_VARARGS,
+     "path_kinds(paths) -> bytes of kind flags (1 dir, 2 file, 4 symlink)"},
     {"scan", scan, METH_VARARGS,
      "scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, "
      "points, drop, vpp, compensated, out1, out2, out3) -> [(row, errno), ...]"},
