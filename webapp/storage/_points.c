@@ -313,7 +313,11 @@ scan(PyObject *self, PyObject *args)
         out_rows = count;
     } else if (mode == 1) {
         to.width = range.points;
-        out_rows = groups;
+        out_rows = to.width ? out1.len / (to.width * (Py_ssize_t)sizeof(double)) : 0;
+        if (groups > out_rows && to.width) {
+            PyErr_SetString(PyExc_ValueError, "a target is past the output's groups");
+            goto done;
+        }
     } else {
         Py_ssize_t kept = range.points > drop ? range.points - drop : 0;
         to.width = (kept + vpp - 1) / vpp;
