@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,43 +126,41 @@ typedef struct {
     Py_ssize_t points;
 } span;
 
-/* The records of one file's range into ``buffer`` (points x 12 bytes): 0, an errno, or -1
+/* Records [first, first + count) of one file's range into ``buffer``: 0, an errno, or -1
  * (short read, or ranges that do not hold ``points`` records); *empty set when the
  * archive holds no point at all. */
 static int
 load_records(const char *path, long long offset, long long size, const span *range,
-             unsigned char *buffer, int *empty)
+             Py_ssize_t first, Py_ssize_t count, unsigned char *buffer, int *empty)
 {
-    unsigned char first[RECORD];
+    unsigned char base_point[RECORD];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno ? errno : EIO;
-    int error = read_all(fd, (char *)first, RECORD, offset);
+    int error = read_all(fd, (char *)base_point, RECORD, offset);
     *empty = 0;
     if (!error) {
-        long long base = big32(first);
+        long long base = big32(base_point);
         if (base == 0) {
             *empty = 1;
         } else {
-            long long from_offset = offset + floor_mod(
+            long long from = floor_mod(
                 floor_div(range->from_interval - base, range->step) * RECORD, size);
-            long long until_offset = offset + floor_mod(
+            long long until = floor_mod(
                 floor_div(range->until_interval - base, range->step) * RECORD, size);
-            long long want = (long long)range->points * RECORD;
-            if (from_offset < until_offset) {
-                if (until_offset - from_offset != want)
-                    error = -1;
-                else
-                    error = read_all(fd, (char *)buffer, want, from_offset);
+            /* whisper.fetch reads from..until, wrapping at the archive's end */
+            long long held = from < until ? until - from : size - from + until;
+            if (held != (long long)range->points * RECORD) {
+                error = -1;
             } else {
-                long long head = offset + size - from_offset;
-                long long tail = until_offset - offset;
-                if (head + tail != want)
-                    error = -1;
-                else
-                    error = read_all(fd, (char *)buffer, head, from_offset);
-                if (!error && tail)
-                    error = read_all(fd, (char *)buffer + head, tail, offset);
+                long long start = from + (long long)first * RECORD;
+                long long want = (long long)count * RECORD;
+                if (start >= size)
+                    start -= size;
+                long long head = size - start < want ? size - start : want;
+                error = read_all(fd, (char *)buffer, head, offset + start);
+                if (!error && want > head)
+                    error = read_all(fd, (char *)buffer + head, want - head, offset);
             }
         }
     }
@@ -180,53 +179,79 @@ add_value(double *acc, double *comp, double x, int compensated)
 }
 
 typedef struct {
+    const char *path;
+    long long offset, size;
+    Py_ssize_t target;
+} file_row;
+
+typedef struct {
     int mode, compensated;
     Py_ssize_t drop, vpp, width;   /* width: items per output row */
     double *out1, *out2;
     unsigned char *valid;
     long long *count;
+    span range;
+    file_row *rows;
 } sink;
 
+/* One thread's share: rows [row_from, row_to), columns [first, first + columns). */
+typedef struct {
+    const sink *to;
+    Py_ssize_t row_from, row_to, first, columns;
+    unsigned char *buffer;
+    int *errors;                   /* per row: 0, or errno + 1 (1: short read) */
+} share;
+
 static void
-take_rows(const sink *to, Py_ssize_t target, const unsigned char *src, const span *range)
+sum_columns(const share *job, Py_ssize_t row, const unsigned char *src)
 {
-    double *acc = to->out1 + target * to->width;
-    double *comp = to->out2 + target * to->width;
-    long long *count = to->count + target * to->width;
-    long long expected = range->from_interval;
-    Py_ssize_t points = range->points;
-    if (to->mode == 1) {
-        for (Py_ssize_t i = 0; i < points; i++, src += RECORD, expected += range->step) {
+    const sink *to = job->to;
+    Py_ssize_t target = to->rows[row].target;
+    double *acc = to->out1 + target * to->width + job->first;
+    double *comp = to->out2 + target * to->width + job->first;
+    long long *count = to->count + target * to->width + job->first;
+    long long step = to->range.step;
+    long long expected = to->range.from_interval + job->first * step;
+    for (Py_ssize_t i = 0; i < job->columns; i++, src += RECORD, expected += step) {
+        if ((long long)big32(src) != expected)
+            continue;
+        add_value(&acc[i], &comp[i], big_double(src + 4), to->compensated);
+        count[i]++;
+    }
+}
+
+static void
+sum_buckets(const share *job, Py_ssize_t row, const unsigned char *src)
+{
+    const sink *to = job->to;
+    double *acc = to->out1 + row * to->width;
+    double *comp = to->out2 + row * to->width;
+    long long *count = to->count + row * to->width;
+    long long step = to->range.step;
+    long long expected = to->range.from_interval + to->drop * step;
+    Py_ssize_t points = to->range.points;
+    src += to->drop * RECORD;
+    for (Py_ssize_t i = to->drop, bucket = 0; i < points; bucket++) {
+        Py_ssize_t end = i + to->vpp < points ? i + to->vpp : points;
+        for (; i < end; i++, src += RECORD, expected += step) {
             if ((long long)big32(src) != expected)
                 continue;
-            add_value(&acc[i], &comp[i], big_double(src + 4), to->compensated);
-            count[i]++;
-        }
-        return;
-    }
-    /* consolidate: bucket (i - drop) // vpp */
-    Py_ssize_t bucket = 0, filled = 0;
-    src += to->drop * RECORD;
-    expected += to->drop * range->step;
-    for (Py_ssize_t i = to->drop; i < points; i++, src += RECORD, expected += range->step) {
-        if ((long long)big32(src) == expected) {
             add_value(&acc[bucket], &comp[bucket], big_double(src + 4), to->compensated);
             count[bucket]++;
-        }
-        if (++filled == to->vpp) {
-            filled = 0;
-            bucket++;
         }
     }
 }
 
 static void
-take_values(const sink *to, Py_ssize_t row, const unsigned char *src, const span *range)
+copy_values(const share *job, Py_ssize_t row, const unsigned char *src)
 {
-    double *values = to->out1 + row * range->points;
-    unsigned char *valid = to->valid + row * range->points;
-    long long expected = range->from_interval;
-    for (Py_ssize_t i = 0; i < range->points; i++, src += RECORD, expected += range->step) {
+    const sink *to = job->to;
+    Py_ssize_t points = to->range.points;
+    double *values = to->out1 + row * points;
+    unsigned char *valid = to->valid + row * points;
+    long long step = to->range.step;
+    long long expected = to->range.from_interval;
+    for (Py_ssize_t i = 0; i < points; i++, src += RECORD, expected += step) {
         if ((long long)big32(src) == expected) {
             values[i] = big_double(src + 4);
             valid[i] = 1;
@@ -237,12 +262,77 @@ take_values(const sink *to, Py_ssize_t row, const unsigned char *src, const span
     }
 }
 
-typedef struct {
-    const char *path;
-    long long offset, size;
-    Py_ssize_t target;
-    int error;
-} file_row;
+static void *
+run_share(void *arg)
+{
+    const share *job = arg;
+    const sink *to = job->to;
+    for (Py_ssize_t r = job->row_from; r < job->row_to; r++) {
+        int empty = 0;
+        const file_row *row = &to->rows[r];
+        int error = load_records(row->path, row->offset, row->size, &to->range, job->first,
+                                 job->columns, job->buffer, &empty);
+        if (error) {
+            job->errors[r] = error < 0 ? 1 : error + 1;
+            if (to->mode == 0) {
+                memset(to->valid + r * to->range.points, 0, (size_t)to->range.points);
+                memset(to->out1 + r * to->range.points, 0,
+                       (size_t)to->range.points * sizeof(double));
+            }
+            continue;
+        }
+        if (to->mode == 0) {
+            if (empty) {
+                memset(to->valid + r * to->range.points, 0, (size_t)to->range.points);
+                memset(to->out1 + r * to->range.points, 0,
+                       (size_t)to->range.points * sizeof(double));
+            } else {
+                copy_values(job, r, job->buffer);
+            }
+        } else if (!empty) {
+            if (to->mode == 1)
+                sum_columns(job, r, job->buffer);
+            else
+                sum_buckets(job, r, job->buffer);
+        }
+    }
+    return NULL;
+}
+
+/* Work of this size or more is shared by two threads: sums split the columns (each
+ * column still adds its rows in order), the other modes split the rows. */
+#define SHARED_RECORDS (1 << 20)
+
+static void
+run_all(const sink *to, Py_ssize_t count, unsigned char *buffers, int *errors)
+{
+    Py_ssize_t points = to->range.points;
+    share jobs[2] = {
+        {to, 0, count, 0, points, buffers, errors},
+        {to, 0, 0, 0, points, buffers + (size_t)points * RECORD, errors + count},
+    };
+    if ((double)count * (double)points >= SHARED_RECORDS && count > 1 &&
+            sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        if (to->mode == 1) {
+            jobs[0].columns = points / 2;
+            jobs[1].row_to = count;
+            jobs[1].first = points / 2;
+            jobs[1].columns = points - points / 2;
+        } else {
+            jobs[0].row_to = count / 2;
+            jobs[1].row_from = count / 2;
+            jobs[1].row_to = count;
+        }
+        pthread_t helper;
+        if (pthread_create(&helper, NULL, run_share, &jobs[1]) == 0) {
+            run_share(&jobs[0]);
+            pthread_join(helper, NULL);
+            return;
+        }
+    }
+    run_share(&jobs[0]);    /* the shares are disjoint: in turn gives the same result */
+    run_share(&jobs[1]);
+}
 
 static int
 long_item(PyObject *list, Py_ssize_t i, long long *out)
@@ -262,6 +352,7 @@ scan(PyObject *self, PyObject *args)
     PyObject *out = NULL, *keep = NULL;
     file_row *rows = NULL;
     unsigned char *buffer = NULL;
+    int *errors = NULL;
 
     if (!PyArg_ParseTuple(args, "iO!O!O!O!LLLnnnpw*w*w*", &mode, &PyList_Type, &paths,
                           &PyList_Type, &offsets, &PyList_Type, &sizes, &PyList_Type,
@@ -269,7 +360,8 @@ scan(PyObject *self, PyObject *args)
                           &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
-    sink to = {mode, compensated, drop, vpp, 0, out1.buf, out2.buf, out2.buf, out3.buf};
+    sink to = {mode, compensated, drop, vpp, 0, out1.buf, out2.buf, out2.buf, out3.buf,
+               range, NULL};
     Py_ssize_t groups = 0;
     if (PyList_GET_SIZE(offsets) != count || PyList_GET_SIZE(sizes) != count ||
             (mode == 1 && PyList_GET_SIZE(targets) != count)) {
@@ -282,8 +374,9 @@ scan(PyObject *self, PyObject *args)
     }
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
     rows = PyMem_Calloc(count ? count : 1, sizeof(file_row));
-    buffer = PyMem_Malloc(range.points ? range.points * RECORD : 1);
-    if (keep == NULL || rows == NULL || buffer == NULL) {
+    buffer = PyMem_Malloc(range.points ? 2 * range.points * RECORD : 1);   /* 2 threads */
+    errors = PyMem_Calloc(count ? 2 * count : 1, sizeof(int));
+    if (keep == NULL || rows == NULL || buffer == NULL || errors == NULL) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         goto done;
@@ -334,37 +427,16 @@ scan(PyObject *self, PyObject *args)
         goto done;
     }
     to.valid = out2.buf;
+    to.rows = rows;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < count; r++) {
-        int empty = 0;
-        int error = load_records(rows[r].path, rows[r].offset, rows[r].size, &range, buffer,
-                                 &empty);
-        if (error) {
-            rows[r].error = error < 0 ? 0 : error;
-            rows[r].path = NULL;
-            if (mode == 0) {
-                memset(to.valid + r * range.points, 0, (size_t)range.points);
-                memset(to.out1 + r * range.points, 0, (size_t)range.points * sizeof(double));
-            }
-            continue;
-        }
-        if (mode == 0) {
-            if (empty) {
-                memset(to.valid + r * range.points, 0, (size_t)range.points);
-                memset(to.out1 + r * range.points, 0, (size_t)range.points * sizeof(double));
-            } else {
-                take_values(&to, r, buffer, &range);
-            }
-        } else if (!empty) {
-            take_rows(&to, mode == 1 ? rows[r].target : r, buffer, &range);
-        }
-    }
+    run_all(&to, count, buffer, errors);
     Py_END_ALLOW_THREADS
     out = PyList_New(0);
     for (Py_ssize_t r = 0; out != NULL && r < count; r++) {
-        if (rows[r].path != NULL)
+        int error = errors[r] ? errors[r] : errors[count + r];
+        if (!error)
             continue;
-        PyObject *failed = Py_BuildValue("(ni)", r, rows[r].error);
+        PyObject *failed = Py_BuildValue("(ni)", r, error - 1);
         if (failed == NULL || PyList_Append(out, failed) < 0)
             Py_CLEAR(out);
         Py_XDECREF(failed);
@@ -373,6 +445,7 @@ done:
     Py_XDECREF(keep);
     PyMem_Free(rows);
     PyMem_Free(buffer);
+    PyMem_Free(errors);
     PyBuffer_Release(&out1);
     PyBuffer_Release(&out2);
     PyBuffer_Release(&out3);
