@@ -128,3 +128,50 @@ def test_file_changed_after_its_header_was_read(tmp_path: Any) -> None:
     acc, comp, count = packed.sum_rows(rows, [0, 0], 1, pysum.COMPENSATED)
     assert acc.sum() == 2.0 and count.sum() == 1
 
+
+
+def write_dense(path: str, points: int, seed: int) -> None:
+    """A one-archive (1 s x ``points``) whisper file with nearly every slot written, slot 0
+    holding a recent point so a full-range read wraps around the archive's end; about
+    one slot in ten is stale (an old timestamp: no value for fetch)."""
+    import struct
+    rng = np.random.default_rng(seed)
+    first = NOW - 1000
+    stamps = first + np.arange(points, dtype=np.int64)
+    stamps[stamps > NOW] -= points
+    stale = rng.random(points) < 0.1
+    stamps[stale] -= 10 * points
+    records = np.empty(points, np.dtype([('t', '>u4'), ('v', '>f8')]))
+    records['t'] = stamps
+    records['v'] = rng.normal(size=points) * 1e6
+    with open(path, 'wb') as fh:
+        fh.write(struct.pack('!2LfL', 1, points, 0.5, 1) + struct.pack('!3L', 28, 1, points))
+        fh.write(records.tobytes())
+
+
+def test_large_scans_shared_by_two_threads(tmp_path: Any) -> None:
+    """Scans of a million records or more run on two threads (sums split by columns,
+    buckets and rows split by files): the same answers as one value list per file."""
+    points = 1 << 18
+    paths = [str(tmp_path / ('big%d.wsp' % i)) for i in range(5)]
+    for i, path in enumerate(paths):
+        write_dense(path, points, i)
+    from_time = NOW - points          # the whole archive: 5 x 2 ** 18 records
+    answers = whisper_read.read_many(paths, from_time, NOW, NOW)
+    rows = [answer[0][1] for answer in answers]
+    expected = [whisper.fetch(p, from_time, NOW, now=NOW)[1] for p in paths]
+    groups = ((0, 2, 3, 4), (1,))
+    assert len(expected[0]) == points
+    acc, comp, count = packed.sum_rows(rows, [0, 1, 0, 0, 0], 2, pysum.COMPENSATED)
+    sums = finished(acc, comp)
+    for g, members in enumerate(groups):
+        for k in range(len(expected[0])):
+            total, n = python_sum([expected[m][k] for m in members])
+            assert count[g][k] == n and same(sums[g][k], total)
+    acc, comp, count = packed.consolidate_rows(rows, 1, 1000, pysum.COMPENSATED)
+    buckets = finished(acc, comp)
+    for r, values in enumerate(expected):
+        for b in range(len(buckets[r])):
+            total, n = python_sum(values[1 + b * 1000:1 + (b + 1) * 1000])
+            assert count[r][b] == n and same(buckets[r][b], total)
+    assert [packed.to_list(r) for r in rows] == expected
