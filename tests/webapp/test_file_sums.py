@@ -175,3 +175,24 @@ def test_large_scans_shared_by_two_threads(tmp_path: Any) -> None:
             total, n = python_sum(values[1 + b * 1000:1 + (b + 1) * 1000])
             assert count[r][b] == n and same(buckets[r][b], total)
     assert [packed.to_list(r) for r in rows] == expected
+
+
+def test_many_headers_read_by_two_threads(tmp_path: Any) -> None:
+    """read_heads over 512 files or more runs on two threads: every file's own header,
+    size and error."""
+    now = aligned_now(60)
+    paths = [make_whisper(str(tmp_path), 'm%d' % i, [(now - 60, float(i))],
+                          archives=[(60, 10 + i % 3)]) for i in range(600)]
+    paths[7] = str(tmp_path / 'missing.wsp')
+    sizes = np.zeros(len(paths), dtype=np.int64)
+    heads = whisper_read._points.read_heads([p.encode() for p in paths], 512, sizes)
+    for i, (path, head) in enumerate(zip(paths, heads, strict=True)):
+        if i == 7:
+            assert head == 2 and sizes[i] == 0      # ENOENT
+            continue
+        with open(path, 'rb') as fh:
+            assert head == fh.read(28)
+        assert sizes[i] == os.path.getsize(path)
+    answers = whisper_read.read_many(paths, now - 600, now, now)
+    assert [packed.to_list(a[0][1])[-2] for i, a in enumerate(answers) if i != 7] == \
+        [float(i) for i in range(600) if i != 7]

@@ -108,3 +108,19 @@ def test_unlistable_directory_is_skipped(tmp_path: Any) -> None:
     finder = WhisperFinder(str(tmp_path))
     assert walk(finder, ['*', '*', 'm'], True, levels=True) == [('a/b/m.wsp', False, False)]
     assert whisper_finder._points.list_dirs([str(tmp_path / 'c').encode()]) == [None]
+
+
+def test_many_files_looked_at_by_two_threads(tmp_path: Any) -> None:
+    """Batches of 512 paths or more are looked at on two threads: same answers."""
+    for i in range(700):
+        leaf = tmp_path / ('g%d' % (i % 7)) / ('h%03d' % i)
+        leaf.mkdir(parents=True)
+        if i % 5:
+            (leaf / ('value.wsp' if i % 3 else 'value.wsp.gz')).write_bytes(b'x')
+        elif i % 10 == 0:
+            (leaf / 'value').mkdir()
+    finder = WhisperFinder(str(tmp_path))
+    for leaves_only in (True, False):
+        expected = walk(finder, ['*', '*', 'value'], leaves_only, levels=False)
+        assert len(expected) == 560 + (0 if leaves_only else 70)
+        assert walk(finder, ['*', '*', 'value'], leaves_only, levels=True) == expected

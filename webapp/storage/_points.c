@@ -25,6 +25,12 @@
  *   2 (consolidate): as sum, into bucket (i - drop) // vpp of row r for i >= drop;
  *               len(paths) x ceil((points - drop) / vpp) items each.
  *
+ * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or
+ * consolidating many files never holds all their points. Returns the rows that could
+ * not be read as (row, errno) pairs (errno 0: short read); in mode 0 their slots are
+ * left empty, in modes 1 and 2 they add nothing (a file changed while it is read may
+ * add part of its points).
+ *
  * list_dirs(paths) -> list
  *
  * For each directory path: None when it cannot be listed, else (names, kinds): the
@@ -38,10 +44,10 @@
  * The same flags for each path (lstat, then stat for a symlink; 0 when it does not
  * exist): the finder's literal levels.
  *
- * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or
- * consolidating many files never holds all their points. The files are read with the
- * GIL released. Returns the rows that could not be read as (row, errno) pairs (errno 0:
- * short read); in mode 0 their slots are left empty, in modes 1 and 2 they add nothing.
+ * All run with the GIL released. A scan of SHARED_RECORDS records or more, and headers
+ * or kinds of SHARED_FILES paths or more, are shared by two threads when the machine
+ * has two processors: sums split the columns (each column still adds its rows in the
+ * given order, so the floats do not change), everything else splits the rows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -301,7 +307,7 @@ run_share(void *arg)
 
 /* Work of this size or more is shared by two threads: sums split the columns (each
  * column still adds its rows in order), the other modes split the rows. */
-#define SHARED_RECORDS (1 << 20)
+#define SHARED_RECORDS (1 << 15)
 
 static void
 run_all(const sink *to, Py_ssize_t count, unsigned char *buffers, int *errors)
@@ -452,76 +458,148 @@ done:
     return out;
 }
 
+/* Calls each(context, i) for i in [0, count): on two threads (halves) when count is at
+ * least ``shared`` and the machine has two processors. Called without the GIL. */
+typedef struct {
+    void (*each)(void *, Py_ssize_t);
+    void *context;
+    Py_ssize_t from, to;
+} range_job;
+
+static void *
+run_range(void *arg)
+{
+    range_job *job = arg;
+    for (Py_ssize_t i = job->from; i < job->to; i++)
+        job->each(job->context, i);
+    return NULL;
+}
+
+static void
+parallel_for(Py_ssize_t count, Py_ssize_t shared, void (*each)(void *, Py_ssize_t),
+             void *context)
+{
+    range_job jobs[2] = {{each, context, 0, count}, {each, context, count, count}};
+    if (count >= shared && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        jobs[0].to = jobs[1].from = count / 2;
+        pthread_t helper;
+        if (pthread_create(&helper, NULL, run_range, &jobs[1]) == 0) {
+            run_range(&jobs[0]);
+            pthread_join(helper, NULL);
+            return;
+        }
+    }
+    run_range(&jobs[0]);
+    run_range(&jobs[1]);
+}
+
+/* batches of this many files or more are looked at by two threads */
+#define SHARED_FILES 512
+
+typedef struct {
+    const char **names;
+    Py_ssize_t limit;
+    char *heads;             /* limit bytes a file */
+    Py_ssize_t *got;         /* bytes read, or -errno */
+    long long *sizes;
+} head_batch;
+
+static void
+read_head(void *context, Py_ssize_t r)
+{
+    head_batch *batch = context;
+    char *dst = batch->heads + r * batch->limit;
+    batch->sizes[r] = 0;
+    int fd = open(batch->names[r], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        batch->got[r] = -(errno ? errno : EIO);
+        return;
+    }
+    struct stat info;
+    if (fstat(fd, &info) == 0)
+        batch->sizes[r] = (long long)info.st_size;
+    ssize_t got;
+    do {
+        got = pread(fd, dst, (size_t)batch->limit, 0);
+    } while (got < 0 && errno == EINTR);
+    batch->got[r] = got < 0 ? -(errno ? errno : EIO) : got;
+    close(fd);
+}
+
+static const char **
+names_of(PyObject *keep, Py_ssize_t count)
+{
+    const char **names = PyMem_Malloc((count ? count : 1) * sizeof(char *));
+    if (names == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *path = PyList_GET_ITEM(keep, r);
+        if (!PyBytes_Check(path)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
+            PyMem_Free(names);
+            return NULL;
+        }
+        names[r] = PyBytes_AS_STRING(path);
+    }
+    return names;
+}
+
 static PyObject *
 read_heads(PyObject *self, PyObject *args)
 {
-    PyObject *paths;
+    PyObject *paths, *keep = NULL, *out = NULL;
     Py_ssize_t limit;
     Py_buffer sizes;
+    head_batch batch = {NULL, 0, NULL, NULL, NULL};
     if (!PyArg_ParseTuple(args, "O!nw*", &PyList_Type, &paths, &limit, &sizes))
         return NULL;
-    Py_ssize_t rows = PyList_GET_SIZE(paths);
-    if (limit < 16 || sizes.len != rows * (Py_ssize_t)sizeof(long long)) {
+    Py_ssize_t count = PyList_GET_SIZE(paths);
+    if (limit < 16 || sizes.len != count * (Py_ssize_t)sizeof(long long)) {
         PyErr_SetString(PyExc_ValueError, "limit under 16, or sizes do not hold a row each");
-        PyBuffer_Release(&sizes);
-        return NULL;
+        goto done;
     }
-    long long *size_of = sizes.buf;
-    PyObject *out = PyList_New(rows);
-    char *buffer = PyMem_Malloc((size_t)limit);
-    if (out == NULL || buffer == NULL) {
-        Py_XDECREF(out);
-        PyMem_Free(buffer);
-        PyBuffer_Release(&sizes);
-        return PyErr_NoMemory();
+    keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
+    if (keep == NULL || (batch.names = names_of(keep, count)) == NULL)
+        goto done;
+    batch.limit = limit;
+    batch.heads = PyMem_Malloc((size_t)(count ? count : 1) * (size_t)limit);
+    batch.got = PyMem_Malloc((count ? count : 1) * sizeof(Py_ssize_t));
+    batch.sizes = sizes.buf;
+    if (batch.heads == NULL || batch.got == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        PyObject *path = PyList_GET_ITEM(paths, r);
-        if (!PyBytes_Check(path)) {
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            Py_CLEAR(out);
-            break;
-        }
-        const char *name = PyBytes_AS_STRING(path);
-        ssize_t got = -1;
-        int error = 0;
-        long long file_size = 0;
-        Py_BEGIN_ALLOW_THREADS
-        int fd = open(name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            error = errno ? errno : EIO;
-        } else {
-            struct stat info;
-            if (fstat(fd, &info) == 0)
-                file_size = (long long)info.st_size;
-            do {
-                got = pread(fd, buffer, (size_t)limit, 0);
-            } while (got < 0 && errno == EINTR);
-            if (got < 0)
-                error = errno ? errno : EIO;
-            close(fd);
-        }
-        Py_END_ALLOW_THREADS
-        size_of[r] = file_size;
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(count, SHARED_FILES, read_head, &batch);
+    Py_END_ALLOW_THREADS
+    out = PyList_New(count);
+    for (Py_ssize_t r = 0; out != NULL && r < count; r++) {
+        Py_ssize_t got = batch.got[r];
+        const char *head = batch.heads + r * limit;
         PyObject *item;
-        if (error) {
-            item = PyLong_FromLong(error);
+        if (got < 0) {
+            item = PyLong_FromSsize_t(-got);
         } else {
-            Py_ssize_t keep = got;
+            Py_ssize_t kept = got;
             if (got >= 16) {
-                long long header = 16 + 12LL * big32((const unsigned char *)buffer + 12);
+                long long header = 16 + 12LL * big32((const unsigned char *)head + 12);
                 if (header <= got)
-                    keep = (Py_ssize_t)header;
+                    kept = (Py_ssize_t)header;
             }
-            item = PyBytes_FromStringAndSize(buffer, keep);
+            item = PyBytes_FromStringAndSize(head, kept);
         }
-        if (item == NULL) {
+        if (item == NULL)
             Py_CLEAR(out);
-            break;
-        }
-        PyList_SET_ITEM(out, r, item);
+        else
+            PyList_SET_ITEM(out, r, item);
     }
-    PyMem_Free(buffer);
+done:
+    Py_XDECREF(keep);
+    PyMem_Free(batch.names);
+    PyMem_Free(batch.heads);
+    PyMem_Free(batch.got);
     PyBuffer_Release(&sizes);
     return out;
 }
@@ -550,32 +628,39 @@ path_kind(const char *path)
     return KIND_LINK | kind_of_mode(info.st_mode);
 }
 
+typedef struct {
+    const char **names;
+    char *kinds;
+} kind_batch;
+
+static void
+kind_at(void *context, Py_ssize_t r)
+{
+    kind_batch *batch = context;
+    batch->kinds[r] = (char)path_kind(batch->names[r]);
+}
+
 static PyObject *
 path_kinds(PyObject *self, PyObject *args)
 {
-    PyObject *paths;
+    PyObject *paths, *keep, *out = NULL;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &paths))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, count);
+    keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
+    kind_batch batch = {NULL, NULL};
+    if (keep == NULL || (batch.names = names_of(keep, count)) == NULL)
+        goto done;
+    out = PyBytes_FromStringAndSize(NULL, count);
     if (out == NULL)
-        return NULL;
-    char *kinds = PyBytes_AS_STRING(out);
-    for (Py_ssize_t r = 0; r < count; r++) {
-        PyObject *path = PyList_GET_ITEM(paths, r);
-        if (!PyBytes_Check(path)) {
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            Py_DECREF(out);
-            return NULL;
-        }
-        int kind;
-        Py_INCREF(path);
-        Py_BEGIN_ALLOW_THREADS
-        kind = path_kind(PyBytes_AS_STRING(path));
-        Py_END_ALLOW_THREADS
-        Py_DECREF(path);
-        kinds[r] = (char)kind;
-    }
+        goto done;
+    batch.kinds = PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    parallel_for(count, SHARED_FILES, kind_at, &batch);
+    Py_END_ALLOW_THREADS
+done:
+    Py_XDECREF(keep);
+    PyMem_Free(batch.names);
     return out;
 }
 
