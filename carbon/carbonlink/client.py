@@ -12,7 +12,7 @@ import pickle
 import socket
 from typing import Any
 
-from carbon.formats.pickled import frame, frame_length
+from carbon.formats.pickled import frame, frame_length, recv_exactly
 from carbon.formats.unpickler import PICKLE_ERRORS, safe_loads
 
 __all__ = ["CarbonlinkError", "request", "cache_query", "cache_query_bulk"]
@@ -24,17 +24,6 @@ class CarbonlinkError(OSError):
     """The cache closed the connection early or answered something that is not a dict."""
 
 
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, got = [], 0
-    while got < size:
-        chunk = sock.recv(min(size - got, 1 << 20))
-        if not chunk:
-            raise CarbonlinkError("carbonlink closed after %d of %d bytes" % (got, size))
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
 def request(address: Address, message: dict[str, Any], timeout: float = 10.0) -> dict:
     """Send one carbonlink request (e.g. ``{"type": "cache-query", "metric": m}``) to
     ``address`` (host, CACHE_QUERY_PORT) and return the answer dict; OSError (a
@@ -42,7 +31,10 @@ def request(address: Address, message: dict[str, Any], timeout: float = 10.0) ->
     payload = frame(pickle.dumps(message, protocol=2))
     with socket.create_connection(address, timeout=timeout) as sock:
         sock.sendall(payload)
-        body = _exactly(sock, frame_length(_exactly(sock, 4)))
+        try:
+            body = recv_exactly(sock, frame_length(recv_exactly(sock, 4)))
+        except EOFError as exc:
+            raise CarbonlinkError("carbonlink %s" % exc) from exc
     try:
         answer = safe_loads(body)
     except PICKLE_ERRORS as exc:

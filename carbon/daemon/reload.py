@@ -24,15 +24,20 @@ RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_S
 INF = float("inf")
 
 
+def _logger(lines: list[str], log: Any) -> Callable[[str], None]:
+    """A ``say`` that logs a line and keeps it in ``lines`` (the reload's return value)."""
+    def say(line: str) -> None:
+        lines.append(line)
+        log.msg(line)
+    return say
+
+
 def reload_cache_daemon(daemon: Any) -> list[str]:
     """Apply what changed in the daemon's carbon.conf and schema files; returns the log
     lines written (one per changed value or file)."""
     settings, log = daemon.settings, daemon.log
     lines: list[str] = []
-
-    def say(line: str) -> None:
-        lines.append(line)
-        log.msg(line)
+    say = _logger(lines, log)
 
     try:
         fresh = load_settings(settings["program"], settings.get("instance"),
@@ -96,10 +101,7 @@ def reload_relay_daemon(daemon: Any) -> list[str]:
     """carbon-relay's SIGHUP: its routing rules and the white/blacklist; returns the log
     lines written (one per file whose contents changed)."""
     lines: list[str] = []
-
-    def say(line: str) -> None:
-        lines.append(line)
-        daemon.log.msg(line)
+    say = _logger(lines, daemon.log)
 
     router = daemon.relay.router
     path = getattr(router, "rules_path", None)

@@ -10,7 +10,9 @@ safely unpickled list would.
 from __future__ import annotations
 
 import pickle
+import socket
 import struct
+import time
 from typing import Any
 
 from carbon.batch import Batch
@@ -22,9 +24,9 @@ try:  # optional C accelerator (setup.py builds it): reads the common message di
 except ImportError:  # pragma: no cover - built without a compiler
     native_points = None
 
-__all__ = ["LENGTH", "frame", "frame_length", "split_frames", "WireItems", "wire_items",
-           "items_from_lines", "encode_pickle_items", "encode_pickle", "decode_pickle_stream",
-           "points_from_pickle", "native_points"]
+__all__ = ["LENGTH", "frame", "frame_length", "recv_exactly", "split_frames", "WireItems",
+           "wire_items", "items_from_lines", "encode_pickle_items", "encode_pickle",
+           "decode_pickle_stream", "points_from_pickle", "native_points"]
 
 LENGTH = struct.Struct("!L")
 
@@ -40,6 +42,24 @@ def frame(payload: bytes) -> bytes:
 def frame_length(prefix: bytes) -> int:
     """The payload length announced by a frame's 4 prefix bytes."""
     return LENGTH.unpack(prefix)[0]
+
+
+def recv_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytes:
+    """Exactly ``size`` bytes from ``sock``: EOFError if the peer closes first,
+    TimeoutError once ``deadline`` (a ``time.monotonic()`` value) has passed."""
+    chunks, got = [], 0
+    while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("answer not complete in time (%d of %d bytes)" % (got, size))
+            sock.settimeout(left)
+        chunk = sock.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError("connection closed after %d of %d bytes" % (got, size))
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def split_frames(buffer: bytes, max_length: int) -> tuple[list[bytes], bytes, int | None]:

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from typing import Any, Optional
 
-from carbon.formats.pickled import frame, frame_length
+from carbon.formats.pickled import frame, frame_length, recv_exactly
 from carbon.hashing import ConsistentHashRing
 from webapp.cpu_gate import NO_GATE
 from webapp.settings import parse_host
@@ -212,27 +212,12 @@ class CarbonLinkPool:
 
     @staticmethod
     def _receive(conn: socket.socket, deadline: float) -> Any:
-        header = _recv_exactly(conn, 4, deadline)
+        header = recv_exactly(conn, 4, deadline)
         size = frame_length(header)
         if size > MAX_RESPONSE:
             raise CarbonLinkError('answer too large (%d bytes)' % size)
-        return safe_loads(_recv_exactly(conn, size, deadline))
+        return safe_loads(recv_exactly(conn, size, deadline))
 
-
-def _recv_exactly(conn: socket.socket, size: int, deadline: float) -> bytes:
-    chunks = []
-    remaining = size
-    while remaining > 0:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError('carbonlink answer not complete in time')
-        conn.settimeout(left)
-        data = conn.recv(min(remaining, 1 << 20))
-        if not data:
-            raise EOFError('connection closed by carbon-cache')
-        chunks.append(data)
-        remaining -= len(data)
-    return b''.join(chunks)
 
 
 def _consolidate(func: str, values: list) -> Optional[float]:
