@@ -86,8 +86,10 @@ def test_sums_and_buckets_match_python(files: list, archives: list, start: int, 
                 total, n = python_sum(kept[b * vpp:(b + 1) * vpp])
                 assert count[r][b] == n and same(buckets[r][b], total)
         assert not rows[0].block.loaded          # nothing above read the whole block
-        assert [packed.to_list(r) for r in rows] == expected
-        assert packed.sum_rows(rows, targets, groups, pysum.COMPENSATED) is None  # now read
+        assert [packed.to_list(r) for r in rows] == expected    # each row read alone
+        assert packed.stack_rows(rows) is not None and rows[0].block.loaded
+        assert [packed.to_list(r) for r in rows] == expected    # from the block's arrays
+        assert packed.sum_rows(rows, targets, groups, pysum.COMPENSATED) is None
     finally:
         shutil.rmtree(tmp)
 
@@ -196,3 +198,16 @@ def test_many_headers_read_by_two_threads(tmp_path: Any) -> None:
     answers = whisper_read.read_many(paths, now - 600, now, now)
     assert [packed.to_list(a[0][1])[-2] for i, a in enumerate(answers) if i != 7] == \
         [float(i) for i in range(600) if i != 7]
+
+
+def test_one_row_read_alone(tmp_path: Any) -> None:
+    """A series turned into a list (a cache merge, a generic function) reads its own
+    file only: the other files of its block stay unread."""
+    now = aligned_now(60)
+    paths = [make_whisper(str(tmp_path), 'm%d' % i, [(now - 60 * k, float(i * k))
+                                                      for k in range(1, 4)]) for i in range(3)]
+    answers = whisper_read.read_many(paths, now - 600, now, now)
+    rows = [answer[0][1] for answer in answers]
+    assert packed.to_list(rows[1]) == whisper.fetch(paths[1], now - 600, now, now=now)[1]
+    assert not rows[0].block.loaded
+    assert packed.sum_rows(rows, [0, 0, 0], 1, pysum.COMPENSATED)[0].sum() == 18.0

@@ -88,6 +88,13 @@ class FileBlock:
             self._arrays = (values, valid)
         return self._arrays
 
+    def row_arrays(self, row: int) -> tuple[Any, Any]:
+        """(values, valid) of one row, read from its file alone."""
+        values = np.zeros((1, self.points))
+        valid = np.zeros((1, self.points), dtype=bool)
+        self.run(0, [row], [], 0, 1, False, values, valid, bytearray())
+        return values[0], valid[0]
+
     def run(self, mode: int, rows: list[int], targets: list[int], drop: int, vpp: int,
             compensated: bool, out1: Any, out2: Any, out3: Any) -> None:
         """``scan`` over the given rows; a file that cannot be read any more (changed
@@ -166,9 +173,14 @@ class PackedValues:
         return self.block.valid[self.row]
 
     def tolist(self) -> list:
-        """The value list with None in empty slots (as ``whisper.fetch``)."""
-        out = self.values.tolist()
-        valid = self.valid
+        """The value list with None in empty slots (as ``whisper.fetch``); a row of an
+        unread FileBlock is read alone (the other files stay unread)."""
+        block = self.block
+        if type(block) is FileBlock and not block.loaded:
+            values, valid = block.row_arrays(self.row)
+        else:
+            values, valid = self.values, self.valid
+        out = values.tolist()
         if not valid.all():
             for i in np.flatnonzero(~valid).tolist():
                 out[i] = None
