@@ -124,3 +124,11 @@ def test_many_files_looked_at_by_two_threads(tmp_path: Any) -> None:
         expected = walk(finder, ['*', '*', 'value'], leaves_only, levels=False)
         assert len(expected) == 560 + (0 if leaves_only else 70)
         assert walk(finder, ['*', '*', 'value'], leaves_only, levels=True) == expected
+
+
+def test_empty_parts_take_the_directory_walk(tmp_path: Any) -> None:
+    (tmp_path / 'a' / 'b').mkdir(parents=True)
+    (tmp_path / 'a' / 'b' / 'm.wsp').write_bytes(b'x')
+    finder = WhisperFinder(str(tmp_path))
+    for pattern in ('a..b.m', 'a.*..m', '.a.b.m', 'a.b.m.'):
+        assert nodes(finder, pattern, False, True) == nodes(finder, pattern, False, False)

@@ -160,7 +160,7 @@ class WhisperFinder:
             return []
         seen = [0]  # directory entries read by this find
         if _points is not None and len(parts) <= 65 and \
-                not any('**' in p or os.sep in p for p in parts):
+                not any(not p or '**' in p or os.sep in p for p in parts):
             found = self._find_levels(parts, leaves_only, seen)
         else:
             found = self._find_paths(self.root, parts, 0, leaves_only, seen)
