@@ -20,6 +20,9 @@ before the first and after the last run: what the file system allows.
 ``--delete-runs`` removes each run's folder once measured, syncs and waits
 ``--settle`` seconds (ext4 is slow to allocate inodes freed in the last minute), for
 loads whose files do not fit on the disk several times.
+``--fresh-fs`` gives every run (the floors too) its own new ext4 file system on a sparse
+image (bench/fresh_fs.py), deleted once measured: no run pays for inodes an earlier run
+freed, and the order of runs no longer matters (root only).
 ``--growth`` adds the means to docs/data/growth/cache.json (issue 17's plots).
 
     python bench/cache_bench.py [--points 500000 --metrics 10000] [--no-reference]
@@ -57,12 +60,14 @@ from carbon.carbonlink.client import cache_query
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, RunDirs, abba, cpu_seconds, free_port, reference_venv,  # noqa: E402
                     rss_kb, stop, wait_port)
+from fresh_fs import FreshFileSystem, image_bytes  # noqa: E402
 
 from carbon.storage.whisper_create import file_plan  # noqa: E402
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 LOAD = {"connections": 4, "tidy": False, "timeout": 600.0, "reference_timeout": None,
-        "delete_runs": False, "settle": 65.0, "deleted_at": None}
+        "delete_runs": False, "settle": 65.0, "deleted_at": None, "fresh_fs": False,
+        "mounted": []}  # fresh file systems not yet removed (removed at exit whatever happens)
 REFERENCE_NAME = "carbon-cache 1.1.10"
 FLOOR_SOURCE = Path(__file__).resolve().parent / "create_floor.c"
 SAMPLE_FILES = 2000  # files read to estimate a stopped reference's points on disk
@@ -230,8 +235,7 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     """One run; ``missing`` > 0 (files without every point after LOAD["timeout"] s) marks
     it failed and leaves its rate None. With LOAD["reference_timeout"] the reference is
     stopped then instead and its rate so far is estimated (``bounded``)."""
-    settled()
-    base = dirs.new("cachebench-")
+    base, fs = new_run(dirs, "cachebench-", metrics)
     ports = make_root(base, strategy, "inf")
     proc = start(impl, base)
     try:
@@ -282,7 +286,7 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
                       written_estimate=written)
         print("reference stopped after %.0f s: ~%s of %s points on disk (sampled)"
               % (bound, format(int(written), ","), format(points, ",")), flush=True)
-        finish(base, dirs)
+        finish(base, dirs, fs)
         return result
     # The last whisper write, from the files' mtimes: the polling above finds completion
     # late by up to one verification pass (~0.5 s of fetches over 10,000 files), which
@@ -293,7 +297,7 @@ def run_throughput(impl: str, strategy: str, points: int, metrics: int,
     result.update(seconds=written_at,
                   points_s=None if written_at is None else points / written_at)
     stop(proc)
-    finish(base, dirs)
+    finish(base, dirs, fs)
     return result
 
 
@@ -308,11 +312,34 @@ def estimate_written(names: list[str], pending: dict, base: Path, now: int,
     return found / len(sample) * len(names) * per_metric
 
 
-def finish(base: Path, dirs: RunDirs) -> None:
-    """With LOAD["delete_runs"]: remove the run's folder and write the deletions back
+def new_run(dirs: RunDirs, prefix: str, metrics: int
+            ) -> tuple[Path, FreshFileSystem | None]:
+    """A run folder; with LOAD["fresh_fs"] a new file system mounted on it, sized for
+    ``metrics`` files of the bench's schema."""
+    settled()
+    base = dirs.new(prefix)
+    if not LOAD["fresh_fs"]:
+        return base, None
+    _, total = file_plan(archives(), None, None)
+    fs = FreshFileSystem(base, image_bytes(metrics, total))
+    LOAD["mounted"].append(fs)
+    try:
+        fs.mount()
+    except BaseException:
+        fs.remove()
+        raise
+    return base, fs
+
+
+def finish(base: Path, dirs: RunDirs, fs: FreshFileSystem | None = None) -> None:
+    """With a fresh file system: unmount and delete it (the next run makes its own).
+    With LOAD["delete_runs"]: remove the run's folder and write the deletions back
     (the next run waits, see ``settled``). Else the folder stays until the end and the
     next run starts after a sync."""
-    if LOAD["delete_runs"]:
+    if fs is not None:
+        fs.remove()
+        settle()
+    elif LOAD["delete_runs"]:
         shutil.rmtree(base, ignore_errors=True)
         dirs.paths.remove(base)
         os.sync()
@@ -339,8 +366,7 @@ def floor_binary(folder: Path) -> str:
 def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = False) -> dict:
     """The C create loop over the run's files (same paths, order, header and size,
     fallocated; ``write_points``: also one write of each metric's points)."""
-    settled()
-    base = dirs.new("cachefloor-")
+    base, fs = new_run(dirs, "cachefloor-", metrics)
     binary = floor_binary(base)
     header, total = file_plan(archives(), None, None)
     paths = "".join(whisper_path(base, name) + "\n" for name in metric_names(metrics))
@@ -353,7 +379,7 @@ def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = Fal
               "journal": False, "metrics": metrics, "points": points, "seconds": seconds,
               "points_s": points / seconds, "cpu_s": float(fields["user"]) + float(fields["sys"]),
               "peak_rss_mb": 0.0, "missing": 0, "bounded": False}
-    finish(base, dirs)
+    finish(base, dirs, fs)
     return result
 
 
@@ -376,8 +402,7 @@ def carbonlink_count(port: int, metric: str) -> int:
 
 def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:
     """Resident bytes per cached point and per cached metric, with writes paused."""
-    settled()
-    base = dirs.new("cachemem-")
+    base, fs = new_run(dirs, "cachemem-", metrics)
     ports = make_root(base, "sorted", "0.001")
     proc = start(impl, base)
     wait_port(ports["line"], proc)
@@ -397,7 +422,7 @@ def run_memory(impl: str, points: int, metrics: int, dirs: RunDirs) -> dict:
     time.sleep(1.0)
     after = rss_kb(proc.pid)
     stop(proc)
-    finish(base, dirs)
+    finish(base, dirs, fs)
     return {"impl": impl, "rss_growth_mb": (after - before) / 1024,
             "bytes_per_point": (after - before) * 1024 / points,
             "bytes_per_metric": (after - before) * 1024 / metrics}
@@ -447,12 +472,16 @@ def main() -> None:
                         help="remove each run's folder once measured, then sync and wait "
                              "--settle seconds")
     parser.add_argument("--settle", type=float, default=65.0)
+    parser.add_argument("--fresh-fs", action="store_true",
+                        help="give every run (floor, ours, reference) its own new ext4 "
+                             "file system on a loop-mounted sparse image, deleted once "
+                             "measured (root; see bench/fresh_fs.py)")
     parser.add_argument("--growth", action="store_true",
                         help="add the means to docs/data/growth/cache.json")
     args = parser.parse_args()
     LOAD.update(connections=args.connections, tidy=args.tidy_values, timeout=args.timeout,
                 reference_timeout=args.reference_timeout, delete_runs=args.delete_runs,
-                settle=args.settle)
+                settle=args.settle, fresh_fs=args.fresh_fs)
     JOURNAL["value"] = not args.no_journal
     PREFILL["value"] = args.prefill
     WRITER_THREADS["value"] = args.writer_threads
@@ -460,7 +489,11 @@ def main() -> None:
     PROTOCOL["value"] = args.protocol
     SCHEMA["aggregation"] = args.aggregation
     with RunDirs() as dirs:
-        failed = run_all(args, dirs)
+        try:
+            failed = run_all(args, dirs)
+        finally:
+            for fs in LOAD["mounted"]:
+                fs.remove()
     if failed:
         sys.exit("%d run(s) ended with points missing: no rate is reported for them" % failed)
 
@@ -484,10 +517,11 @@ def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def load_text(args: argparse.Namespace) -> str:
     """The load in a few words (the growth rows' "load")."""
-    return "%s points, %s, %s values, %d connection(s)%s" % (
+    return "%s points, %s, %s values, %d connection(s)%s%s" % (
         format(args.points, ","), SCHEMA["retentions"],
         "tidy integer" if LOAD["tidy"] else "full-precision", LOAD["connections"],
-        ", pickle" if PROTOCOL["value"] == "pickle" else "")
+        ", pickle" if PROTOCOL["value"] == "pickle" else "",
+        ", fresh file system a run" if LOAD["fresh_fs"] else "")
 
 
 def mean_rows(rows: list[dict]) -> dict[tuple[str, str], dict]:

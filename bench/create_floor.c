@@ -1,6 +1,6 @@
 /* The file-system floor for creating whisper files (bench/cache_bench.py --floor).
  *
- * create_floor MODE HEADER_BYTES TOTAL_BYTES [WRITE_BYTES] < paths
+ * create_floor MODE HEADER_BYTES TOTAL_BYTES [WRITE_BYTES [THREADS]] < paths
  *
  * For each path read from stdin (one a line, in the order given), as a daemon that
  * knows nothing else would: open(O_RDWR|O_CREAT|O_EXCL), on ENOENT make the missing
@@ -9,11 +9,14 @@
  * 16 KiB chunks, whisper's default fill; "sparse": one zero byte at the end), then with
  * WRITE_BYTES write that many bytes right after the header (the first points), close.
  * No Python, no GIL, no locks: the least a create of these files can cost here.
+ * With THREADS > 1, that many threads create at once, each the files of its own
+ * directories (a directory's files all on one thread, in the order given).
  *
  * Prints one line: files=N seconds=S user=U sys=S' (wall time of the loop alone).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +70,80 @@ write_at(int fd, const char *data, size_t len, off_t offset)
     return 0;
 }
 
+#define MAX_THREADS 16
+
+typedef struct {
+    char **paths;
+    long *owners; /* the thread of each path (worked out before any thread starts) */
+    size_t count;
+    long index, threads;
+    const char *mode;
+    const char *head;
+    long header, total, extra;
+    int failed;
+} Job;
+
+/* Which thread creates `path`: by a hash of its directory part. */
+static long
+owner(const char *path, long threads)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    unsigned long hash = 5381;
+    for (size_t i = 0; i < len; i++)
+        hash = hash * 33 + (unsigned char)path[i];
+    return (long)(hash % (unsigned long)threads);
+}
+
+static int
+create_file(Job *job, char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == ENOENT) {
+        if (make_parents(path) == 0)
+            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    }
+    if (fd < 0)
+        return perror(path), -1;
+    if (write_at(fd, job->head, (size_t)job->header, 0) != 0)
+        return perror("write"), -1;
+    if (strcmp(job->mode, "fallocate") == 0) {
+        int rc = posix_fallocate(fd, job->header, job->total - job->header);
+        if (rc)
+            return fprintf(stderr, "fallocate: %s\n", strerror(rc)), -1;
+    }
+    else if (strcmp(job->mode, "sparse") == 0) {
+        if (write_at(fd, zeroes, 1, job->total - 1) != 0)
+            return perror("write"), -1;
+    }
+    else {
+        for (off_t at = job->header; at < job->total; at += CHUNK) {
+            size_t len = job->total - at < CHUNK ? (size_t)(job->total - at) : CHUNK;
+            if (write_at(fd, zeroes, len, at) != 0)
+                return perror("write"), -1;
+        }
+    }
+    if (job->extra && write_at(fd, ones, (size_t)job->extra, job->header) != 0)
+        return perror("write"), -1;
+    close(fd);
+    return 0;
+}
+
+static void *
+run_job(void *arg)
+{
+    Job *job = arg;
+    for (size_t i = 0; i < job->count; i++) {
+        if (job->owners[i] != job->index)
+            continue;
+        if (create_file(job, job->paths[i]) != 0) {
+            job->failed = 1;
+            break;
+        }
+    }
+    return NULL;
+}
+
 static double
 seconds(struct timeval tv)
 {
@@ -76,14 +153,19 @@ seconds(struct timeval tv)
 int
 main(int argc, char **argv)
 {
-    if (argc != 4 && argc != 5) {
+    if (argc < 4 || argc > 6) {
         fprintf(stderr, "usage: %s fallocate|zero|sparse HEADER_BYTES TOTAL_BYTES "
-                "[WRITE_BYTES] < paths\n", argv[0]);
+                "[WRITE_BYTES [THREADS]] < paths\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
     long header = atol(argv[2]), total = atol(argv[3]);
-    long extra = argc == 5 ? atol(argv[4]) : 0;
+    long extra = argc >= 5 ? atol(argv[4]) : 0;
+    long threads = argc == 6 ? atol(argv[5]) : 1;
+    if (threads < 1 || threads > MAX_THREADS) {
+        fprintf(stderr, "THREADS must be 1 to %d\n", MAX_THREADS);
+        return 2;
+    }
     if (header < 1 || total < header || extra < 0 || extra > CHUNK || header + extra > total) {
         fprintf(stderr, "bad sizes\n");
         return 2;
@@ -101,40 +183,28 @@ main(int argc, char **argv)
             paths = realloc(paths, (cap *= 2) * sizeof(char *));
         paths[count++] = strdup(line);
     }
+    long *owners = malloc((count ? count : 1) * sizeof(long));
+    for (size_t i = 0; i < count; i++)
+        owners[i] = threads > 1 ? owner(paths[i], threads) : 0;
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    for (size_t i = 0; i < count; i++) {
-        int fd = open(paths[i], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno == ENOENT) {
-            if (make_parents(paths[i]) == 0)
-                fd = open(paths[i], O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        }
-        if (fd < 0) {
-            perror(paths[i]);
-            return 1;
-        }
-        if (write_at(fd, head, (size_t)header, 0) != 0)
-            return perror("write"), 1;
-        if (strcmp(mode, "fallocate") == 0) {
-            int rc = posix_fallocate(fd, header, total - header);
-            if (rc)
-                return fprintf(stderr, "fallocate: %s\n", strerror(rc)), 1;
-        }
-        else if (strcmp(mode, "sparse") == 0) {
-            if (write_at(fd, zeroes, 1, total - 1) != 0)
-                return perror("write"), 1;
-        }
-        else {
-            for (off_t at = header; at < total; at += CHUNK) {
-                size_t len = total - at < CHUNK ? (size_t)(total - at) : CHUNK;
-                if (write_at(fd, zeroes, len, at) != 0)
-                    return perror("write"), 1;
-            }
-        }
-        if (extra && write_at(fd, ones, (size_t)extra, header) != 0)
-            return perror("write"), 1;
-        close(fd);
+    pthread_t tids[MAX_THREADS];
+    Job jobs[MAX_THREADS];
+    for (long t = 0; t < threads; t++) {
+        jobs[t] = (Job){paths, owners, count, t, threads, mode, head, header, total, extra, 0};
+        if (threads == 1)
+            run_job(&jobs[t]);
+        else
+            pthread_create(&tids[t], NULL, run_job, &jobs[t]);
     }
+    int failed = 0;
+    for (long t = 0; t < threads; t++) {
+        if (threads > 1)
+            pthread_join(tids[t], NULL);
+        failed |= jobs[t].failed;
+    }
+    if (failed)
+        return 1;
     clock_gettime(CLOCK_MONOTONIC, &end);
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);

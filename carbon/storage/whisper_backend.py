@@ -153,6 +153,12 @@ class WhisperDatabase:
                     found[index] = self.exists(metric)
         return found
 
+    def found_by_create(self, metric: str) -> bool:
+        """Whether creating the metric's file tells whether it exists (a FileExistsError):
+        not for a tagged series with TAG_HASH_FILENAMES, whose file may still be under its
+        readable name (``exists`` renames it)."""
+        return not (self.tag_hash_filenames and ";" in metric)
+
     # -- create / write ---------------------------------------------------------------
 
     def create(self, metric: str, retentions: Sequence[tuple[int, int]],

@@ -24,8 +24,8 @@ try:
 except ImportError:  # the accelerator is optional
     native = None  # type: ignore[assignment]
 
-__all__ = ["CreateOptions", "NewFile", "file_plan", "create_one", "create_many", "exists_many",
-           "native"]
+__all__ = ["CreateOptions", "NewFile", "FileExists", "file_plan", "create_one", "create_many",
+           "exists_many", "native"]
 
 _ZEROES = bytes(16384)
 # whisper's default fill: a body up to this size is written as zeroes (ext4 allocates a
@@ -35,6 +35,11 @@ _ZEROES = bytes(16384)
 # The bytes are the same either way. The C accelerator uses the same value.
 SMALL_BODY = 16384
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileExists(InvalidConfiguration, FileExistsError):
+    """The file to create is there already (what whisper.create raises, and a
+    FileExistsError, so a caller that creates without looking first can tell)."""
 
 
 class CreateOptions(NamedTuple):
@@ -85,7 +90,7 @@ def create_one(path: str, header: bytes, total: int, options: CreateOptions,
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             fd = os.open(path, _FLAGS, 0o666)
     except FileExistsError:
-        raise InvalidConfiguration("File %s already exists!" % path) from None
+        raise FileExists("File %s already exists!" % path) from None
     try:
         if options.lock:
             import fcntl
@@ -155,7 +160,7 @@ def _attempt(path: str, header: bytes, total: int, options: CreateOptions,
 def _error(code: int, path: str) -> Exception:
     """The exception create_one raises for ``code`` (``errno``) at ``path``."""
     if code == errno.EEXIST:
-        return InvalidConfiguration("File %s already exists!" % path)
+        return FileExists("File %s already exists!" % path)
     return OSError(code, os.strerror(code), path)
 
 

@@ -5,30 +5,41 @@ on writing others. The metric's points stay in the cache (visible to carbonlink,
 in MAX_CACHE_SIZE) and the metric is ``busy`` (the writer does not pick it) until the
 creator has looked for its file and, if there is none and a create token is free
 (``may_create``), created it. The outcome then waits in ``ready`` for the writer: None
-(created), EXISTED, DEFERRED (no token: nothing was created) or the create's error.
+(created), EXISTED or the create's error.
 
-The storage backend's ``exists_many`` and ``create_many`` handle a whole batch in one
-call each that releases the GIL for all of its file-system calls
-(carbon.storage.whisper_create); backends without them are called once a metric.
+A metric with no file and no create token (MAX_CREATES_PER_MINUTE) is held aside in
+``waiting``, still busy, and reported once (``on_wait``): the creator takes it up again,
+oldest first, when the limiter has a token for it, without the writer picking it again
+in the meantime (carbon 1.1.10 drops such a metric's points instead).
+
+Without a create limit a batch is created at once, an existing file's FileExistsError
+meaning EXISTED (one lookup a file instead of a stat and then the create's own), where the
+backend says a create finds the file (``found_by_create``). The storage backend's
+``exists_many`` and ``create_many`` handle a whole batch in one call each that releases
+the GIL for all of its file-system calls (carbon.storage.whisper_create); backends
+without them are called once a metric.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+import time
 from typing import Any, Callable, Union
 
 from carbon.config.schemas import SchemaFiles
 from carbon.logs import CarbonLog
 
-__all__ = ["Creator", "EXISTED", "DEFERRED", "Outcome"]
+__all__ = ["Creator", "EXISTED", "Outcome"]
 
 EXISTED = "existed"
-DEFERRED = "deferred"
+_NO_TOKEN = "no token"  # an outcome that is never handed out: the metric waits
 Outcome = Union[None, str, Exception]
 
 BATCH_SIZE = 256  # files a batch at most
 MAX_READY = 1024  # outcomes not yet taken by the writer: the creator waits beyond this
+INF = float("inf")
+MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate changes)
 
 
 class Creator:
@@ -39,14 +50,19 @@ class Creator:
     """
 
     def __init__(self, database: Any, schemas: SchemaFiles, settings: Any, log: CarbonLog,
-                 may_create: Callable[[], bool]) -> None:
+                 may_create: Callable[[], bool],
+                 tokens: Callable[[], tuple[float, float]] = lambda: (INF, 0.0),
+                 on_wait: Callable[[], None] = lambda: None) -> None:
         self.database = database
         self.schemas = schemas
         self.settings = settings
         self.log = log
         self.may_create = may_create
+        self.tokens = tokens  # (create tokens free now, seconds until the next is)
+        self.on_wait = on_wait  # a metric starts waiting for a create token
         self.cond = threading.Condition()
         self.pending: list[str] = []
+        self.waiting: deque[str] = deque()  # no file, no token yet: oldest first
         self.ready: deque[tuple[str, Outcome]] = deque()
         self.busy: set[str] = set()
         self.batch_size = BATCH_SIZE
@@ -79,32 +95,62 @@ class Creator:
         """Block until an outcome is ready (at most ``timeout``); without the thread,
         handle a batch here."""
         if not self.alive():
-            self.handle_batch()
+            if not self.handle_batch() and self.waiting and not self.ready:
+                time.sleep(min(timeout, max(self.tokens()[1], 0.0)))
             return
         with self.cond:
             if not self.ready and self.busy:
                 self.cond.wait(timeout)
 
+    def wake(self) -> None:
+        """Look for create tokens now (the create rate changed)."""
+        with self.cond:
+            self.cond.notify_all()
+
     # -- creating ---------------------------------------------------------------------
     def handle_batch(self) -> int:
-        """Handle up to ``batch_size`` pending metrics; returns how many."""
+        """Handle up to ``batch_size`` pending metrics, else waiting ones a token is free
+        for; returns how many metrics were handled (0: none, or no waiting one got a
+        token after all)."""
+        retried = False
         with self.cond:
             batch = self.pending[:self.batch_size]
             del self.pending[:len(batch)]
+            free = self.tokens()[0] if not batch and self.waiting else 0.0
+            if free >= 1.0:  # as many as there are tokens for (each is looked for again)
+                retried = True
+                while self.waiting and len(batch) < min(self.batch_size, free):
+                    batch.append(self.waiting.popleft())
         if not batch:
             return 0
         outcomes = self._outcomes(batch)
+        done = [(metric, outcome) for metric, outcome in zip(batch, outcomes, strict=True)
+                if outcome is not _NO_TOKEN]
+        held = [metric for metric, outcome in zip(batch, outcomes, strict=True)
+                if outcome is _NO_TOKEN]
         with self.cond:
-            self.ready.extend(zip(batch, outcomes, strict=True))
+            self.ready.extend(done)
+            if retried:
+                self.waiting.extendleft(reversed(held))  # they keep their turn
+            else:
+                self.waiting.extend(held)
             self.cond.notify_all()
-        return len(batch)
+        if not retried:
+            for _ in held:
+                self.on_wait()
+            return len(batch)
+        return len(done)
 
     def _outcomes(self, metrics: list[str]) -> list[Outcome]:
+        if self.tokens()[0] == INF and hasattr(self.database, "create_many"):
+            found_by_create = getattr(self.database, "found_by_create", None)
+            if found_by_create is not None and all(map(found_by_create, metrics)):
+                return self._create_or_find(metrics)
         try:
             found = self._exists(metrics)
         except Exception as exc:  # a broken backend must not stop the creator
             return [exc] * len(metrics)
-        outcomes: list[Outcome] = [EXISTED if present else DEFERRED for present in found]
+        outcomes: list[Outcome] = [EXISTED if present else _NO_TOKEN for present in found]
         wanted = [index for index, present in enumerate(found)
                   if not present and self.may_create()]
         if wanted:
@@ -113,30 +159,51 @@ class Creator:
                 outcomes[index] = error
         return outcomes
 
+    def _create_or_find(self, metrics: list[str]) -> list[Outcome]:
+        """Without a create limit: create every file at once, an existing one reported
+        EXISTED (its create fails without touching it): one file-system lookup a metric
+        instead of a stat and then the create's own."""
+        errors = self._create(metrics, log=False)
+        outcomes: list[Outcome] = []
+        for metric, error in zip(metrics, errors, strict=True):
+            if isinstance(error, FileExistsError):
+                outcomes.append(EXISTED)
+                continue
+            if self.settings.LOG_CREATES:
+                self._log_create(metric)
+            outcomes.append(error)
+        return outcomes
+
     def _exists(self, metrics: list[str]) -> list[bool]:
         exists_many = getattr(self.database, "exists_many", None)
         if exists_many is not None:
             return exists_many(metrics)
         return [self.database.exists(metric) for metric in metrics]
 
-    def _create(self, metrics: list[str]) -> list[Exception | None]:
+    def _create(self, metrics: list[str], log: bool = True) -> list[Exception | None]:
         try:
-            return self._create_all(metrics)
+            return self._create_all(metrics, log)
         except Exception as exc:  # a broken backend or schema must not stop the creator
             return [exc] * len(metrics)
 
-    def _create_all(self, metrics: list[str]) -> list[Exception | None]:
+    def _log_create(self, metric: str) -> None:
+        """carbon's three LOG_CREATES lines for a metric."""
+        storage, aggregation = self.schemas.for_metric(metric)
+        xff, method = aggregation.value
+        self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
+        self.log.creates("new metric %s matched aggregation schema %s"
+                         % (metric, aggregation.name))
+        self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
+                         % (metric, storage.value, xff, method))
+
+    def _create_all(self, metrics: list[str], log: bool) -> list[Exception | None]:
         requests = []
-        log_creates = self.settings.LOG_CREATES
+        log_creates = log and self.settings.LOG_CREATES
         for metric in metrics:
             storage, aggregation = self.schemas.for_metric(metric)
             xff, method = aggregation.value
             if log_creates:
-                self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
-                self.log.creates("new metric %s matched aggregation schema %s"
-                                 % (metric, aggregation.name))
-                self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
-                                 % (metric, storage.value, xff, method))
+                self._log_create(metric)
             requests.append((metric, storage.value, xff, method))
         create_many = getattr(self.database, "create_many", None)
         if create_many is not None:
@@ -155,12 +222,20 @@ class Creator:
     def run(self) -> None:
         while True:
             with self.cond:
-                while not self.stopping and (not self.pending
-                                             or len(self.ready) >= self.max_ready):
+                while not self.stopping and len(self.ready) >= self.max_ready:
                     self.cond.wait()
+                while not self.stopping and not self.pending:
+                    if not self.waiting:
+                        self.cond.wait()
+                        continue
+                    wait = self.tokens()[1]
+                    if wait <= 0.0:
+                        break
+                    self.cond.wait(min(wait, MAX_TOKEN_WAIT))
                 if self.stopping:
                     return
-            self.handle_batch()
+            if not self.handle_batch():
+                time.sleep(0.05)  # no token after all (a limiter that cannot tell)
 
     def alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive()

@@ -48,6 +48,24 @@ class TokenBucket:
         time.sleep(max(wait, 0.0))
         return True
 
+    def available(self) -> float:
+        """Tokens free now (inf without a limit), taking none."""
+        if self.unlimited:
+            return float("inf")
+        with self.lock:
+            self._refill()
+            return self.tokens
+
+    def seconds_until(self, cost: float = 1.0) -> float:
+        """Seconds until ``cost`` tokens are free (0: now), taking none."""
+        if self.unlimited:
+            return 0.0
+        with self.lock:
+            self._refill()
+            if self.tokens >= cost:
+                return 0.0
+            return (cost - self.tokens) / self.fill_rate if self.fill_rate > 0 else 1.0
+
     def set_rate(self, capacity: float, fill_rate: float) -> None:
         with self.lock:
             self._refill()

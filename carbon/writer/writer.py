@@ -15,7 +15,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import DEFERRED, EXISTED, Creator
+from carbon.writer.creator import EXISTED, Creator
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
@@ -78,7 +78,6 @@ class Writer:
         self.journal: Any = None  # carbon.cache.journal.Journal: told what is on disk
         self.stop_event = threading.Event()
         self.idle_event = threading.Event()
-        self.throttled_streak = 0
         self.tag_feed: Any = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
@@ -91,7 +90,8 @@ class Writer:
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
         # a file deleted since shows as FileNotFoundError on write).
-        self.creator = Creator(database, schemas, settings, log, self._may_create)
+        self.creator = Creator(database, schemas, settings, log, self._may_create,
+                               self._create_tokens, self._create_waits)
         self.known: set[str] = set()
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
@@ -112,10 +112,6 @@ class Writer:
         handled = creator.take_ready()
         if handled is not None:
             metric, outcome = handled
-            if outcome is DEFERRED:
-                self.stats.increment("deferredCreates")
-                self.throttled_streak += 1
-                return True, False
             if outcome is not None and outcome is not EXISTED:
                 self._create_failed(metric, outcome)
                 return True, False
@@ -139,7 +135,6 @@ class Writer:
                 creator.submit(metric)
                 submitted = True
                 continue
-            self.throttled_streak = 0
             return metric, submitted
         return False, submitted
 
@@ -196,8 +191,23 @@ class Writer:
     def _may_create(self) -> bool:
         return self.create_limiter.take(blocking=False)
 
+    def _create_tokens(self) -> tuple[float, float]:
+        """(create tokens free now, seconds until one is); a limiter plugin without
+        ``available``/``seconds_until`` is tried every 0.05 s."""
+        limiter = self.create_limiter
+        if getattr(limiter, "unlimited", False):
+            return INF, 0.0
+        available = getattr(limiter, "available", None)
+        until = getattr(limiter, "seconds_until", None)
+        if available is None or until is None:
+            return 1.0, 0.0
+        return available(), until()
+
+    def _create_waits(self) -> None:
+        """A new metric waits for a create token (its points stay cached)."""
+        self.stats.increment("deferredCreates")
+
     def _created(self, metric: str) -> None:
-        self.throttled_streak = 0
         self.stats.increment("creates")
         if self.tag_feed is not None:
             self.tag_feed.created(metric)
@@ -248,10 +258,6 @@ class Writer:
         if not metrics:
             if kept_token and not busy:
                 return False  # a kept token and still nothing to write: idle
-            if self.throttled_streak >= max(len(self.cache), 1):
-                # every metric waits for a create token (they keep their points)
-                time.sleep(0.05)
-                self.throttled_streak = 0
             return busy
         journal = self.journal
         mark = journal.mark() if journal is not None else 0
@@ -407,6 +413,7 @@ class Writer:
                      or self.settings.MAX_UPDATES_PER_SECOND)
         self.update_limiter.set_rate(rate, rate)
         self.create_limiter.set_rate(rate, rate)
+        self.creator.wake()
         self.log.msg("Carbon shutting down.  Changed the update rate to: %s" % rate)
         deadline = time.monotonic() + timeout
         self.creator.start()

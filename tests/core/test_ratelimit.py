@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from carbon.plugins import RATE_LIMITERS
 from carbon.writer.ratelimit import TokenBucket, make_limiter
 
@@ -32,3 +34,15 @@ def test_infinite_rate_never_waits_and_rate_changes():
     time.sleep(0.01)
     assert bucket.take(blocking=False)
     assert "unlimited" in RATE_LIMITERS
+
+
+def test_available_and_seconds_until_take_nothing() -> None:
+    bucket = TokenBucket(2, 10.0)
+    assert bucket.available() == pytest.approx(2.0, abs=0.01)
+    assert bucket.seconds_until() == 0.0
+    assert bucket.take(2, blocking=False)
+    assert 0.05 < bucket.seconds_until() <= 0.1  # one token at 10 a second
+    assert bucket.available() < 1.0
+    assert not bucket.take(blocking=False)
+    unlimited = TokenBucket(float("inf"), float("inf"))
+    assert unlimited.available() == float("inf") and unlimited.seconds_until() == 0.0

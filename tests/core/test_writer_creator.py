@@ -172,6 +172,14 @@ def test_throttled_creates_keep_their_points_until_a_token_is_free(harness) -> N
     assert h.cache.size == 9
     assert h.stored("exists.already") == expected()  # needs no token
     assert h.stats.get("errors") == 0
+    # held aside while they wait: counted once each, not looked for again and again
+    assert h.stats.get("deferredCreates") == 3
+    assert len(h.writer.creator.waiting) == 3
+    h.writer.create_limiter.set_rate(3, 100.0)  # tokens come back: the creator sees it
+    wait_for(lambda: not h.cache, what="the waiting metrics written")
+    for metric in waiting:
+        assert h.stored(metric) == expected()
+    assert h.stats.get("creates") == 6 and h.stats.get("deferredCreates") == 3
 
 
 def test_drain_waits_for_pending_creates(harness) -> None:
@@ -255,3 +263,20 @@ def test_known_files_are_bounded_by_writer_known_files(harness) -> None:
     assert not h.cache and h.stats.get("creates") == 5
     assert all(h.stored(metric)[NOW - 60] == 6.0 for metric in metrics)
     assert len(h.writer.known) <= 2 and len(h.database._paths) <= 2
+
+
+def test_without_a_create_limit_existing_files_are_found_by_their_create(harness) -> None:
+    # No stat first: the create of an existing file fails (O_EXCL) without touching it.
+    h = harness()
+    h.database.create("kept.old", [(60, 1440), (3600, 48)], 0.2, "max")
+    before = Path(h.database.get_filesystem_path("kept.old")).read_bytes()
+    h.add(["kept.old", "made.new"])
+    h.writer.start()
+    wait_for(lambda: not h.cache and not h.writer.creator.busy, what="cache drained")
+    assert h.stored("kept.old") == expected() and h.stored("made.new") == expected()
+    after = Path(h.database.get_filesystem_path("kept.old")).read_bytes()
+    assert after[:40] == before[:40] and len(after) == len(before)  # same header and size
+    assert h.stats.get("creates") == 1 and h.stats.get("errors") == 0
+    assert h.tags.new == ["made.new"]
+    creates = h.log_text("creates")
+    assert "creating database metric made.new" in creates and "kept.old" not in creates
