@@ -30,8 +30,11 @@ through whisper's Python): ``sumSeries`` and ``groupByNode(...,1,"sumSeries")`` 
 10 s points for 10,000 series would be a 2 GB body). Each row: A B B A runs of
 ``--requests`` sequential requests (graphite-web's bounded by ``--timeout`` seconds a
 request), beside the page-cache floor: the same files' needed bytes read in a tight loop
-(open, pread of the header, pread of the range, close; best of 3, warm cache) and ``cat``
-of the whole files into /dev/null. Rows are appended to docs/data/growth/render.json.
+(open, pread of the header, pread of the range, close; best of 3, warm cache, measured
+before and after the rows and the smaller kept) and ``cat`` of the whole files into
+/dev/null. Rows are appended to docs/data/growth/render.json (``--record``);
+``--ours-only`` leaves graphite-web out (quick runs against the floor, nothing compared or
+recorded).
 
 ``--memory`` runs only the memory check: 1,000 series x 1 day at 60 s, one json and one
 png request each to a fresh graphite-web (gunicorn, one worker, one thread) and a fresh
@@ -278,8 +281,9 @@ def scale_check(args: argparse.Namespace, workdir: Path, run_dir: Path) -> int:
     rows = scale_rows(now)
     # graphite-web gives up a fetch after FETCH_TIMEOUT (6 s by default) and answers 500;
     # here it gets as long as a request may take
-    gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_scale',
-                                'FETCH_TIMEOUT = %d\n' % args.timeout)
+    if not args.ours_only:
+        gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_scale',
+                                    'FETCH_TIMEOUT = %d\n' % args.timeout)
     conf = workdir / 'ours_settings_scale.py'
     conf.write_text('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nLOG_LEVEL = "WARNING"\n'
                     'TAGDB = ""\nRENDER_MAX_DATAPOINTS = 10 ** 9\n'
@@ -291,28 +295,34 @@ def scale_check(args: argparse.Namespace, workdir: Path, run_dir: Path) -> int:
     floor = page_cache_floor(storage, now)
     log('page-cache floor: %r' % floor)
     load_before = open('/proc/loadavg').read().split()[:3]
-    servers = [Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
-                      ['graphite.wsgi:application'], gw_env, str(workdir), run_dir),
-               Server('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] + gunicorn +
-                      ['webapp.wsgi:application'],
-                      dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, lib),
-                           GRAPHITE_SETTINGS=str(conf)), str(ROOT), run_dir)]
+    servers = [] if args.ours_only else [
+        Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
+               ['graphite.wsgi:application'], gw_env, str(workdir), run_dir)]
+    servers.append(Server('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] + gunicorn +
+                          ['webapp.wsgi:application'],
+                          dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, lib),
+                               GRAPHITE_SETTINGS=str(conf)), str(ROOT), run_dir))
     results: dict[tuple[str, str], list] = {}
     problems = []
     try:
         for key, label, path in rows:
             answers = [fetch(server.port, path) for server in servers]
-            if all(status == 200 for status, _ in answers):
+            if not all(status == 200 for status, _ in answers):
+                problems.append('%s: statuses %s' % (label, [a[0] for a in answers]))
+            elif len(answers) == 2:
                 why = same_json(answers[0][1], answers[1][1])
                 if why:
                     problems.append('%s: %s' % (label, why))
-            else:
-                problems.append('%s: statuses %s' % (label, [a[0] for a in answers]))
             del answers
-            for server in mirrored(servers):
+            for server in mirrored(servers) if len(servers) == 2 else servers * 2:
                 run = timed_requests(server, path, args.requests, args.timeout)
                 results.setdefault((key, server.name), []).append(run)
                 log('%s, %s: %s' % (label, server.name, run))
+        later = page_cache_floor(storage, now)
+        log('page-cache floor after the rows: %r' % later)
+        floor = dict(floor, read_loop_s=min(floor['read_loop_s'], later['read_loop_s']),
+                     cat_s=min(floor['cat_s'], later['cat_s']),
+                     read_loop_runs=(floor['read_loop_s'], later['read_loop_s']))
         peaks = {s.name: max([rss_kb(pid, 'VmHWM') for pid in children(s.proc.pid)] or
                              [rss_kb(s.proc.pid, 'VmHWM')]) / 1024 for s in servers}
         cpu = {s.name: sum(cpu_seconds(pid) for pid in children(s.proc.pid)) for s in servers}
@@ -330,9 +340,11 @@ def scale_report(args: argparse.Namespace, rows: list, servers: list, results: d
     """Print the table, append the growth rows; 1 when answers differed."""
     load = 'load avg %s -> %s' % ('/'.join(loads[0]), '/'.join(loads[1]))
     lines = ['', '%d series x 1 day at 10 s (%d files, %.0f MB); page-cache floor: read '
-             'loop %.3f s (%.0f MB needed), cat %.3f s; %s; run folder %s' % (
+             'loop %.3f s (best of 3 before the rows %.3f s, after %.3f s; %.0f MB needed), '
+             'cat %.3f s; %s; run folder %s' % (
                  args.series, args.series, floor['bytes_files'] / 1e6, floor['read_loop_s'],
-                 floor['bytes_needed'] / 1e6, floor['cat_s'], load, run_dir), '',
+                 *floor['read_loop_runs'], floor['bytes_needed'] / 1e6, floor['cat_s'], load,
+                 run_dir), '',
              '| request (from=-1d) | graphite-web s/request | ours s/request | ours / floor '
              '| ratio |', '| --- | ---: | ---: | ---: | ---: |']
     growth = []
@@ -345,12 +357,20 @@ def scale_report(args: argparse.Namespace, rows: list, servers: list, results: d
             times = [t for run in runs for t in run['times']]
             mean[server.name] = None if not times or None in times else \
                 sum(times) / len(times)
-        gw, ours = mean[servers[0].name], mean[servers[1].name]
+        ours = mean[servers[-1].name]
+        ours_runs = [t for run in results.get((key, servers[-1].name), [])
+                     for t in run['times']]
+        ours_text = 'failed' if ours is None else '%.3f (%s)' % (
+            ours, ' / '.join('%.3f' % t for t in ours_runs))
+        if len(servers) == 1:    # --ours-only
+            lines.append('| %s | - | %s | %s | - |' % (
+                label, ours_text, '%.1fx' % (ours / floor['read_loop_s']) if ours else '-'))
+            continue
+        gw = mean[servers[0].name]
         failed = [run['status'] for run in results.get((key, servers[0].name), [])
                   if None in run['times']]
         gw_text = 'failed (HTTP %s, or > %g s)' % (failed[0], args.timeout) if gw is None \
             else '%.3f' % gw
-        ours_text = 'failed' if ours is None else '%.3f' % ours
         ratio = '%.1fx' % (gw / ours) if gw and ours else '-'
         vs_floor = '%.1fx' % (ours / floor['read_loop_s']) if ours else '-'
         lines.append('| %s | %s | %s | %s | %s |' % (label, gw_text, ours_text, vs_floor,
@@ -370,12 +390,14 @@ def scale_report(args: argparse.Namespace, rows: list, servers: list, results: d
     lines.append('Peak RSS (largest worker, over all rows): ' + ', '.join(
         '%s %.0f MB' % item for item in peaks.items()) + '; CPU s of the workers: ' +
         ', '.join('%s %.1f' % item for item in cpu.items()))
-    lines.append('Answers: ' + ('json answers parse to the same floats, names and tags'
+    lines.append('Answers: ' + ('not compared (--ours-only)' if len(servers) == 1 and
+                                not problems else
+                                'json answers parse to the same floats, names and tags'
                                 if not problems else 'MISMATCHES: ' + '; '.join(problems)))
     text = '\n'.join(lines)
     print(text)
     (run_dir / 'scale.md').write_text(text + '\n')
-    if args.record:
+    if args.record and len(servers) == 2:
         existing = json.loads(GROWTH_FILE.read_text()) if GROWTH_FILE.exists() else []
         GROWTH_FILE.parent.mkdir(parents=True, exist_ok=True)
         GROWTH_FILE.write_text(json.dumps(existing + growth, indent=1) + '\n')
@@ -632,6 +654,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help='--series: sequential requests a run')
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='--series: seconds one request may take')
+    parser.add_argument('--ours-only', action='store_true',
+                        help='--series: only this app against the page-cache floor (no '
+                        'graphite-web, answers not compared, nothing recorded)')
     parser.add_argument('--record', action='store_true',
                         help='--series: append the rows to docs/data/growth/render.json')
     args = parser.parse_args(argv)

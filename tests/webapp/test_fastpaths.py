@@ -95,8 +95,9 @@ def test_direct_reader_reports_unreadable_files(tmp_path: Any) -> None:
     assert 1.0 in packed.to_list(values)
     values = np.ones((1, 2))
     valid = np.ones((1, 2), dtype=bool)
-    failed = whisper_read._points.read_rows([str(tmp_path / 'gone.wsp').encode()], [(0, 24)],
-                                            [(0, 0)], 0, 60, 2, values, valid)
+    failed = whisper_read._points.scan(0, [str(tmp_path / 'gone.wsp').encode()], [28], [24],
+                                       [], 60, 180, 60, 2, 0, 1, False, values, valid,
+                                       bytearray())
     assert failed == [(0, errno.ENOENT)] and not valid.any() and not values.any()
 
 

@@ -47,11 +47,21 @@ def _packed_series(ctx: dict[str, Any], paths: list[PathExpr]) -> Optional[list[
 def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> Optional[list]:
     """Point-by-point sum/average/max/min of packed series as a value list (None where
     no value or xFilesFactor unmet); None when the arrays cannot give Python's floats."""
-    arrays = packed.stack_rows([s.packed for s in series])
+    np = packed.np
+    rows = [s.packed for s in series]
+    direct = packed.sum_rows(rows, [0] * len(rows), 1, pysum.COMPENSATED) \
+        if func in ('sum', 'average') else None
+    if direct is not None:       # summed while reading the files
+        with np.errstate(all='ignore'):
+            acc, count = pysum.result(np, direct[0][0], direct[1][0]), direct[2][0]
+            if func == 'average':
+                acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+            ok = (count > 0) & (count / len(series) >= (xff or 0.0))
+        return _with_none(acc.tolist(), ok)
+    arrays = packed.stack_rows(rows)
     if arrays is None:
         return None
     values, valid = arrays
-    np = packed.np
     count = valid.sum(axis=0)
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
         if func in ('sum', 'average'):
@@ -74,8 +84,13 @@ def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> 
         for i in np.flatnonzero(ok & (acc == 0)).tolist():
             column = values[:, i][valid[:, i]]
             result[i] = column[np.flatnonzero(column == 0)[0]].item()
+    return _with_none(result, ok)
+
+
+def _with_none(result: list, ok: Any) -> list:
+    """``result`` with None where ``ok`` is False."""
     if not ok.all():
-        for i in np.flatnonzero(~ok).tolist():
+        for i in packed.np.flatnonzero(~ok).tolist():
             result[i] = None
     return result
 
@@ -176,17 +191,27 @@ def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
     in order from 0 as ``reduce_rows`` and ``sum()`` add them (an empty slot adds 0.0,
     which changes nothing). Packed rows for the JSON writer, else value lists."""
     np = packed.np
+    members = list(groups.values())
+    sizes = np.array([len(group) for group in members]).reshape(-1, 1)
+    direct = packed.sum_rows([s.packed for group in members for s in group],
+                             [g for g, group in enumerate(members) for _ in group],
+                             len(members), pysum.COMPENSATED)
+    if direct is not None:       # summed while reading the files
+        with np.errstate(all='ignore'):
+            acc, count = pysum.result(np, direct[0], direct[1]), direct[2]
+            if how == 'average':
+                acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+            ok = (count > 0) & (count / sizes >= (xff or 0.0))
+        return _group_results(groups, acc, ok, how, xff, packed_result)
     arrays = packed.stack_rows([s.packed for s in series])
     if arrays is None:
         return None
     values, valid = arrays
     row_of = {id(s): i for i, s in enumerate(series)}
-    members = list(groups.values())
     width = max(map(len, members))
     index = np.zeros((len(members), width), dtype=np.intp)
     for g, group in enumerate(members):
         index[g, :len(group)] = [row_of[id(s)] for s in group]
-    sizes = np.array([len(group) for group in members]).reshape(-1, 1)
     acc = np.zeros((len(members), values.shape[1]))
     comp = np.zeros_like(acc)
     count = np.zeros(acc.shape, dtype=np.int64)
@@ -203,6 +228,12 @@ def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
         if how == 'average':
             acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
         ok = (count > 0) & (count / sizes >= (xff or 0.0))
+    return _group_results(groups, acc, ok, how, xff, packed_result)
+
+
+def _group_results(groups: dict[str, list], acc: Any, ok: Any, how: str,
+                   xff: Optional[float], packed_result: bool) -> list[TimeSeries]:
+    """The groups' series of sums/averages ``acc`` (None where not ``ok``)."""
     acc[~ok] = 0.0
     block = packed.Block(acc, ok, (0, 0, 0)) if packed_result else None
     lists = None if packed_result else packed.value_lists(acc, ok)

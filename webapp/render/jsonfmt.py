@@ -214,13 +214,17 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
     """Consolidated rows (NaN = null) of packed series sharing block, drop and vpp."""
     np = packed.np
     first = group[0]
+    vpp = first.valuesPerPoint
+    direct = packed.consolidate_rows([s.packed for s in group], first.drop, vpp,
+                                     pysum.COMPENSATED) if vpp > 1 else None
+    if direct is not None:       # consolidated while reading the files
+        return _bucket_means(*direct, vpp, first.xFilesFactor)
     arrays = packed.stack_rows([s.packed for s in group])
     if arrays is None:
         return None
     values, valid = arrays
     if first.drop:
         values, valid = values[:, first.drop:], valid[:, first.drop:]
-    vpp = first.valuesPerPoint
     if vpp <= 1:
         return np.where(valid, values, np.nan)
     points = values.shape[1]
@@ -234,8 +238,16 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
             width = len(range(j, points, vpp))
             pysum.add_into(np, acc[:, :width], comp[:, :width], zeroed[:, j::vpp])
             count[:, :width] += valid[:, j::vpp]
+    return _bucket_means(acc, comp, count, vpp, first.xFilesFactor)
+
+
+def _bucket_means(acc: Any, comp: Any, count: Any, vpp: int, xff: Optional[float]) -> Any:
+    """Each bucket's mean (NaN = null where it has no value or too few for ``xff``) from
+    its sum, sum() correction and count of values."""
+    np = packed.np
+    with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
         acc = pysum.result(np, acc, comp)
-        ok = (count > 0) & (count / vpp >= (first.xFilesFactor or 0.0))
+        ok = (count > 0) & (count / vpp >= (xff or 0.0))
         mean = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
     return np.where(ok, mean, np.nan)
 

@@ -14,7 +14,9 @@ False, readers return plain lists and every consumer takes the list path.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import logging
+import os
+from typing import Any, Callable, Optional, Sequence
 
 try:  # pragma: no cover - exercised by whichever environment runs the tests
     import numpy as np
@@ -22,6 +24,7 @@ except ImportError:  # pragma: no cover
     np = None  # type: ignore[assignment]
 
 ENABLED = np is not None
+log = logging.getLogger("webapp.storage")
 
 
 class Block:
@@ -36,6 +39,118 @@ class Block:
         self.valid = valid
         self.time_info = time_info
 
+    @property
+    def points(self) -> int:
+        return int(self.values.shape[1])
+
+
+class FileBlock:
+    """A :class:`Block` of whisper files not read yet: ``values``/``valid`` read every
+    file on first use, while :func:`sum_rows` and :func:`consolidate_rows` compute sums
+    straight from the files (``scan`` is the C reader, ``webapp.storage._points.scan``).
+
+    Each row is one file: its name (bytes), and the chosen archive's offset and size.
+    """
+
+    __slots__ = ('scan', 'names', 'offsets', 'sizes', 'time_info', 'points', '_arrays')
+
+    def __init__(self, scan: Callable[..., list], names: list[bytes], offsets: list[int],
+                 sizes: list[int], time_info: tuple[int, int, int], points: int) -> None:
+        self.scan = scan
+        self.names = names
+        self.offsets = offsets
+        self.sizes = sizes
+        self.time_info = time_info
+        self.points = points
+        self._arrays: Optional[tuple[Any, Any]] = None
+
+    @property
+    def values(self) -> Any:
+        return self.arrays()[0]
+
+    @property
+    def valid(self) -> Any:
+        return self.arrays()[1]
+
+    @property
+    def loaded(self) -> bool:
+        return self._arrays is not None
+
+    def arrays(self) -> tuple[Any, Any]:
+        """(values, valid) of every row, read once."""
+        if self._arrays is None:
+            values = np.zeros((len(self.names), self.points))
+            valid = np.zeros((len(self.names), self.points), dtype=bool)
+            self.run(0, list(range(len(self.names))), [], 0, 1, False, values, valid,
+                     bytearray())
+            values.flags.writeable = False
+            valid.flags.writeable = False
+            self._arrays = (values, valid)
+        return self._arrays
+
+    def row_arrays(self, row: int) -> tuple[Any, Any]:
+        """(values, valid) of one row, read from its file alone."""
+        values = np.zeros((1, self.points))
+        valid = np.zeros((1, self.points), dtype=bool)
+        self.run(0, [row], [], 0, 1, False, values, valid, bytearray())
+        return values[0], valid[0]
+
+    def run(self, mode: int, rows: list[int], targets: list[int], drop: int, vpp: int,
+            compensated: bool, out1: Any, out2: Any, out3: Any) -> None:
+        """``scan`` over the given rows; a file that cannot be read any more (changed
+        since its header was read) adds nothing and is logged."""
+        start, end, step = self.time_info
+        failed = self.scan(mode, [self.names[r] for r in rows],
+                           [self.offsets[r] for r in rows], [self.sizes[r] for r in rows],
+                           targets, start, end, step, self.points, drop, vpp, compensated,
+                           out1, out2, out3)
+        for index, error in failed:
+            log.warning("failed fetch of whisper file %s: %s",
+                        os.fsdecode(self.names[rows[index]]),
+                        os.strerror(error) if error else 'Unable to read datapoints')
+
+
+def _file_block(rows: Sequence[PackedValues]) -> Optional[FileBlock]:
+    """The unread FileBlock every row belongs to, or None."""
+    if not rows:
+        return None
+    block = rows[0].block
+    if type(block) is not FileBlock or block.loaded or \
+            any(r.block is not block for r in rows):
+        return None
+    return block
+
+
+def sum_rows(rows: Sequence[PackedValues], targets: list[int], groups: int,
+             compensated: bool) -> Optional[tuple[Any, Any, Any]]:
+    """(sums, corrections, counts), ``groups`` x points each, of rows read from their
+    files: row i is added into group targets[i], rows in the given order, empty slots
+    skipped; with ``compensated`` the corrections are Python 3.12 sum()'s. None when the
+    rows are not all unread rows of one FileBlock."""
+    block = _file_block(rows)
+    if block is None:
+        return None
+    acc = np.zeros((groups, block.points))
+    comp = np.zeros_like(acc)
+    count = np.zeros(acc.shape, dtype=np.int64)
+    block.run(1, [r.row for r in rows], targets, 0, 1, compensated, acc, comp, count)
+    return acc, comp, count
+
+
+def consolidate_rows(rows: Sequence[PackedValues], drop: int, vpp: int,
+                     compensated: bool) -> Optional[tuple[Any, Any, Any]]:
+    """(sums, corrections, counts) of each row's buckets of ``vpp`` points after the first
+    ``drop`` ones, read from the files (as :func:`sum_rows`); None as there."""
+    block = _file_block(rows)
+    if block is None or drop < 0 or vpp < 1:
+        return None
+    buckets = -(-max(0, block.points - drop) // vpp)
+    acc = np.zeros((len(rows), buckets))
+    comp = np.zeros_like(acc)
+    count = np.zeros(acc.shape, dtype=np.int64)
+    block.run(2, [r.row for r in rows], [], drop, vpp, compensated, acc, comp, count)
+    return acc, comp, count
+
 
 class PackedValues:
     """One row of a :class:`Block`; behaves as the value list only through ``tolist()``."""
@@ -47,7 +162,7 @@ class PackedValues:
         self.row = row
 
     def __len__(self) -> int:
-        return int(self.block.values.shape[1])
+        return self.block.points
 
     @property
     def values(self) -> Any:
@@ -58,9 +173,14 @@ class PackedValues:
         return self.block.valid[self.row]
 
     def tolist(self) -> list:
-        """The value list with None in empty slots (as ``whisper.fetch``)."""
-        out = self.values.tolist()
-        valid = self.valid
+        """The value list with None in empty slots (as ``whisper.fetch``); a row of an
+        unread FileBlock is read alone (the other files stay unread)."""
+        block = self.block
+        if type(block) is FileBlock and not block.loaded:
+            values, valid = block.row_arrays(self.row)
+        else:
+            values, valid = self.values, self.valid
+        out = values.tolist()
         if not valid.all():
             for i in np.flatnonzero(~valid).tolist():
                 out[i] = None
@@ -102,8 +222,8 @@ def stack_rows(rows: Sequence[PackedValues]) -> Optional[tuple[Any, Any]]:
         if index == list(range(first.values.shape[0])):
             return first.values, first.valid
         return first.values[index], first.valid[index]
-    width = first.values.shape[1]
-    if any(r.block.values.shape[1] != width for r in rows):
+    width = first.points
+    if any(r.block.points != width for r in rows):
         return None
     return (np.stack([r.values for r in rows]), np.stack([r.valid for r in rows]))
 

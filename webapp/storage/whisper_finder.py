@@ -25,6 +25,13 @@ from webapp.storage.nodes import Node, expand_braces, match_entries
 from webapp.storage.packed import to_list
 from webapp.storage.store import FindLimitError
 
+try:  # pragma: no cover - the optional C accelerator (setup.py NATIVE)
+    from webapp.storage import _points
+except ImportError:  # pragma: no cover
+    _points = None
+
+IS_DIR, IS_FILE, IS_LINK = 1, 2, 4      # _points.list_dirs / path_kinds flags
+
 log = logging.getLogger("webapp.storage")
 
 
@@ -81,6 +88,14 @@ def _kind(path: str) -> tuple[bool, bool, bool]:
     except OSError:
         return False, False, False
     return stat.S_ISDIR(mode), stat.S_ISREG(mode), link
+
+
+def _kinds(base: str, paths: list[str]) -> dict[str, int]:
+    """Kind flags (IS_DIR, IS_FILE, IS_LINK) of ``base + path`` for each path."""
+    if not paths:
+        return {}
+    return dict(zip(paths, _points.path_kinds([os.fsencode(base + p) for p in paths]),
+                    strict=True))
 
 
 def _rel(path: str, base: str) -> str:
@@ -144,7 +159,12 @@ class WhisperFinder:
         if not isdir(self.root):
             return []
         seen = [0]  # directory entries read by this find
-        for rel, is_dir, link in self._find_paths(self.root, parts, 0, leaves_only, seen):
+        if _points is not None and len(parts) <= 65 and \
+                not any(not p or '**' in p or os.sep in p for p in parts):
+            found = self._find_levels(parts, leaves_only, seen)
+        else:
+            found = self._find_paths(self.root, parts, 0, leaves_only, seen)
+        for rel, is_dir, link in found:
             head, _, tail = rel.rpartition(os.sep)
             if tail.startswith('.'):
                 continue
@@ -158,6 +178,90 @@ class WhisperFinder:
             elif is_dir and not leaves_only and (metric, False) not in out:
                 out[(metric, False)] = Node(metric, False)
         return list(out.values())
+
+    def _count_entries(self, seen: list[int], entries: int) -> None:
+        seen[0] += entries
+        if seen[0] > self.max_entries:
+            raise FindLimitError('the find reads more than FIND_MAX_ENTRIES = %d '
+                                 'directory entries' % self.max_entries)
+
+    def _find_levels(self, parts: list[str], leaves_only: bool, seen: list[int]
+                     ) -> Iterator[tuple[str, bool, bool]]:
+        """What ``_find_paths`` yields, in the same order, found a level at a time: the
+        matching directories of a wildcard level are listed in one C call (entry kinds
+        from readdir's d_type), and a literal level's names are looked up in another.
+        Relative paths are kept with their trailing separator (no part holds one)."""
+        nodes: list[tuple[str, bool]] = [('', False)]   # (relative dir + sep, crossed link)
+        last = len(parts) - 1
+        base = self.root if self.root.endswith(os.sep) else self.root + os.sep
+        for depth, raw in enumerate(parts):
+            variants = [(v, '*' in v or '?' in v or '[' in v) for v in expand_braces(raw)]
+            listed: dict[str, Any] = {}
+            if any(wild for _, wild in variants):
+                listed = dict(zip([rel for rel, _ in nodes], _points.list_dirs(
+                    [os.fsencode(base + rel) for rel, _ in nodes]), strict=True))
+            kinds = self._literal_kinds(base, nodes, variants, depth == last, leaves_only)
+            following: list[tuple[str, bool]] = []
+            for rel, crossed in nodes:
+                for variant, wild in variants:
+                    subdirs: dict[str, bool] = {}
+                    files: dict[str, bool] = {}
+                    matching: list[str] = []
+                    if wild:
+                        listing = listed[rel]
+                        if listing is None:
+                            log.warning("cannot list %s", base + rel)
+                        else:
+                            names, flags = listing
+                            self._count_entries(seen, len(names))
+                            for name, flag in zip(names, flags, strict=True):
+                                if flag & IS_DIR:
+                                    subdirs[name] = bool(flag & IS_LINK)
+                                elif flag & IS_FILE:
+                                    files[name] = bool(flag & IS_LINK)
+                            matching = match_entries(list(subdirs), variant)
+                    else:
+                        flag = kinds.get(rel + variant, 0)
+                        if flag & IS_DIR:
+                            matching = [variant]
+                            subdirs[variant] = bool(flag & IS_LINK)
+                    if depth < last:
+                        following.extend((rel + sub + os.sep, crossed or subdirs.get(sub, True))
+                                         for sub in matching)
+                        continue
+                    if wild:
+                        for name in match_entries(list(files), variant + '.*'):
+                            yield rel + name, False, crossed or files[name]
+                    else:
+                        for name in (variant + '.wsp', variant + '.wsp.gz'):
+                            flag = kinds.get(rel + name, 0)
+                            if flag & IS_FILE:
+                                yield rel + name, False, crossed or bool(flag & IS_LINK)
+                                break
+                    for name in matching:
+                        yield rel + name, True, crossed or subdirs.get(name, True)
+            nodes = following
+
+    @staticmethod
+    def _literal_kinds(base: str, nodes: list[tuple[str, bool]],
+                       variants: list[tuple[str, bool]], last: bool,
+                       leaves_only: bool) -> dict[str, int]:
+        """Kind flags of the paths a level's literal names stand for (relative path ->
+        flags): the names as directories (unless only leaves are wanted at the last
+        level), and at the last level ``name.wsp``, then ``name.wsp.gz`` where the first
+        is not a file."""
+        literal = [v for v, wild in variants if not wild]
+        if not literal:
+            return {}
+        asked = [rel + v for rel, _ in nodes for v in literal] \
+            if not last or not leaves_only else []
+        if last:
+            asked += [rel + v + '.wsp' for rel, _ in nodes for v in literal]
+        kinds = _kinds(base, asked)
+        if last:
+            kinds.update(_kinds(base, [rel + v + '.wsp.gz' for rel, _ in nodes for v in literal
+                                       if not kinds[rel + v + '.wsp'] & IS_FILE]))
+        return kinds
 
     def _find_paths(self, current: str, patterns: list[str], depth: int,
                     leaves_only: bool = False, seen: Optional[list[int]] = None
@@ -182,11 +286,7 @@ class WhisperFinder:
                     with os.scandir(current) as it:
                         for entry in it:
                             if seen is not None:
-                                seen[0] += 1
-                                if seen[0] > self.max_entries:
-                                    raise FindLimitError(
-                                        'the find reads more than FIND_MAX_ENTRIES = %d '
-                                        'directory entries' % self.max_entries)
+                                self._count_entries(seen, 1)
                             if entry.is_dir():
                                 subdirs[entry.name] = entry.is_symlink()
                             elif entry.is_file():

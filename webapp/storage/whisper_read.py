@@ -201,51 +201,74 @@ def _read_at(path: str, offset: int, size: int) -> bytes:
         os.close(fd)
 
 
-def _direct_ranges(paths: list[str], from_time: int, until_time: Optional[int],
-                   now: Optional[int], budget: Any) -> list[Any]:
-    """For each path: ((time_info, base, [(offset, size), ...]) or None, header), or
-    the exception raised: what ``_read_raw`` finds without reading the points. The
-    headers (and, where the chosen archive starts past them, its first point) of all
-    files are read by the C accelerator in one call each."""
+def _choice(head: bytes, path: str, from_time: int, until_time: Optional[int],
+            now: Optional[int]) -> tuple:
+    """(header, archive or None, from, until, time_info, points) of a file's header."""
+    header = parse_header(head, path, lambda off, size: _read_at(path, off, size))
+    archive, start, end = choose_archive(header, from_time, until_time, now)
+    if archive is None:
+        return header, None, start, end, None, 0
+    step = archive['secondsPerPoint']
+    from_interval = int(start - (start % step)) + step
+    until_interval = int(end - (end % step)) + step
+    if from_interval == until_interval:
+        until_interval += step
+    points = (until_interval - from_interval) // step
+    return header, archive, start, end, (from_interval, until_interval, step), points
+
+
+def _read_direct(paths: list[str], from_time: int, until_time: Optional[int],
+                 now: Optional[int], budget: Any) -> list[Any]:
+    """read_many with the C reader: every header in one call; files of one header (so
+    one archive choice) and time range become rows of one unread FileBlock. A file
+    shorter than its chosen archive is read at once (its error, if any, returned)."""
     names = [os.fsencode(path) for path in paths]
-    heads = _points.pread_many(names, [0] * len(paths), _HEAD_READ)
-    results: list[Any] = [None] * len(paths)
-    later: dict[int, tuple] = {}     # files whose archive's first point is past the head
-    for i, (path, head) in enumerate(zip(paths, heads, strict=True)):
+    sizes = packed.np.zeros(len(paths), dtype=packed.np.int64)
+    heads = _points.read_heads(names, _HEAD_READ, sizes)
+    file_sizes = sizes.tolist()
+    out: list[Any] = [None] * len(paths)
+    known: dict[bytes, tuple] = {}
+    spans: list[Any] = [None] * len(paths)     # (offset, size) of each chosen archive
+    lazy: dict[tuple, list[int]] = {}
+    eager: dict[tuple, list[int]] = {}
+    for i, head in enumerate(heads):
+        path = paths[i]
         if budget is not None:
             budget.check_time()
         try:
             if type(head) is int:
                 raise OSError(head, os.strerror(head), path)
-            header = parse_header(head, path, lambda off, size, p=path: _read_at(p, off, size))
-            archive, start, end = choose_archive(header, from_time, until_time, now)
+            choice = known.get(head)
+            if choice is None:
+                choice = _choice(head, path, from_time, until_time, now)
+                if whisper_format.header_size(head) == len(head):
+                    known[head] = choice
+            header, archive, start, end, time_info, points = choice
             if archive is None:
-                results[i] = (None, header)
+                out[i] = (None, header)
                 continue
             if budget is not None:  # before reading: bounded memory per request
-                budget.spend_points((end - start) // archive['secondsPerPoint'] + 1, path)
-            if archive['offset'] + POINT_SIZE <= len(head):
-                results[i] = (_ranges(archive, start, end,
-                                      lambda off, size, h=head: h[off:off + size], path), header)
-            else:
-                later[i] = (archive, start, end, header)
+                budget.spend_points((end - start) // time_info[2] + 1, path)
         except (OSError, WhisperError) as err:
-            results[i] = err
-    if later:
-        order = list(later)
-        firsts = _points.pread_many([names[i] for i in order],
-                                    [later[i][0]['offset'] for i in order], POINT_SIZE)
-        for i, first in zip(order, firsts, strict=True):
-            archive, start, end, header = later[i]
-            try:
-                if type(first) is int:
-                    raise OSError(first, os.strerror(first), paths[i])
-                # _ranges reads only the archive's first point
-                results[i] = (_ranges(archive, start, end, lambda off, size, b=first: b,
-                                      paths[i]), header)
-            except (OSError, WhisperError) as err:
-                results[i] = err
-    return results
+            out[i] = err
+            continue
+        offset, size = archive['offset'], archive['size']
+        if size <= 0 or points * POINT_SIZE > size:    # not a layout whisper writes
+            out[i] = _read_one(path, from_time, until_time, now)
+            continue
+        out[i] = (time_info, header)
+        spans[i] = (offset, size)
+        key = (time_info, points)
+        (eager if file_sizes[i] < offset + size else lazy).setdefault(key, []).append(i)
+    for (time_info, points), members in lazy.items():
+        block = packed.FileBlock(_points.scan, [names[i] for i in members],
+                                 [spans[i][0] for i in members],
+                                 [spans[i][1] for i in members], time_info, points)
+        for row, i in enumerate(members):
+            out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
+    for (time_info, points), members in eager.items():
+        _read_block(names, spans, members, time_info, points, out)
+    return out
 
 
 def read_many(paths: list[str], from_time: int, until_time: Optional[int],
@@ -256,30 +279,24 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
     are read, and its time limit is checked between files.
 
     Values are :class:`~webapp.storage.packed.PackedValues` when numpy is enabled,
-    lists otherwise. With the C accelerator (``_points``) each file's header is read
-    first, then the point ranges of all files sharing a time range are read and decoded
-    straight into one block's arrays (no bytes object per file).
+    lists otherwise. With the C accelerator (``_points``) only the headers are read
+    here: the points stay in the files (:class:`~webapp.storage.packed.FileBlock`)
+    until a consumer asks for them or for their sums.
     """
+    if packed.ENABLED and _points is not None:
+        return _read_direct(paths, from_time, until_time, now, budget)
     out: list[Any] = []
     groups: dict[tuple, list[int]] = {}
     chunks: list[Any] = []
-    direct = packed.ENABLED and _points is not None
-    planned = _direct_ranges(paths, from_time, until_time, now, budget) if direct else None
     for i, path in enumerate(paths):
         chunks.append(None)
-        if planned is not None:
-            if isinstance(planned[i], Exception):
-                out.append(planned[i])
-                continue
-            raw, header = planned[i]
-        else:
-            if budget is not None:
-                budget.check_time()
-            try:
-                raw, header = _read_raw(path, from_time, until_time, now, budget)
-            except (OSError, WhisperError) as err:
-                out.append(err)
-                continue
+        if budget is not None:
+            budget.check_time()
+        try:
+            raw, header = _read_raw(path, from_time, until_time, now, budget)
+        except (OSError, WhisperError) as err:
+            out.append(err)
+            continue
         if raw is None:
             out.append((None, header))
             continue
@@ -289,51 +306,47 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
                 [None] * ((time_info[1] - time_info[0]) // time_info[2])
             out.append(((time_info, values), header))
             continue
-        if direct:
-            points = sum(size for _, size in data) // POINT_SIZE if base else \
-                (time_info[1] - time_info[0]) // time_info[2]
-        else:
-            points = len(data) // POINT_SIZE if base else \
-                (time_info[1] - time_info[0]) // time_info[2]
+        points = len(data) // POINT_SIZE if base else \
+            (time_info[1] - time_info[0]) // time_info[2]
         chunks[i] = data if base else None
         groups.setdefault((time_info, points), []).append(i)
         out.append((time_info, header))
     for (time_info, points), members in groups.items():
-        if direct:
-            block = _read_block(paths, chunks, members, time_info, points, out)
-        else:
-            block = packed.decode_block([chunks[i] for i in members], time_info, points)
+        block = packed.decode_block([chunks[i] for i in members], time_info, points)
         for row, i in enumerate(members):
-            if not isinstance(out[i], Exception):
-                out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
+            out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
     return out
 
 
-def _read_block(paths: list[str], ranges: list[Any], members: list[int],
-                time_info: tuple[int, int, int], points: int, out: list[Any]) -> packed.Block:
-    """One block of the ``members`` files' points, read by the C accelerator from their
-    ``ranges``; a file that cannot be read gets its error in ``out``."""
+def _read_one(path: str, from_time: int, until_time: Optional[int],
+              now: Optional[int]) -> Any:
+    """(whisper.fetch result or None, header) of one file, as value lists, or the error."""
+    try:
+        raw, header = _read_raw(path, from_time, until_time, now)
+    except (OSError, WhisperError) as err:
+        return err
+    if raw is None:
+        return None, header
+    time_info, base, data = raw
+    values = _decode_list(time_info, data) if base else \
+        [None] * ((time_info[1] - time_info[0]) // time_info[2])
+    return (time_info, values), header
+
+
+def _read_block(names: list[bytes], spans: list[Any], members: list[int],
+                time_info: tuple[int, int, int], points: int, out: list[Any]) -> None:
+    """Read the ``members`` files at once into one Block; a file that cannot be read (cut
+    short) gets its error in ``out``."""
     np = packed.np
     values = np.zeros((len(members), points))
     valid = np.zeros((len(members), points), dtype=bool)
-    rows = [row for row, i in enumerate(members) if ranges[i]]
-    if rows:
-        chosen = [ranges[members[row]] for row in rows]
-        first = [r[0] for r in chosen]
-        second = [r[1] if len(r) > 1 else (0, 0) for r in chosen]
-        if len(rows) == len(members):
-            target_values, target_valid = values, valid
-        else:
-            target_values = np.zeros((len(rows), points))
-            target_valid = np.zeros((len(rows), points), dtype=bool)
-        failed = _points.read_rows([os.fsencode(paths[members[row]]) for row in rows], first,
-                                   second, time_info[0], time_info[2], points,
-                                   target_values, target_valid)
-        if target_values is not values:
-            values[rows] = target_values
-            valid[rows] = target_valid
-        for index, error in failed:
-            path = paths[members[rows[index]]]
-            out[members[rows[index]]] = OSError(error, os.strerror(error), path) if error \
-                else CorruptWhisperFile("Unable to read datapoints", path)
-    return packed.Block(values, valid, time_info)
+    failed = _points.scan(0, [names[i] for i in members], [spans[i][0] for i in members],
+                          [spans[i][1] for i in members], [], time_info[0], time_info[1],
+                          time_info[2], points, 0, 1, False, values, valid, bytearray())
+    block = packed.Block(values, valid, time_info)
+    for row, i in enumerate(members):
+        out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
+    for index, error in failed:
+        path = os.fsdecode(names[members[index]])
+        out[members[index]] = OSError(error, os.strerror(error), path) if error \
+            else CorruptWhisperFile("Unable to read datapoints", path)
