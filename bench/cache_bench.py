@@ -321,7 +321,7 @@ def new_run(dirs: RunDirs, prefix: str, metrics: int
     if not LOAD["fresh_fs"]:
         return base, None
     _, total = file_plan(archives(), None, None)
-    fs = FreshFileSystem(base, image_bytes(metrics, total))
+    fs = FreshFileSystem(base, image_bytes(metrics, total), metrics)
     LOAD["mounted"].append(fs)
     try:
         fs.mount()
@@ -478,6 +478,14 @@ def main() -> None:
                              "measured (root; see bench/fresh_fs.py)")
     parser.add_argument("--growth", action="store_true",
                         help="add the means to docs/data/growth/cache.json")
+    parser.add_argument("--ours-first", action="store_true",
+                        help="ours before the reference in the first round (a second "
+                             "invocation that completes an A B B A begun by another)")
+    parser.add_argument("--save-rows", type=Path, default=None,
+                        help="write this invocation's runs to a JSON file")
+    parser.add_argument("--add-rows", type=Path, action="append", default=[],
+                        help="runs saved by --save-rows from an earlier invocation of the "
+                             "same load, counted in the means (and --growth) with these")
     args = parser.parse_args()
     LOAD.update(connections=args.connections, tidy=args.tidy_values, timeout=args.timeout,
                 reference_timeout=args.reference_timeout, delete_runs=args.delete_runs,
@@ -501,7 +509,7 @@ def main() -> None:
 def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(impl, strategy) runs: for each strategy both have, ours and the reference
     alternate round by round (reference first, then ours first, ...: A B B A per
-    strategy); the rest follow."""
+    strategy; ``--ours-first`` starts with ours); the rest follow."""
     ours = args.strategies.split(",")
     reference = [] if args.no_reference else args.reference_strategies.split(",")
     shared = list(dict.fromkeys(s for s in ours if s in reference))
@@ -509,7 +517,7 @@ def run_order(args: argparse.Namespace) -> list[tuple[str, str]]:
     for round_ in range(args.rounds):
         for strategy in shared:
             pair = [("reference", strategy), ("ours", strategy)]
-            order += pair if round_ % 2 == 0 else pair[::-1]
+            order += pair if (round_ + args.ours_first) % 2 == 0 else pair[::-1]
     order += [("reference", s) for s in reference if s not in shared]
     order += [("ours", s) for s in ours if s not in shared]
     return order
@@ -613,6 +621,12 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
     if args.floor and not args.floor_once:
         rows.append(run_floor(args.points, args.metrics, dirs))
         print(rows[-1], flush=True)
+    if args.save_rows:
+        args.save_rows.write_text(json.dumps(rows, indent=1) + "\n")
+    for path in args.add_rows:
+        earlier = json.loads(path.read_text())
+        print("%d run(s) added from %s" % (len(earlier), path))
+        rows = earlier + rows
     print("\n| implementation | strategy | journal | points/s | seconds | CPU s | peak RSS MB "
           "| idle RSS growth MB | missing |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -1,10 +1,11 @@
 """A freshly made ext4 file system for one benchmark run (``cache_bench.py --fresh-fs``).
 
 Every run gets its own sparse image file beside its run folder, made with ``mkfs.ext4``
-like the machine's root file system (4 KiB blocks, one inode per 16 KiB, 256-byte inodes,
-no journal; inode tables written up front, so no lazy-init thread runs during the run),
-attached to a loop device with direct I/O (no second page cache over the image file) and
-mounted on the run folder. Unmounted, detached and deleted when the run is measured.
+like the machine's root file system (4 KiB blocks, one inode per 16 KiB, or more where the
+run's files need them; 256-byte inodes, no journal; inode tables written up front, so no
+lazy-init thread runs during the run), attached to a loop device with direct I/O (no second
+page cache over the image file) and mounted on the run folder. Unmounted, detached and
+deleted when the run is measured.
 
 Why: ext4 without a journal skips inodes freed in the last 60 s when it allocates (360 s
 while their inode-table block is dirty: ``recently_deleted()`` in fs/ext4/ialloc.c), and
@@ -27,10 +28,11 @@ MKFS = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-b", "4096", "-i", "1638
 class FreshFileSystem:
     """A new ext4 on a sparse image of ``size_bytes``, mounted on ``folder`` (empty)."""
 
-    def __init__(self, folder: Path, size_bytes: int) -> None:
+    def __init__(self, folder: Path, size_bytes: int, files: int = 0) -> None:
         self.folder = folder
         self.image = folder.with_name(folder.name + ".img")
         self.size_bytes = size_bytes
+        self.files = files
         self.device: str | None = None
 
     def __enter__(self) -> FreshFileSystem:
@@ -47,7 +49,8 @@ class FreshFileSystem:
                                    % tool)
         with open(self.image, "wb") as image:
             image.truncate(self.size_bytes)
-        subprocess.run([*MKFS, str(self.image)], check=True)
+        subprocess.run([*MKFS, *inode_option(self.size_bytes, self.files), str(self.image)],
+                       check=True)
         self.device = subprocess.run(
             ["losetup", "--direct-io=on", "--find", "--show", str(self.image)],
             check=True, capture_output=True, text=True).stdout.strip()
@@ -60,6 +63,13 @@ class FreshFileSystem:
             subprocess.run(["losetup", "--detach", self.device], check=False)
             self.device = None
         self.image.unlink(missing_ok=True)
+
+
+def inode_option(size_bytes: int, files: int) -> list[str]:
+    """``-N`` (inode count) when one inode per 16 KiB would not hold ``files`` files and
+    their directories (small files: the 1M-metric load of 4.3 KB files), else nothing."""
+    needed = int(files * 1.05) + 10_000
+    return ["-N", str(needed)] if size_bytes // 16384 < needed else []
 
 
 def image_bytes(files: int, file_bytes: int) -> int:
