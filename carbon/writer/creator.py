@@ -61,7 +61,7 @@ class Creator:
         self.tokens = tokens  # (create tokens free now, seconds until the next is)
         self.on_wait = on_wait  # a metric starts waiting for a create token
         self.cond = threading.Condition()
-        self.pending: list[str] = []
+        self.pending: deque[str] = deque()  # submitted, not looked for yet: oldest first
         self.waiting: deque[str] = deque()  # no file, no token yet: oldest first
         self.ready: deque[tuple[str, Outcome]] = deque()
         self.busy: set[str] = set()
@@ -73,23 +73,47 @@ class Creator:
     # -- writer side ------------------------------------------------------------------
     def submit(self, metric: str) -> None:
         """Find or create ``metric``'s file soon; busy until taken back from ``ready``."""
+        self.submit_many([metric])
+
+    def claim(self, metric: str) -> None:
+        """Mark ``metric`` busy now, to be handed over with ``submit_many`` soon (the
+        writer gathers a batch; only the thread that submits and takes metrics changes
+        ``busy``)."""
+        self.busy.add(metric)
+
+    def submit_many(self, metrics: list[str]) -> None:
+        """``submit`` each of ``metrics``, in order, under one lock."""
+        if not metrics:
+            return
         with self.cond:
-            self.busy.add(metric)
-            self.pending.append(metric)
+            self.busy.update(metrics)
+            self.pending.extend(metrics)
             self.cond.notify_all()
 
     def take_ready(self) -> tuple[str, Outcome] | None:
         """A handled metric and its outcome (no longer busy), or None."""
-        if not self.ready:
+        taken = self.take_ready_many(1)
+        if not taken:
             return None
+        self.release(taken[0][0])
+        return taken[0]
+
+    def take_ready_many(self, limit: int) -> list[tuple[str, Outcome]]:
+        """Up to ``limit`` handled metrics and their outcomes, oldest first, under one
+        lock; each stays busy until the caller ``release``s it."""
+        if not self.ready:
+            return []
         with self.cond:
-            if not self.ready:
-                return None
-            metric, outcome = self.ready.popleft()
-            self.busy.discard(metric)
-            if len(self.ready) < self.max_ready:
+            ready = self.ready
+            taken = [ready.popleft() for _ in range(min(limit, len(ready)))]
+            if len(ready) < self.max_ready:
                 self.cond.notify_all()
-            return metric, outcome
+            return taken
+
+    def release(self, metric: str) -> None:
+        """A metric taken with ``take_ready_many`` is no longer busy (only the thread
+        that submits and takes metrics changes ``busy``)."""
+        self.busy.discard(metric)
 
     def wait(self, timeout: float) -> None:
         """Block until an outcome is ready (at most ``timeout``); without the thread,
@@ -114,8 +138,8 @@ class Creator:
         token after all)."""
         retried = False
         with self.cond:
-            batch = self.pending[:self.batch_size]
-            del self.pending[:len(batch)]
+            pending = self.pending
+            batch = [pending.popleft() for _ in range(min(self.batch_size, len(pending)))]
             free = self.tokens()[0] if not batch and self.waiting else 0.0
             if free >= 1.0:  # as many as there are tokens for (each is looked for again)
                 retried = True

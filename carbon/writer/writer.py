@@ -6,6 +6,7 @@ import errno
 import os
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from carbon.cache.store import MetricCache, dedupe_sorted
@@ -15,7 +16,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import EXISTED, Creator
+from carbon.writer.creator import EXISTED, Creator, Outcome
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
@@ -93,6 +94,10 @@ class Writer:
         self.creator = Creator(database, schemas, settings, log, self._may_create,
                                self._create_tokens, self._create_waits)
         self.known: set[str] = set()
+        # creator outcomes taken in one go and not handled yet (still busy), and metrics
+        # claimed for the creator and not handed over yet (both under choose_lock)
+        self.returned: deque[tuple[str, Outcome]] = deque()
+        self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
 
@@ -109,9 +114,12 @@ class Writer:
         if self.held:
             return self.held.pop(), False
         creator = self.creator
-        handled = creator.take_ready()
-        if handled is not None:
-            metric, outcome = handled
+        returned = self.returned
+        if not returned and creator.ready:
+            returned.extend(creator.take_ready_many(BATCH_SIZE))
+        if returned:
+            metric, outcome = returned.popleft()
+            creator.release(metric)
             if outcome is not None and outcome is not EXISTED:
                 self._create_failed(metric, outcome)
                 return True, False
@@ -132,11 +140,20 @@ class Writer:
                 skipped += 1
                 continue
             if metric not in known:
-                creator.submit(metric)
+                creator.claim(metric)
+                self.unsubmitted.append(metric)
+                if len(self.unsubmitted) >= creator.batch_size:
+                    self._submit()
                 submitted = True
                 continue
             return metric, submitted
         return False, submitted
+
+    def _submit(self) -> None:
+        """Hand the metrics claimed for the creator over, in one call."""
+        if self.unsubmitted:
+            self.creator.submit_many(self.unsubmitted)
+            self.unsubmitted = []
 
     def _take(self, limit: int, paid: bool) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
@@ -153,24 +170,27 @@ class Writer:
         did = False
         with self.choose_lock:
             tokens = 1 if paid else 0
-            while len(taken) < limit:
-                choice, submitted = self._choose()
-                did = did or submitted
-                if choice is True:
-                    did = True
-                    continue
-                if choice is False:
-                    break
-                if limited:
-                    if tokens:
-                        tokens -= 1
-                    elif not limiter.take(blocking=False):
-                        self.in_flight.add(choice)
-                        self.held.append(choice)
+            try:
+                while len(taken) < limit:
+                    choice, submitted = self._choose()
+                    did = did or submitted
+                    if choice is True:
+                        did = True
+                        continue
+                    if choice is False:
                         break
-                self.in_flight.add(choice)
-                taken.append(choice)
-            self.spare += tokens
+                    if limited:
+                        if tokens:
+                            tokens -= 1
+                        elif not limiter.take(blocking=False):
+                            self.in_flight.add(choice)
+                            self.held.append(choice)
+                            break
+                    self.in_flight.add(choice)
+                    taken.append(choice)
+            finally:
+                self.spare += tokens
+                self._submit()  # what this call claimed for the creator
             return taken, did
 
     def _spare_token(self) -> bool:
@@ -239,7 +259,7 @@ class Writer:
         creator = self.creator
         if self.retry_at and time.monotonic() < self.retry_at:
             return False  # the disk refused writes a moment ago
-        if not creator.ready:
+        if not creator.ready and not self.returned:
             if not self.cache:
                 return False
             if len(self.cache) <= len(creator.busy):
@@ -418,7 +438,8 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            while (self.cache or self.creator.ready) and time.monotonic() < deadline:
+            while (self.cache or self.creator.ready or self.returned) \
+                    and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():
                         time.sleep(0.02)  # the disk refused writes: it gets a moment

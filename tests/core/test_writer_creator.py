@@ -280,3 +280,69 @@ def test_without_a_create_limit_existing_files_are_found_by_their_create(harness
     assert h.tags.new == ["made.new"]
     creates = h.log_text("creates")
     assert "creating database metric made.new" in creates and "kept.old" not in creates
+
+
+def test_new_metrics_go_to_the_creator_a_batch_at_a_time(harness) -> None:
+    """Metrics whose files are unknown are handed to the creator in batches of its batch
+    size (one lock each, in the strategy's order), and its outcomes are taken back a
+    write batch at a time; each stays busy until the writer has handled it."""
+    from carbon.writer.writer import BATCH_SIZE
+    h = harness(strategy="naive", LOG_CREATES=False)
+    creator = h.writer.creator
+    creator.batch_size = 64
+    metrics = ["bulk.m%03d" % i for i in range(200)]
+    h.add(metrics)
+    handed: list[list[str]] = []
+    submit_many = creator.submit_many
+    creator.submit_many = lambda batch: handed.append(list(batch)) or submit_many(batch)
+    assert h.writer.write_some()  # no threads: every new metric goes to the creator
+    assert [len(batch) for batch in handed] == [64, 64, 64, 8]
+    assert [m for batch in handed for m in batch] == list(creator.pending) == metrics
+    assert creator.busy == set(metrics) and not h.writer.unsubmitted
+    while creator.pending:
+        assert creator.handle_batch() == 64 or not creator.pending
+    assert len(creator.ready) == 200 and creator.busy == set(metrics)
+    taken = creator.take_ready_many(3)
+    assert [metric for metric, _ in taken] == metrics[:3]
+    assert all(outcome is None for _, outcome in taken)
+    assert metrics[0] in creator.busy  # until released
+    creator.release(metrics[0])
+    assert metrics[0] not in creator.busy
+    creator.ready.extendleft(reversed(taken))  # back, for the writer
+    creator.busy.add(metrics[0])
+    takes: list[int] = []
+    take_many = creator.take_ready_many
+    creator.take_ready_many = lambda limit: takes.append(limit) or take_many(limit)
+    while h.cache:
+        assert h.writer.write_some()
+    assert takes and all(limit == BATCH_SIZE for limit in takes) and len(takes) <= 4
+    assert not creator.busy and not creator.ready and not h.writer.returned
+    assert all(h.stored(metric) == expected() for metric in metrics)
+    assert h.stats.get("creates") == 200
+
+
+def test_metrics_claimed_for_the_creator_are_handed_over_when_a_pick_fails(harness) -> None:
+    h = harness(strategy="naive", LOG_CREATES=False)
+    metrics = ["claim.m%d" % i for i in range(5)]
+    h.add(metrics)
+    choose = h.writer.strategy.choose
+    picks = []
+
+    def failing() -> str | None:
+        picks.append(1)
+        if len(picks) == 3:
+            raise RuntimeError("broken strategy")
+        return choose()
+
+    h.writer.strategy.choose = failing
+    with pytest.raises(RuntimeError):
+        h.writer.write_some()
+    creator = h.writer.creator
+    assert list(creator.pending) == metrics[:2] == sorted(creator.busy)  # not stranded
+    h.writer.strategy.choose = choose
+    for _ in range(40):
+        if not h.cache and not creator.busy:
+            break
+        h.writer.write_some()
+    assert not h.cache and not creator.busy
+    assert all(h.stored(metric) == expected() for metric in metrics)
