@@ -15,7 +15,8 @@ then and reports its rate so far (estimated from a sample of its files, labelled
 Ours and the reference alternate (A B B A over the strategies they share).
 
 ``--floor`` also times bench/create_floor.c (built here with gcc): a C loop that creates
-the same files (same paths, in the metrics' order, same header and size, fallocated),
+the same files (same paths, in the metrics' order, same header and size, filled as ours
+fills them by default: a body up to 16 KiB written as zeroes, a larger one fallocated),
 before the first and after the last run: what the file system allows.
 ``--delete-runs`` removes each run's folder once measured, syncs and waits
 ``--settle`` seconds (ext4 is slow to allocate inodes freed in the last minute), for
@@ -62,7 +63,7 @@ from common import (ROOT, RunDirs, abba, cpu_seconds, free_port, reference_venv,
                     rss_kb, stop, wait_port)
 from fresh_fs import FreshFileSystem, image_bytes  # noqa: E402
 
-from carbon.storage.whisper_create import file_plan  # noqa: E402
+from carbon.storage.whisper_create import SMALL_BODY, file_plan  # noqa: E402
 
 SCHEMA = {"retentions": "10s:1d", "aggregation": ""}
 LOAD = {"connections": 4, "tidy": False, "timeout": 600.0, "reference_timeout": None,
@@ -70,6 +71,7 @@ LOAD = {"connections": 4, "tidy": False, "timeout": 600.0, "reference_timeout": 
         "mounted": []}  # fresh file systems not yet removed (removed at exit whatever happens)
 REFERENCE_NAME = "carbon-cache 1.1.10"
 FLOOR_SOURCE = Path(__file__).resolve().parent / "create_floor.c"
+FRESH_CURVE = "fresh file system a run"  # the growth plot's line for --fresh-fs rows
 SAMPLE_FILES = 2000  # files read to estimate a stopped reference's points on disk
 WRITER_THREADS = {"value": 0}
 JOURNAL = {"value": True}  # CACHE_JOURNAL for ours
@@ -363,15 +365,22 @@ def floor_binary(folder: Path) -> str:
     return str(binary)
 
 
+def floor_fill(header_bytes: int, total: int) -> str:
+    """The floor's fill, as ours fills a new file by default: a body of at most
+    SMALL_BODY bytes written as zeroes, a larger one fallocated (same bytes either way)."""
+    return "zero" if total - header_bytes <= SMALL_BODY else "fallocate"
+
+
 def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = False) -> dict:
-    """The C create loop over the run's files (same paths, order, header and size,
-    fallocated; ``write_points``: also one write of each metric's points)."""
+    """The C create loop over the run's files (same paths, order, header, size and fill
+    as ours; ``write_points``: also one write of each metric's points)."""
     base, fs = new_run(dirs, "cachefloor-", metrics)
     binary = floor_binary(base)
     header, total = file_plan(archives(), None, None)
     paths = "".join(whisper_path(base, name) + "\n" for name in metric_names(metrics))
     extra = [str(12 * (points // metrics))] if write_points else []
-    done = subprocess.run([binary, "fallocate", str(len(header)), str(total), *extra],
+    done = subprocess.run([binary, floor_fill(len(header), total), str(len(header)),
+                           str(total), *extra],
                           input=paths.encode(), capture_output=True, check=True)
     fields = dict(part.split("=") for part in done.stdout.decode().split())
     seconds = float(fields["seconds"])
@@ -577,13 +586,14 @@ def print_ratios(rows: list[dict], args: argparse.Namespace) -> dict:
 
 def record_growth(means: dict, args: argparse.Namespace) -> None:
     """Our and the reference's means into docs/data/growth/cache.json (rows for the same
-    implementation, name count and load are replaced)."""
+    implementation, name count and load are replaced); --fresh-fs rows make one line of
+    the plot whatever their load (``curve``)."""
     path = ROOT / "docs" / "data" / "growth" / "cache.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(path.read_text()) if path.exists() else []
     load = load_text(args)
     command = "python bench/cache_bench.py " + " ".join(sys.argv[1:])
-    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M")
     for (impl, strategy), mean in means.items():
         if impl not in ("ours", "reference"):
             continue
@@ -596,7 +606,8 @@ def record_growth(means: dict, args: argparse.Namespace) -> None:
                      "throughput": round(mean["points_s"], 1), "unit": "points/s",
                      "cpu_s": round(mean["cpu_s"], 2),
                      "peak_rss_mb": round(mean["peak_rss_mb"], 1),
-                     "measured": today, "command": command})
+                     "measured": today, "command": command,
+                     **({"curve": FRESH_CURVE} if LOAD["fresh_fs"] else {})})
     path.write_text(json.dumps(rows, indent=1) + "\n")
     print("growth rows written to %s" % path.relative_to(ROOT))
 

@@ -7,7 +7,9 @@ number of names, log x (log y for throughput), one line per implementation (ours
 references dashed; a hollow marker is a rate measured over a run stopped early). The load
 of each point is in its row (and in docs/performance.md's tables): a bench may use a
 lighter load for its largest name counts. Missing or empty files are skipped; a row
-without a number is left out.
+without a number is left out, and so is one marked ``"plot": false`` (kept in the data,
+e.g. measured under conditions a later row replaced). Rows with a ``"curve"`` name form
+one line per implementation and curve, whatever their loads.
 
     python bench/growth_plot.py [--data docs/data/growth] [--out docs/img]
 """
@@ -37,6 +39,8 @@ def read_rows(path: Path) -> list[dict]:
     for row in rows:
         try:
             failed = "FAILED" in str(row.get("load", ""))
+            if row.get("plot", True) is False:
+                continue
             if float(row["names"]) > 0 and float(row["throughput"]) >= 0 and not failed:
                 usable.append(row)
         except (KeyError, TypeError, ValueError):
@@ -57,6 +61,8 @@ def series(rows: list[dict]) -> dict[str, list[dict]]:
     relay's "4M lines over 1M names") stay one line."""
     counts: dict[str, dict[str, set[float]]] = {}
     for row in rows:
+        if row.get("curve"):
+            continue
         by_request = counts.setdefault(str(row["impl"]), {})
         by_request.setdefault(request_of(row), set()).add(float(row["names"]))
     split = {impl for impl, by_request in counts.items()
@@ -64,7 +70,9 @@ def series(rows: list[dict]) -> dict[str, list[dict]]:
     groups: dict[str, dict[float, dict]] = {}
     for row in rows:
         key = str(row["impl"])
-        if key in split:
+        if row.get("curve"):
+            key = "%s: %s" % (key, row["curve"])
+        elif key in split:
             key = "%s: %s" % (key, request_of(row))
         by_names = groups.setdefault(key, {})
         names = float(row["names"])

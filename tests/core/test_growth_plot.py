@@ -61,3 +61,19 @@ def test_latest_measurement_wins_for_a_repeated_name_count() -> None:
     new = dict(row("ours", 10_000, 2.0, 1.0), measured="2026-11-24")
     groups = plot.series([new, old, row("ours", 1_000, 3.0, 1.0)])
     assert [r["throughput"] for r in groups["ours"]] == [3.0, 2.0]
+
+
+def test_rows_of_one_curve_make_one_line_and_unplotted_rows_are_left_out(tmp_path) -> None:
+    plot = load_script()
+    small = dict(row("ours", 10_000, 5.0, 1.0), curve="fresh file system a run")
+    large = dict(row("ours", 1_000_000, 1.0, 9.0), curve="fresh file system a run",
+                 load="2,000,000 points, 60s:6h")
+    shared = dict(row("ours", 1_000_000, 7.0, 9.0), load="2,000,000 points, root")
+    hidden = dict(row("ours", 100_000, 3.0, 1.0), plot=False)
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps([small, large, shared, hidden]))
+    rows = plot.read_rows(path)
+    assert len(rows) == 3 and all(r.get("plot", True) for r in rows)
+    groups = plot.series(rows)
+    assert [r["throughput"] for r in groups["ours: fresh file system a run"]] == [5.0, 1.0]
+    assert [r["throughput"] for r in groups["ours"]] == [7.0]  # not split by load alone
