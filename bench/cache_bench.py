@@ -71,6 +71,7 @@ LOAD = {"connections": 4, "tidy": False, "timeout": 600.0, "reference_timeout": 
         "mounted": []}  # fresh file systems not yet removed (removed at exit whatever happens)
 REFERENCE_NAME = "carbon-cache 1.1.10"
 FLOOR_SOURCE = Path(__file__).resolve().parent / "create_floor.c"
+FLOOR_NAME = "C create floor (creates only)"
 FRESH_CURVE = "fresh file system a run"  # the growth plot's line for --fresh-fs rows
 SAMPLE_FILES = 2000  # files read to estimate a stopped reference's points on disk
 WRITER_THREADS = {"value": 0}
@@ -585,9 +586,9 @@ def print_ratios(rows: list[dict], args: argparse.Namespace) -> dict:
 
 
 def record_growth(means: dict, args: argparse.Namespace) -> None:
-    """Our and the reference's means into docs/data/growth/cache.json (rows for the same
-    implementation, name count and load are replaced); --fresh-fs rows make one line of
-    the plot whatever their load (``curve``)."""
+    """Our, the reference's and the C floor's means into docs/data/growth/cache.json
+    (rows for the same implementation, name count and load are replaced); --fresh-fs rows
+    make one line of the plot whatever their load (``curve``)."""
     path = ROOT / "docs" / "data" / "growth" / "cache.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(path.read_text()) if path.exists() else []
@@ -595,9 +596,9 @@ def record_growth(means: dict, args: argparse.Namespace) -> None:
     command = "python bench/cache_bench.py " + " ".join(sys.argv[1:])
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M")
     for (impl, strategy), mean in means.items():
-        if impl not in ("ours", "reference"):
+        if impl not in ("ours", "reference", "floor"):
             continue
-        name = "ours" if impl == "ours" else REFERENCE_NAME
+        name = {"ours": "ours", "floor": FLOOR_NAME}.get(impl, REFERENCE_NAME)
         text = "%s, %s%s" % (load, strategy,
                              ", stopped early: rate so far" if mean["bounded"] else "")
         rows = [row for row in rows if (row["impl"], row["names"], row["load"])
@@ -605,7 +606,7 @@ def record_growth(means: dict, args: argparse.Namespace) -> None:
         rows.append({"daemon": "cache", "impl": name, "names": args.metrics, "load": text,
                      "throughput": round(mean["points_s"], 1), "unit": "points/s",
                      "cpu_s": round(mean["cpu_s"], 2),
-                     "peak_rss_mb": round(mean["peak_rss_mb"], 1),
+                     "peak_rss_mb": None if impl == "floor" else round(mean["peak_rss_mb"], 1),
                      "measured": today, "command": command,
                      **({"curve": FRESH_CURVE} if LOAD["fresh_fs"] else {})})
     path.write_text(json.dumps(rows, indent=1) + "\n")
