@@ -17,9 +17,10 @@
  *     mode 2 (WHISPER_FALLOCATE_CREATE): posix_fallocate, an error fails the file;
  *     mode 1 (WHISPER_SPARSE_CREATE): one zero byte written at total - 1;
  *     mode 0 (whisper's default): a body of at most SMALL_BODY bytes written as zeroes
- *       (one write: ext4 allocates its block later, in writeback, for less than
- *       fallocate costs the creating thread), a larger one posix_fallocate'd (far less
- *       than writing it), else written as zeroes;
+ *       (ext4 allocates its block later, in writeback, for less than fallocate costs
+ *       the creating thread; with a header that fits, header and zeroes in one write),
+ *       a larger one posix_fallocate'd (far less than writing it), else written as
+ *       zeroes;
  *   fsync if `autoflush`; flock(LOCK_UN) if `lock`; fstat.
  * A file that fails after its open is closed and unlinked.
  *
@@ -143,12 +144,23 @@ static int
 fill(Item *item, int fd, int mode, int lock, int fadvise_random, int autoflush)
 {
     int rc;
+    char whole[SMALL_BODY + 4096];
     long long remaining = item->total - item->header_len;
     if (lock && (rc = flock_retry(fd, LOCK_EX)))
         return rc;
     if (fadvise_random && (rc = posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM)))
         return rc;
-    if ((rc = write_all(fd, item->header, (size_t)item->header_len, 0)))
+    if (mode == 0 && remaining > 0 && remaining <= SMALL_BODY
+        && item->total <= (long long)sizeof(whole)) {
+        /* a small file in one write, header and zeroes: the same bytes as two writes,
+           one system call and one pass over the first page fewer */
+        memcpy(whole, item->header, (size_t)item->header_len);
+        memset(whole + item->header_len, 0, (size_t)remaining);
+        if ((rc = write_all(fd, whole, (size_t)item->total, 0)))
+            return rc;
+        remaining = 0;
+    }
+    else if ((rc = write_all(fd, item->header, (size_t)item->header_len, 0)))
         return rc;
     if (mode == 2) {
         if (remaining > 0 && (rc = fallocate_range(fd, (off_t)item->header_len,

@@ -273,3 +273,22 @@ def test_default_fill_reserves_every_block_small_or_large(tmp_path, native: bool
         data = _read(path)
         assert data == header + bytes(total - len(header))
         assert os.stat(path).st_blocks * 512 >= total
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_bodies_either_side_of_the_small_body_limit_equal_whisper_create(
+        tmp_path, native: bool) -> None:
+    """A body of at most SMALL_BODY bytes is written with its header in one write, a
+    larger one fallocated: both give whisper.create's bytes and reserve every block."""
+    largest_small = whisper_create.SMALL_BODY // 12  # points: 16,380 bytes of body
+    for points in (1, largest_small, largest_small + 1):
+        archives = [(60, points)]
+        reference = str(tmp_path / ("reference%d.wsp" % points))
+        whisper.create(reference, archives, 0.5, "average")
+        header, total = file_plan(archives, None, None)
+        path = str(tmp_path / ("made%d" % points) / "m.wsp")
+        result = create_many([(path, header, total)], CreateOptions(), use_native=native)[0]
+        assert isinstance(result, NewFile)
+        os.close(result.fd)
+        assert _read(path) == _read(reference)
+        assert os.stat(path).st_blocks * 512 >= total
