@@ -166,6 +166,8 @@ class MetricCache:
                     pairs = as_pairs(raw)
                 writing[metric] = pairs
                 taken.append(pairs)
+            if not data:
+                data.clear()  # an emptied dict keeps its table (sized for its peak) else
         return taken
 
     def written(self, *metrics: str) -> None:
@@ -174,6 +176,8 @@ class MetricCache:
         with self.lock:
             for metric in metrics:
                 writing.pop(metric, None)
+            if not writing:
+                writing.clear()
 
     def get(self, metric: str) -> Points:
         """The points of a metric (for carbonlink), without removing them: a plain list

@@ -113,7 +113,10 @@ class Creator:
     def release(self, metric: str) -> None:
         """A metric taken with ``take_ready_many`` is no longer busy (only the thread
         that submits and takes metrics changes ``busy``)."""
-        self.busy.discard(metric)
+        busy = self.busy
+        busy.discard(metric)
+        if not busy:
+            busy.clear()  # an emptied set keeps its table (sized for its peak) else
 
     def wait(self, timeout: float) -> None:
         """Block until an outcome is ready (at most ``timeout``); without the thread,

@@ -346,3 +346,23 @@ def test_metrics_claimed_for_the_creator_are_handed_over_when_a_pick_fails(harne
         h.writer.write_some()
     assert not h.cache and not creator.busy
     assert all(h.stored(metric) == expected() for metric in metrics)
+
+
+def test_emptied_cache_and_creator_sets_give_their_tables_back(harness) -> None:
+    """Once a burst of new metrics is written, the cache's dicts and the creator's busy
+    set drop the tables sized for the burst (an emptied dict or set keeps them else)."""
+    import sys
+    h = harness(strategy="naive", LOG_CREATES=False)
+    metrics = ["burst.m%05d" % i for i in range(3000)]
+    h.add(metrics, count=1)
+    assert sys.getsizeof(h.cache.data) > 50 * sys.getsizeof({})
+    for _ in range(400):
+        if not h.cache and not h.writer.creator.busy:
+            break
+        if not h.writer.write_some():
+            h.writer.creator.handle_batch()
+    assert not h.cache and h.stats.get("creates") == 3000
+    assert sys.getsizeof(h.cache.data) == sys.getsizeof({})
+    assert sys.getsizeof(h.cache.writing) == sys.getsizeof({})
+    assert sys.getsizeof(h.writer.creator.busy) == sys.getsizeof(set())
+    assert all(h.stored(metric) == expected(1) for metric in metrics[::300])
