@@ -4,9 +4,9 @@ Each file is a JSON list of rows {"daemon", "impl", "names", "load", "throughput
 "cpu_s", "peak_rss_mb", "measured", "command"} (the benches append them). One PNG per
 daemon, docs/img/growth-<daemon>.png: throughput (left) and peak RSS (right) against the
 number of names, log x (log y for throughput), one line per implementation (ours solid,
-references dashed; a hollow marker is a rate measured over a run stopped early). The load
-of each point is in its row (and in docs/performance.md's tables): a bench may use a
-lighter load for its largest name counts. Missing or empty files are skipped; a row
+references dashed, a floor dotted; a hollow marker is a rate measured over a run stopped
+early). The load of each point is in its row (and in docs/performance.md's tables): a
+bench may use a lighter load for its largest name counts. Missing or empty files are skipped; a row
 without a number is left out, and so is one marked ``"plot": false`` (kept in the data,
 e.g. measured under conditions a later row replaced). Rows with a ``"curve"`` name form
 one line per implementation and curve, whatever their loads.
@@ -93,7 +93,7 @@ def draw(daemon: str, rows: list[dict], out: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     units = sorted({str(row.get("unit", "")) for row in rows})
     for impl, points in sorted(groups.items(), key=lambda item: not item[0].startswith("ours")):
-        style = "-" if impl.startswith("ours") else "--"
+        style = "-" if impl.startswith("ours") else ":" if "floor" in impl else "--"
         names = [float(row["names"]) for row in points]
         line = left.plot(names, [float(row["throughput"]) for row in points], style,
                          marker="o", label=impl)[0]
