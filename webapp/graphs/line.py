@@ -309,6 +309,7 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
     if options.bool('hideXAxis'):
         ax.xaxis.set_visible(False)
     if not options.bool('hideGrid'):
+        ax.set_axisbelow(True)   # under the series, as graphite-web draws it first
         ax.grid(True, which='major', color=parse_color(options.str('majorGridLineColor')),
                 linewidth=0.6)
         minor = options.int('minorY', 1) or 0
