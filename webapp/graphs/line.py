@@ -10,10 +10,11 @@ from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter
+from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
 
 from webapp.functions.common import format_units
 from webapp.graphs.axis import linear_scale, parse_divisors, tick_values
+from webapp.graphs.legend import add_legend, legend_columns, legend_height
 from webapp.graphs.options import GraphOptions, color_list, parse_color
 from webapp.storage import packed
 
@@ -113,10 +114,26 @@ def _connect(times: list, values: list, limit: Optional[float]) -> tuple[list, l
     return keep_t, keep_v
 
 
-def _style(series: Any, index: int, colors: list, options: GraphOptions) -> dict:
+def _own_color(series: Any, options: GraphOptions) -> Any:
+    """The series' colour (color()) or its axis side's (leftColor/rightColor); None."""
     side = 'right' if series.options.get('secondYAxis') else 'left'
-    color = getattr(series, 'color', None) or options.str(side + 'Color')
-    rgba = parse_color(color) if color else colors[index % len(colors)]
+    return getattr(series, 'color', None) or options.str(side + 'Color')
+
+
+def auto_colors(series_list: list, options: GraphOptions) -> dict[int, int]:
+    """colorList position of each series (by id) without a colour of its own: the list is
+    dealt out in request order, skipping series that have one (graphite-web's rule)."""
+    positions: dict[int, int] = {}
+    for series in series_list:
+        if not _own_color(series, options):
+            positions[id(series)] = len(positions)
+    return positions
+
+
+def _style(series: Any, position: int, colors: list, options: GraphOptions) -> dict:
+    color = _own_color(series, options)
+    side = 'right' if series.options.get('secondYAxis') else 'left'
+    rgba = parse_color(color) if color else colors[position % len(colors)]
     alpha = series.options.get('alpha')
     if alpha is not None:
         rgba = (rgba[0], rgba[1], rgba[2], float(alpha))
@@ -166,7 +183,7 @@ def _stack_area_mode(series_list: list, options: GraphOptions) -> None:
 
 
 def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
-                 colors: list, index_offset: int = 0) -> list:
+                 colors: list, positions: dict[int, int]) -> list:
     """Plot each series on ``ax``; returns legend handles/labels pairs."""
     line_mode = options.str('lineMode')
     alpha_area = options.float('areaAlpha')
@@ -174,10 +191,9 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
     handles = []
     plain: list = []
     previous_stack: Optional[list] = None
-    for offset, series in enumerate(series_list):
-        index = index_offset + offset
+    for series in series_list:
         times, values = _points(series, options, tz)
-        style = _style(series, index, colors, options)
+        style = _style(series, positions.get(id(series), 0), colors, options)
         if series.options.get('drawAsInfinite'):
             xs = [t for t, v in zip(times, values, strict=True) if v]
             artist = ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), **{
@@ -252,11 +268,12 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
                  options.float('minXStep', 1.0) or 1.0)
     _stack_area_mode(left, options)
     _stack_area_mode(right, options)
-    handles = _draw_series(ax, left, options, tz, colors)
+    positions = auto_colors(series_list, options)
+    handles = _draw_series(ax, left, options, tz, colors, positions)
     ax2 = None
     if right:
         ax2 = ax.twinx()
-        handles += _draw_series(ax2, right, options, tz, colors, len(left))
+        handles += _draw_series(ax2, right, options, tz, colors, positions)
     _configure_axes(ax, ax2, series_list, options, tz, fg, font_size)
     if hide_axes:
         ax.set_axis_off()
@@ -285,10 +302,11 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         axis.tick_params(colors=fg, labelsize=font_size)
         for spine in axis.spines.values():
             spine.set_color(fg)
-        axis.yaxis.set_major_formatter(_y_formatter(options))
         log_base = options.float('logBase')
         if log_base and log_base > 1:
             axis.set_yscale('log', base=log_base)
+            axis.yaxis.set_minor_formatter(NullFormatter())
+        axis.yaxis.set_major_formatter(_y_formatter(options))   # after the scale's own
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]
     if ax2 is None:
@@ -385,14 +403,12 @@ def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_s
         seen.add(name)
         artists.append(Line2D([], [], **artist) if isinstance(artist, dict) else artist)
         labels.append(name)
-    columns = max(1, min(len(labels), int(frame.width // 160)))
+    columns = legend_columns(labels, font_size, frame.width - 2 * frame.margin)
     rows = math.ceil(len(labels) / columns) if labels else 0
-    legend_px = rows * font_size * 1.5 + 8 if labels else 0
-    frame.apply(fig, legend_px + 4 if labels else 0)
+    frame.apply(fig, legend_height(rows, font_size) + 4 if labels else 0)
     if labels:
-        fig.legend(artists, labels, loc='lower center', ncol=columns, frameon=False,
-                   fontsize=font_size, labelcolor=fg, borderaxespad=0.0,
-                   bbox_to_anchor=(0.5, frame.margin / float(frame.height)))
+        add_legend(fig, artists, labels, columns, font_size, fg,
+                   frame.margin / float(frame.height))
 
 
 def _data_limits(series_list: list, options: GraphOptions) -> tuple[float, float]:
@@ -416,13 +432,39 @@ def _axis_value(options: GraphOptions, keys: tuple[str, ...]) -> Any:
     return None
 
 
+def _scale_log_y(axis: Any, series_list: list, options: GraphOptions, axis_min: Any,
+                 axis_max: Any) -> None:
+    """A log axis from the power of the base at or below the lowest positive value to the
+    one at or above the highest, a tick at each power (graphite-web's log axis); yMin and
+    yMax replace either end."""
+    base = options.float('logBase') or 10.0
+    values = [v for s in series_list if not s.options.get('drawAsInfinite')
+              for v in s if v is not None and v == v and v > 0 and not math.isinf(v)]
+    if values:
+        bottom = base ** math.floor(math.log(min(values), base))
+        top = base ** math.ceil(math.log(max(values), base))
+        if top <= bottom:
+            top = bottom * base
+    else:
+        bottom, top = 1.0, base
+    if axis_min is not None and axis_min > 0:
+        bottom = axis_min
+    if axis_max is not None and axis_max != 'max' and axis_max > bottom:
+        top = axis_max
+    axis.set_ylim(bottom, top)
+    ticks, value = [], base ** math.ceil(math.log(bottom, base) - 1e-7)
+    while value <= top * (1 + 1e-7) and len(ticks) < 1000:
+        ticks.append(value)
+        value *= base
+    axis.yaxis.set_major_locator(FixedLocator(ticks))
+
+
 def _scale_y(axis: Any, series_list: list, options: GraphOptions, min_keys: tuple,
              max_keys: tuple, limit_keys: tuple, step_keys: tuple) -> None:
     """Range and ticks of one y axis from yMin/yMax/yLimit/yStep/yDivisors."""
     axis_min, axis_max = _axis_value(options, min_keys), _axis_value(options, max_keys)
     if axis.get_yscale() != 'linear':
-        if axis_min is not None or (axis_max is not None and axis_max != 'max'):
-            axis.set_ylim(bottom=axis_min, top=None if axis_max == 'max' else axis_max)
+        _scale_log_y(axis, series_list, options, axis_min, axis_max)
         return
     low, high = _data_limits(series_list, options)
     scale = linear_scale(low, high, axis_min=axis_min, axis_max=axis_max,
