@@ -6,16 +6,16 @@ import math
 from datetime import datetime, UTC
 from typing import Any, Optional
 
-from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
+from matplotlib.dates import DateFormatter, date2num
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
 
-from webapp.functions.common import format_units
-from webapp.graphs.axis import linear_scale, parse_divisors, tick_values
-from webapp.graphs.legend import add_legend, legend_columns, legend_height
+from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
+from webapp.graphs.legend import add_legend, legend_columns, legend_height, text_width
 from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
 
 DEFAULT_LINE_WIDTH = 1.2
@@ -147,16 +147,10 @@ def _style(series: Any, position: int, colors: list, options: GraphOptions) -> d
     return style
 
 
-def _y_formatter(options: GraphOptions) -> FuncFormatter:
+def _y_formatter(options: GraphOptions, step: Optional[float], span: float) -> FuncFormatter:
+    """graphite-web's tick labels for an axis of ``step`` (None: log) over ``span``."""
     system = options.str('yUnitSystem') or 'si'
-
-    def fmt(value: float, _pos: Any) -> str:
-        if system == 'none':
-            return '%g' % value
-        scaled, prefix = format_units(value, system=system if system != 'none' else 'si')
-        text = ('%.2f' % scaled).rstrip('0').rstrip('.') if scaled is not None else ''
-        return '%s%s' % (text, prefix)
-    return FuncFormatter(fmt)
+    return FuncFormatter(lambda value, _pos: axis_label(value, step, span, system))
 
 
 def _stack_area_mode(series_list: list, options: GraphOptions) -> None:
@@ -274,7 +268,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     if right:
         ax2 = ax.twinx()
         handles += _draw_series(ax2, right, options, tz, colors, positions)
-    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size)
+    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes)
     if hide_axes:
         ax.set_axis_off()
         if ax2 is not None:
@@ -288,14 +282,10 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
 
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
-                    fg: tuple, font_size: float) -> None:
+                    fg: tuple, font_size: float, frame: _Frame, hide_axes: bool) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
     ax.set_xlim(_date_num(start), _date_num(end))
-    locator = AutoDateLocator(tz=tz, minticks=3, maxticks=8)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(DateFormatter(options.str('xFormat') or _x_format(end - start),
-                                               tz=tz))
     for axis in (ax, ax2):
         if axis is None:
             continue
@@ -306,7 +296,6 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         if log_base and log_base > 1:
             axis.set_yscale('log', base=log_base)
             axis.yaxis.set_minor_formatter(NullFormatter())
-        axis.yaxis.set_major_formatter(_y_formatter(options))   # after the scale's own
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]
     if ax2 is None:
@@ -324,12 +313,27 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         ax.set_ylabel(options.str('vtitle'), color=fg, fontsize=font_size)
     if options.bool('hideYAxis'):
         ax.yaxis.set_visible(False)
+    if not hide_axes:
+        frame.fit_y_labels([] if options.bool('hideYAxis') else _tick_texts(ax),
+                           _tick_texts(ax2) if ax2 is not None else [], options, font_size)
+    row = choose_row(end - start, frame.plot_width)
+    first, last = datetime.fromtimestamp(start, tz), datetime.fromtimestamp(end, tz)
+    x_format = options.str('xFormat') or row.format
+    ax.xaxis.set_major_locator(FixedLocator(
+        [float(date2num(t)) for t in times(first, last, *row.label)
+         if frame.label_fits(t.timestamp(), start, end, t.strftime(x_format), font_size)]))
+    ax.xaxis.set_major_formatter(DateFormatter(x_format, tz=tz))
     if options.bool('hideXAxis'):
         ax.xaxis.set_visible(False)
-    if not options.bool('hideGrid'):
+    if not options.bool('hideGrid') and not hide_axes:
         ax.set_axisbelow(True)   # under the series, as graphite-web draws it first
-        ax.grid(True, which='major', color=parse_color(options.str('majorGridLineColor')),
-                linewidth=0.6)
+        major = parse_color(options.str('majorGridLineColor'))
+        ax.grid(True, which='major', axis='y', color=major, linewidth=0.6)
+        for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.3),
+                                           (row.major, 'majorGridLineColor', 0.6)):
+            ax.vlines([float(date2num(t)) for t in times(first, last, unit, step)], 0, 1,
+                      transform=ax.get_xaxis_transform(), colors=[parse_color(
+                          options.str(color))], linewidth=width, zorder=0.6)
         minor = options.int('minorY', 1) or 0
         if minor > 0 and ax.get_yscale() == 'linear':
             ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
@@ -340,19 +344,19 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         ax.yaxis.tick_right()
 
 
+def _tick_texts(axis: Any) -> list[str]:
+    """The y tick labels ``axis`` will draw."""
+    low, high = axis.get_ylim()
+    formatter = axis.yaxis.get_major_formatter()
+    return [formatter(value, i) for i, value in enumerate(axis.yaxis.get_majorticklocs())
+            if min(low, high) <= value <= max(low, high)]
+
+
 def _first(options: GraphOptions, *keys: str) -> Optional[float]:
     for key in keys:
         if options.has(key):
             return options.float(key)
     return None
-
-
-def _x_format(span: float) -> str:
-    if span <= 2 * 86400:
-        return '%H:%M'
-    if span <= 7 * 86400:
-        return '%a %H:%M'
-    return '%m/%d'
 
 
 class _Frame:
@@ -375,9 +379,31 @@ class _Frame:
             self.top += options.float('fontSize') * 1.2 * 1.5 + 4
         self.bottom = margin + 20 * labels
 
+    def fit_y_labels(self, left: list[str], right: list[str], options: GraphOptions,
+                     font_size: float) -> None:
+        """Room beside the plot for the widest y tick label of each side (and vtitle)."""
+        if options.str('yAxisSide') == 'right' and not right:
+            left, right = [], left
+        title_room = font_size * 1.4 + 2
+        widths = [max((text_width(t, font_size) for t in labels), default=0.0)
+                  for labels in (left, right)]
+        self.left = self.margin + (widths[0] + 8 if left else 4)
+        if options.has('vtitle'):
+            self.left += title_room
+        self.right = self.margin + (widths[1] + 8 if right else 14)
+        if right and options.has('vtitleRight'):
+            self.right += title_room
+
     @property
     def plot_width(self) -> float:
         return self.width - self.left - self.right
+
+    def label_fits(self, at: float, start: float, end: float, text: str,
+                   font_size: float) -> bool:
+        """Whether an x label centred at time ``at`` stays inside the margins."""
+        x = self.left + (at - start) / float(max(end - start, 1)) * self.plot_width
+        half = text_width(text, font_size) / 2.0
+        return self.margin <= x - half and x + half <= self.width - self.margin
 
     def apply(self, fig: Figure, legend_px: float = 0.0) -> None:
         width, height = float(self.width), float(self.height)
@@ -452,6 +478,7 @@ def _scale_log_y(axis: Any, series_list: list, options: GraphOptions, axis_min: 
     if axis_max is not None and axis_max != 'max' and axis_max > bottom:
         top = axis_max
     axis.set_ylim(bottom, top)
+    axis.yaxis.set_major_formatter(_y_formatter(options, None, top - bottom))
     ticks, value = [], base ** math.ceil(math.log(bottom, base) - 1e-7)
     while value <= top * (1 + 1e-7) and len(ticks) < 1000:
         ticks.append(value)
@@ -473,4 +500,5 @@ def _scale_y(axis: Any, series_list: list, options: GraphOptions, min_keys: tupl
                          divisors=parse_divisors(options.raw('yDivisors', '4,5,6')),
                          binary=options.str('yUnitSystem') == 'binary')
     axis.set_ylim(scale.bottom, scale.top)
+    axis.yaxis.set_major_formatter(_y_formatter(options, scale.step, scale.top - scale.bottom))
     axis.yaxis.set_major_locator(FixedLocator(tick_values(scale)))

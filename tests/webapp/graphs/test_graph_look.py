@@ -1,7 +1,7 @@
-"""What the gallery against graphite-web 1.1.10 showed wrong, checked on the drawn image:
-legend columns that fit the image, colorList dealt out skipping series with a colour of
-their own, a log axis with unit labels at each power of the base, and pie charts (size,
-value labels) as graphite-web draws them."""
+"""What the gallery against graphite-web 1.1.10 showed wrong or different, checked on the
+drawn image: legend columns that fit the image, colorList dealt out skipping series with a
+colour of their own, a log axis with unit labels at each power of the base, pie charts
+(size, value labels), and x/y tick labels spaced and written as graphite-web does."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import numpy as np
 from PIL import Image
 
 from webapp.graphs import render_graph
+from webapp.graphs.axis import axis_label
 from webapp.graphs.legend import legend_columns, row_major
+from webapp.graphs.time_axis import choose_row
 from webapp.render.series import TimeSeries
 
 DAY = 86400
@@ -73,12 +75,13 @@ def test_own_colour_does_not_use_up_the_color_list() -> None:
 def test_log_axis_has_unit_labels_at_each_power() -> None:
     series = [wave('big', 4.2e5, 7.7e6), wave('small', 0.31, 1.7)]
     labels = [t for t in svg_texts(series, logBase=10, hideLegend=True) if ':' not in t]
-    assert labels == ['0.1', '1', '10', '100', '1k', '10k', '100k', '1M', '10M']
+    assert labels == ['0.10', '1.0', '10.0', '100.0', '1.0 k', '10.0 k', '100.0 k', '1.0 M',
+                      '10.0 M']                 # as graphite-web 1.1.10 writes them
     labels = [t for t in svg_texts(series, logBase=10, hideLegend=True,
                                    yUnitSystem='none') if ':' not in t]
-    assert labels[-1] == '1e+07' and labels[0] == '0.1'
+    assert labels[-1] == '10000000.0' and labels[0] == '0.10'
     only_big = [t for t in svg_texts([series[0]], logBase=10, hideLegend=True) if ':' not in t]
-    assert only_big == ['100k', '1M', '10M']
+    assert only_big == ['100.0 k', '1.0 M', '10.0 M']
 
 
 def test_pie_percent_labels_for_small_values() -> None:
@@ -106,3 +109,32 @@ def test_pie_fills_the_room_left_by_margin_and_legend() -> None:
     assert slices.crop((0, 262, 500, 300)).getbbox() is not None      # the legend's samples
     image = png(series, graphType='pie', valueLabels='none', hideLegend=True)
     assert image.getpixel((250, 20)) == BLUE and image.getpixel((250, 280)) in (GREEN, RED)
+
+
+def test_x_labels_as_graphite_web_spaces_them() -> None:
+    # 1 day over ~430 px: ~200 s a pixel -> every 4 hours, weekday and time
+    day = [t for t in svg_texts([wave('a', 0, 3)], hideLegend=True) if ':' in t]
+    assert day == ['Thu 00:00', 'Thu 04:00', 'Thu 08:00', 'Thu 12:00', 'Thu 16:00', 'Thu 20:00']
+    # 3 hours: ~25 s a pixel -> every 20 minutes
+    three = TimeSeries('b', 0, 3 * 3600, 60, [float(i % 5) for i in range(180)])
+    hours = [t for t in svg_texts([three], hideLegend=True) if ':' in t]
+    assert hours == ['%02d:%02d' % divmod(m, 60) for m in range(0, 180, 20)]
+    assert choose_row(7 * DAY, 430).format == '%m/%d'
+    assert choose_row(60, 430).format == '%H:%M:%S'
+
+
+def test_x_labels_never_leave_the_image() -> None:
+    # a label at the very end of the range would run past the right margin: left out
+    series = TimeSeries('c', 0, 4 * 3600, 60, [1.0] * 240)
+    labels = [t for t in svg_texts([series], hideLegend=True, width=300) if ':' in t]
+    assert labels and '04:00' not in labels
+
+
+def test_y_labels_as_graphite_web_writes_them() -> None:
+    assert axis_label(0, 20, 100) == '0'
+    assert axis_label(40, 20, 100) == '40.0'
+    assert axis_label(2e6, 1e6, 4e6) == '2.0 M'             # prefix once the step reaches it
+    assert axis_label(1500, 500, 2000) == '1500.0'
+    assert axis_label(0.5, 0.25, 1) == '0.50'
+    assert axis_label(1.5, 0.5, 2) == '1.50'                  # a span from 0.1 to 3
+    assert axis_label(2048, 1024, 4096, 'binary') == '2.0 Ki'
