@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 # matplotlib legend geometry, in font sizes: handle length + handle/text pad + column spacing
-HANDLE_EM, PAD_EM, SPACING_EM = 2.0, 0.8, 2.0
+HANDLE_EM, PAD_EM, SPACING_EM = 1.5, 0.5, 1.2
 
 
 def text_width(text: str, font_size: float) -> float:

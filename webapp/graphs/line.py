@@ -328,9 +328,10 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
     if not options.bool('hideGrid') and not hide_axes:
         ax.set_axisbelow(True)   # under the series, as graphite-web draws it first
         major = parse_color(options.str('majorGridLineColor'))
-        ax.grid(True, which='major', axis='y', color=major, linewidth=0.6)
-        for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.3),
-                                           (row.major, 'majorGridLineColor', 0.6)):
+        # line widths are graphite-web's (px): 0.4 / 0.3 across, 0.25 / 0.33 down
+        ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
+        for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.25),
+                                           (row.major, 'majorGridLineColor', 0.33)):
             ax.vlines([float(date2num(t)) for t in times(first, last, unit, step)], 0, 1,
                       transform=ax.get_xaxis_transform(), colors=[parse_color(
                           options.str(color))], linewidth=width, zorder=0.6)
