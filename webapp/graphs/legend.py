@@ -3,6 +3,7 @@ laid out row by row, so no label runs off the image."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -11,11 +12,22 @@ HANDLE_EM, PAD_EM, SPACING_EM = 1.5, 0.5, 1.2
 
 
 def text_width(text: str, font_size: float) -> float:
-    """Width in pixels (points at 72 dpi) of ``text`` in the current font."""
+    """Width in pixels (points at 72 dpi) of ``text`` in the current font (rcParams)."""
+    from matplotlib import rcParams
+    family = rcParams['font.family']
+    return _text_width(text, float(font_size), tuple(family) if isinstance(family, list)
+                       else (family,), str(rcParams['font.weight']),
+                       str(rcParams['font.style']))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_width(text: str, font_size: float, family: tuple, weight: str, style: str) -> float:
+    """Measured once per text and font: labels repeat across requests."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import TextToPath
     width, _height, _descent = TextToPath().get_text_width_height_descent(
-        text, FontProperties(size=font_size), ismath=False)
+        text, FontProperties(family=list(family), size=font_size, weight=weight,
+                             style=style), ismath=False)
     return float(width)
 
 

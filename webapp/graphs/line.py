@@ -330,11 +330,15 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         major = parse_color(options.str('majorGridLineColor'))
         # line widths are graphite-web's (px): 0.4 / 0.3 across, 0.25 / 0.33 down
         ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
+        xs, colors, widths = [], [], []
         for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.25),
                                            (row.major, 'majorGridLineColor', 0.33)):
-            ax.vlines([float(date2num(t)) for t in times(first, last, unit, step)], 0, 1,
-                      transform=ax.get_xaxis_transform(), colors=[parse_color(
-                          options.str(color))], linewidth=width, zorder=0.6)
+            at = [float(date2num(t)) for t in times(first, last, unit, step)]
+            xs += at
+            colors += [parse_color(options.str(color))] * len(at)
+            widths += [width] * len(at)
+        ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors,
+                  linewidths=widths, zorder=0.6)   # minor first: majors paint over them
         minor = options.int('minorY', 1) or 0
         if minor > 0 and ax.get_yscale() == 'linear':
             ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
