@@ -251,8 +251,9 @@ GENERAL_NOTES: list[str] = [
     '- Same data, same y range and y tick values, same y label text (`20.0`, `0`, `1.0 M`),',
     '  same x label times and format (graphite-web\'s seconds-per-pixel table), same',
     '  colours, same legend order (row by row).',
-    '- Fonts: both DejaVu Sans; graphite-web draws the title and vtitle larger (font size',
-    '  plus its logarithm), ours at 1.2 times and 1 times the font size.',
+    '- Fonts: both DejaVu Sans at the same sizes (titles at the font size plus its',
+    '  logarithm, as graphite-web); cairo and Agg hint and space glyphs slightly',
+    '  differently.',
     '- Legend: graphite-web shows a filled square per series, left-aligned under the plot;',
     '  ours shows a short sample of the line (its colour, width and dashes), centred.',
     '- Frame: ours draws a box in `fgcolor` around the plot and short tick marks at the',
@@ -264,7 +265,6 @@ GENERAL_NOTES: list[str] = [
     '  at the edge (see the last label of most graphs).',
 ]
 NOTES: dict[str, str] = {
-    'title-vtitle': 'graphite-web\'s title and vtitle are in a larger font.',
     'area-all': (
         '**Differs on purpose.** graphite-web fills each series only where no earlier '
         "series' area is (it clips every fill out of the next ones), so with the highest "
@@ -275,8 +275,7 @@ NOTES: dict[str, str] = {
         'every series visible.'),
     'second-y': (
         "graphite-web's legend overprints itself (the right-axis entry is right-aligned "
-        'onto the left one); ours lists both. Its `vtitleRight` reads top to bottom, ours '
-        'bottom to top like `vtitle`.'),
+        'onto the left one); ours lists both.'),
     'pie': (
         'Value labels: graphite-web writes `%50.10` (its format puts the percent sign '
         'first, two decimals); ours `50%`. graphite-web takes slice colours from colorList '

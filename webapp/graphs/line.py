@@ -14,7 +14,7 @@ from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, Nul
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
 from webapp.graphs.legend import add_legend, legend_columns, legend_height, text_width
-from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
 from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
 
@@ -274,7 +274,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
         if ax2 is not None:
             ax2.set_axis_off()
     if options.has('title') and not graph_only:
-        fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2,
+        fig.suptitle(options.str('title'), color=fg, fontsize=title_size(font_size),
                      y=1.0 - frame.margin / float(height), va='top')
     too_many = len(handles) > options.int('legendMaxItems', 10)
     show_legend = not graph_only and not options.bool('hideLegend', too_many)
@@ -308,9 +308,10 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
                  ('yStepRight',))
     if ax2 is not None:
         if options.has('vtitleRight'):
-            ax2.set_ylabel(options.str('vtitleRight'), color=fg, fontsize=font_size)
+            ax2.set_ylabel(options.str('vtitleRight'), color=fg, fontsize=title_size(font_size),
+                           rotation=270, va='bottom')   # read top down, as graphite-web
     if options.has('vtitle'):
-        ax.set_ylabel(options.str('vtitle'), color=fg, fontsize=font_size)
+        ax.set_ylabel(options.str('vtitle'), color=fg, fontsize=title_size(font_size))
     if options.bool('hideYAxis'):
         ax.yaxis.set_visible(False)
     if not hide_axes:
@@ -381,7 +382,7 @@ class _Frame:
         self.right = margin + (36 if right_axis else 14) * labels
         self.top = margin + 7 * labels
         if options.has('title') and not options.bool('graphOnly'):
-            self.top += options.float('fontSize') * 1.2 * 1.5 + 4
+            self.top += title_size(options.float('fontSize')) * 1.5 + 4
         self.bottom = margin + 20 * labels
 
     def fit_y_labels(self, left: list[str], right: list[str], options: GraphOptions,
@@ -389,7 +390,7 @@ class _Frame:
         """Room beside the plot for the widest y tick label of each side (and vtitle)."""
         if options.str('yAxisSide') == 'right' and not right:
             left, right = [], left
-        title_room = font_size * 1.4 + 2
+        title_room = title_size(font_size) * 1.4 + 2
         widths = [max((text_width(t, font_size) for t in labels), default=0.0)
                   for labels in (left, right)]
         self.left = self.margin + (widths[0] + 8 if left else 4)

@@ -8,7 +8,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from webapp.graphs.legend import add_legend, legend_columns, legend_height
-from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
 
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
@@ -48,9 +48,9 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     slices = slice_values(series_list, options)
     top = margin
     if options.has('title'):
-        fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2,
+        fig.suptitle(options.str('title'), color=fg, fontsize=title_size(font_size),
                      y=1.0 - margin / height, va='top')
-        top += font_size * 1.2 * 1.5 + 4
+        top += title_size(font_size) * 1.5 + 4
     if not slices:
         ax.set_axis_off()
         ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
