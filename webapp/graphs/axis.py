@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+from webapp.functions.common import UNIT_SYSTEMS, format_units
+
 EPSILON = 1e-7
 DEFAULT_DIVISORS = (4, 5, 6)
 MAX_TICKS = 1000
@@ -146,3 +148,26 @@ def parse_divisors(text: Any) -> tuple[int, ...]:
     except ValueError:
         raise AxisError('yDivisors must be comma-separated integers, got %r' % text) from None
     return values or DEFAULT_DIVISORS
+
+
+def axis_label(value: float, step: Optional[float], span: float, system: str = 'si') -> str:
+    """A y tick label as graphite-web 1.1.10 writes it: a unit prefix only when the step
+    reaches it, then ``%g`` below 0.1, two decimals below 1, one decimal when the span is
+    over 10 or a prefix is shown, else as many decimals as the span needs."""
+    system = system if system in UNIT_SYSTEMS else 'si'
+    scaled, prefix = format_units(value, step, system=system)
+    span_scaled, span_prefix = format_units(span, step, system=system)
+    suffix = ' ' + prefix if prefix else ''
+    if scaled < 0.1:
+        text = '%g' % scaled
+    elif scaled < 1.0:
+        text = '%.2f' % scaled
+    elif span_scaled > 10 or prefix or span_prefix:
+        text = '%.1f' % scaled
+    elif span_scaled > 3:
+        text = '%.1f' % scaled
+    elif span_scaled > 0.1:
+        text = '%.2f' % scaled
+    else:
+        text = '%g' % scaled
+    return text + suffix

@@ -6,15 +6,16 @@ import math
 from datetime import datetime, UTC
 from typing import Any, Optional
 
-from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
+from matplotlib.dates import DateFormatter, date2num
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter
+from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
 
-from webapp.functions.common import format_units
-from webapp.graphs.axis import linear_scale, parse_divisors, tick_values
-from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
+from webapp.graphs.legend import add_legend, legend_columns, legend_height, text_width
+from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
+from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
 
 DEFAULT_LINE_WIDTH = 1.2
@@ -113,10 +114,26 @@ def _connect(times: list, values: list, limit: Optional[float]) -> tuple[list, l
     return keep_t, keep_v
 
 
-def _style(series: Any, index: int, colors: list, options: GraphOptions) -> dict:
+def _own_color(series: Any, options: GraphOptions) -> Any:
+    """The series' colour (color()) or its axis side's (leftColor/rightColor); None."""
     side = 'right' if series.options.get('secondYAxis') else 'left'
-    color = getattr(series, 'color', None) or options.str(side + 'Color')
-    rgba = parse_color(color) if color else colors[index % len(colors)]
+    return getattr(series, 'color', None) or options.str(side + 'Color')
+
+
+def auto_colors(series_list: list, options: GraphOptions) -> dict[int, int]:
+    """colorList position of each series (by id) without a colour of its own: the list is
+    dealt out in request order, skipping series that have one (graphite-web's rule)."""
+    positions: dict[int, int] = {}
+    for series in series_list:
+        if not _own_color(series, options):
+            positions[id(series)] = len(positions)
+    return positions
+
+
+def _style(series: Any, position: int, colors: list, options: GraphOptions) -> dict:
+    color = _own_color(series, options)
+    side = 'right' if series.options.get('secondYAxis') else 'left'
+    rgba = parse_color(color) if color else colors[position % len(colors)]
     alpha = series.options.get('alpha')
     if alpha is not None:
         rgba = (rgba[0], rgba[1], rgba[2], float(alpha))
@@ -130,16 +147,10 @@ def _style(series: Any, index: int, colors: list, options: GraphOptions) -> dict
     return style
 
 
-def _y_formatter(options: GraphOptions) -> FuncFormatter:
+def _y_formatter(options: GraphOptions, step: Optional[float], span: float) -> FuncFormatter:
+    """graphite-web's tick labels for an axis of ``step`` (None: log) over ``span``."""
     system = options.str('yUnitSystem') or 'si'
-
-    def fmt(value: float, _pos: Any) -> str:
-        if system == 'none':
-            return '%g' % value
-        scaled, prefix = format_units(value, system=system if system != 'none' else 'si')
-        text = ('%.2f' % scaled).rstrip('0').rstrip('.') if scaled is not None else ''
-        return '%s%s' % (text, prefix)
-    return FuncFormatter(fmt)
+    return FuncFormatter(lambda value, _pos: axis_label(value, step, span, system))
 
 
 def _stack_area_mode(series_list: list, options: GraphOptions) -> None:
@@ -166,7 +177,7 @@ def _stack_area_mode(series_list: list, options: GraphOptions) -> None:
 
 
 def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
-                 colors: list, index_offset: int = 0) -> list:
+                 colors: list, positions: dict[int, int]) -> list:
     """Plot each series on ``ax``; returns legend handles/labels pairs."""
     line_mode = options.str('lineMode')
     alpha_area = options.float('areaAlpha')
@@ -174,10 +185,9 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
     handles = []
     plain: list = []
     previous_stack: Optional[list] = None
-    for offset, series in enumerate(series_list):
-        index = index_offset + offset
+    for series in series_list:
         times, values = _points(series, options, tz)
-        style = _style(series, index, colors, options)
+        style = _style(series, positions.get(id(series), 0), colors, options)
         if series.options.get('drawAsInfinite'):
             xs = [t for t, v in zip(times, values, strict=True) if v]
             artist = ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), **{
@@ -252,18 +262,19 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
                  options.float('minXStep', 1.0) or 1.0)
     _stack_area_mode(left, options)
     _stack_area_mode(right, options)
-    handles = _draw_series(ax, left, options, tz, colors)
+    positions = auto_colors(series_list, options)
+    handles = _draw_series(ax, left, options, tz, colors, positions)
     ax2 = None
     if right:
         ax2 = ax.twinx()
-        handles += _draw_series(ax2, right, options, tz, colors, len(left))
-    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size)
+        handles += _draw_series(ax2, right, options, tz, colors, positions)
+    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes)
     if hide_axes:
         ax.set_axis_off()
         if ax2 is not None:
             ax2.set_axis_off()
     if options.has('title') and not graph_only:
-        fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2,
+        fig.suptitle(options.str('title'), color=fg, fontsize=title_size(font_size),
                      y=1.0 - frame.margin / float(height), va='top')
     too_many = len(handles) > options.int('legendMaxItems', 10)
     show_legend = not graph_only and not options.bool('hideLegend', too_many)
@@ -271,24 +282,20 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
 
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
-                    fg: tuple, font_size: float) -> None:
+                    fg: tuple, font_size: float, frame: _Frame, hide_axes: bool) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
     ax.set_xlim(_date_num(start), _date_num(end))
-    locator = AutoDateLocator(tz=tz, minticks=3, maxticks=8)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(DateFormatter(options.str('xFormat') or _x_format(end - start),
-                                               tz=tz))
     for axis in (ax, ax2):
         if axis is None:
             continue
         axis.tick_params(colors=fg, labelsize=font_size)
         for spine in axis.spines.values():
             spine.set_color(fg)
-        axis.yaxis.set_major_formatter(_y_formatter(options))
         log_base = options.float('logBase')
         if log_base and log_base > 1:
             axis.set_yscale('log', base=log_base)
+            axis.yaxis.set_minor_formatter(NullFormatter())
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]
     if ax2 is None:
@@ -301,16 +308,38 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
                  ('yStepRight',))
     if ax2 is not None:
         if options.has('vtitleRight'):
-            ax2.set_ylabel(options.str('vtitleRight'), color=fg, fontsize=font_size)
+            ax2.set_ylabel(options.str('vtitleRight'), color=fg, fontsize=title_size(font_size),
+                           rotation=270, va='bottom')   # read top down, as graphite-web
     if options.has('vtitle'):
-        ax.set_ylabel(options.str('vtitle'), color=fg, fontsize=font_size)
+        ax.set_ylabel(options.str('vtitle'), color=fg, fontsize=title_size(font_size))
     if options.bool('hideYAxis'):
         ax.yaxis.set_visible(False)
+    if not hide_axes:
+        frame.fit_y_labels([] if options.bool('hideYAxis') else _tick_texts(ax),
+                           _tick_texts(ax2) if ax2 is not None else [], options, font_size)
+    row = choose_row(end - start, frame.plot_width)
+    first, last = datetime.fromtimestamp(start, tz), datetime.fromtimestamp(end, tz)
+    x_format = options.str('xFormat') or row.format
+    ax.xaxis.set_major_locator(FixedLocator(
+        [float(date2num(t)) for t in times(first, last, *row.label)
+         if frame.label_fits(t.timestamp(), start, end, t.strftime(x_format), font_size)]))
+    ax.xaxis.set_major_formatter(DateFormatter(x_format, tz=tz))
     if options.bool('hideXAxis'):
         ax.xaxis.set_visible(False)
-    if not options.bool('hideGrid'):
-        ax.grid(True, which='major', color=parse_color(options.str('majorGridLineColor')),
-                linewidth=0.6)
+    if not options.bool('hideGrid') and not hide_axes:
+        ax.set_axisbelow(True)   # under the series, as graphite-web draws it first
+        major = parse_color(options.str('majorGridLineColor'))
+        # line widths are graphite-web's (px): 0.4 / 0.3 across, 0.25 / 0.33 down
+        ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
+        xs, colors, widths = [], [], []
+        for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.25),
+                                           (row.major, 'majorGridLineColor', 0.33)):
+            at = [float(date2num(t)) for t in times(first, last, unit, step)]
+            xs += at
+            colors += [parse_color(options.str(color))] * len(at)
+            widths += [width] * len(at)
+        ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors,
+                  linewidths=widths, zorder=0.6)   # minor first: majors paint over them
         minor = options.int('minorY', 1) or 0
         if minor > 0 and ax.get_yscale() == 'linear':
             ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
@@ -321,19 +350,19 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         ax.yaxis.tick_right()
 
 
+def _tick_texts(axis: Any) -> list[str]:
+    """The y tick labels ``axis`` will draw."""
+    low, high = axis.get_ylim()
+    formatter = axis.yaxis.get_major_formatter()
+    return [formatter(value, i) for i, value in enumerate(axis.yaxis.get_majorticklocs())
+            if min(low, high) <= value <= max(low, high)]
+
+
 def _first(options: GraphOptions, *keys: str) -> Optional[float]:
     for key in keys:
         if options.has(key):
             return options.float(key)
     return None
-
-
-def _x_format(span: float) -> str:
-    if span <= 2 * 86400:
-        return '%H:%M'
-    if span <= 7 * 86400:
-        return '%a %H:%M'
-    return '%m/%d'
 
 
 class _Frame:
@@ -353,12 +382,34 @@ class _Frame:
         self.right = margin + (36 if right_axis else 14) * labels
         self.top = margin + 7 * labels
         if options.has('title') and not options.bool('graphOnly'):
-            self.top += options.float('fontSize') * 1.2 * 1.5 + 4
+            self.top += title_size(options.float('fontSize')) * 1.5 + 4
         self.bottom = margin + 20 * labels
+
+    def fit_y_labels(self, left: list[str], right: list[str], options: GraphOptions,
+                     font_size: float) -> None:
+        """Room beside the plot for the widest y tick label of each side (and vtitle)."""
+        if options.str('yAxisSide') == 'right' and not right:
+            left, right = [], left
+        title_room = title_size(font_size) * 1.4 + 2
+        widths = [max((text_width(t, font_size) for t in labels), default=0.0)
+                  for labels in (left, right)]
+        self.left = self.margin + (widths[0] + 8 if left else 4)
+        if options.has('vtitle'):
+            self.left += title_room
+        self.right = self.margin + (widths[1] + 8 if right else 14)
+        if right and options.has('vtitleRight'):
+            self.right += title_room
 
     @property
     def plot_width(self) -> float:
         return self.width - self.left - self.right
+
+    def label_fits(self, at: float, start: float, end: float, text: str,
+                   font_size: float) -> bool:
+        """Whether an x label centred at time ``at`` stays inside the margins."""
+        x = self.left + (at - start) / float(max(end - start, 1)) * self.plot_width
+        half = text_width(text, font_size) / 2.0
+        return self.margin <= x - half and x + half <= self.width - self.margin
 
     def apply(self, fig: Figure, legend_px: float = 0.0) -> None:
         width, height = float(self.width), float(self.height)
@@ -384,14 +435,12 @@ def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_s
         seen.add(name)
         artists.append(Line2D([], [], **artist) if isinstance(artist, dict) else artist)
         labels.append(name)
-    columns = max(1, min(len(labels), int(frame.width // 160)))
+    columns = legend_columns(labels, font_size, frame.width - 2 * frame.margin)
     rows = math.ceil(len(labels) / columns) if labels else 0
-    legend_px = rows * font_size * 1.5 + 8 if labels else 0
-    frame.apply(fig, legend_px + 4 if labels else 0)
+    frame.apply(fig, legend_height(rows, font_size) + 4 if labels else 0)
     if labels:
-        fig.legend(artists, labels, loc='lower center', ncol=columns, frameon=False,
-                   fontsize=font_size, labelcolor=fg, borderaxespad=0.0,
-                   bbox_to_anchor=(0.5, frame.margin / float(frame.height)))
+        add_legend(fig, artists, labels, columns, font_size, fg,
+                   frame.margin / float(frame.height))
 
 
 def _data_limits(series_list: list, options: GraphOptions) -> tuple[float, float]:
@@ -415,13 +464,40 @@ def _axis_value(options: GraphOptions, keys: tuple[str, ...]) -> Any:
     return None
 
 
+def _scale_log_y(axis: Any, series_list: list, options: GraphOptions, axis_min: Any,
+                 axis_max: Any) -> None:
+    """A log axis from the power of the base at or below the lowest positive value to the
+    one at or above the highest, a tick at each power (graphite-web's log axis); yMin and
+    yMax replace either end."""
+    base = options.float('logBase') or 10.0
+    values = [v for s in series_list if not s.options.get('drawAsInfinite')
+              for v in s if v is not None and v == v and v > 0 and not math.isinf(v)]
+    if values:
+        bottom = base ** math.floor(math.log(min(values), base))
+        top = base ** math.ceil(math.log(max(values), base))
+        if top <= bottom:
+            top = bottom * base
+    else:
+        bottom, top = 1.0, base
+    if axis_min is not None and axis_min > 0:
+        bottom = axis_min
+    if axis_max is not None and axis_max != 'max' and axis_max > bottom:
+        top = axis_max
+    axis.set_ylim(bottom, top)
+    axis.yaxis.set_major_formatter(_y_formatter(options, None, top - bottom))
+    ticks, value = [], base ** math.ceil(math.log(bottom, base) - 1e-7)
+    while value <= top * (1 + 1e-7) and len(ticks) < 1000:
+        ticks.append(value)
+        value *= base
+    axis.yaxis.set_major_locator(FixedLocator(ticks))
+
+
 def _scale_y(axis: Any, series_list: list, options: GraphOptions, min_keys: tuple,
              max_keys: tuple, limit_keys: tuple, step_keys: tuple) -> None:
     """Range and ticks of one y axis from yMin/yMax/yLimit/yStep/yDivisors."""
     axis_min, axis_max = _axis_value(options, min_keys), _axis_value(options, max_keys)
     if axis.get_yscale() != 'linear':
-        if axis_min is not None or (axis_max is not None and axis_max != 'max'):
-            axis.set_ylim(bottom=axis_min, top=None if axis_max == 'max' else axis_max)
+        _scale_log_y(axis, series_list, options, axis_min, axis_max)
         return
     low, high = _data_limits(series_list, options)
     scale = linear_scale(low, high, axis_min=axis_min, axis_max=axis_max,
@@ -430,4 +506,5 @@ def _scale_y(axis: Any, series_list: list, options: GraphOptions, min_keys: tupl
                          divisors=parse_divisors(options.raw('yDivisors', '4,5,6')),
                          binary=options.str('yUnitSystem') == 'binary')
     axis.set_ylim(scale.bottom, scale.top)
+    axis.yaxis.set_major_formatter(_y_formatter(options, scale.step, scale.top - scale.bottom))
     axis.yaxis.set_major_locator(FixedLocator(tick_values(scale)))

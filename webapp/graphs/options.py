@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 COLOR_ALIASES: dict[str, tuple[int, int, int]] = {
@@ -96,3 +97,8 @@ def color_list(options: GraphOptions) -> list[tuple[float, float, float, float]]
     """The cycle of line colours from ``colorList``."""
     names = [c for c in str(options.raw('colorList')).split(',') if c.strip()]
     return [parse_color(c) for c in names] or [parse_color('blue')]
+
+
+def title_size(font_size: float) -> float:
+    """graphite-web's title (and vtitle) size: the font size plus its natural log, floored."""
+    return font_size + math.floor(math.log(font_size)) if font_size > 1 else font_size

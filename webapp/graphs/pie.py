@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from matplotlib.figure import Figure
 
-from webapp.graphs.options import GraphOptions, color_list, parse_color
+from webapp.graphs.legend import add_legend, legend_columns, legend_height
+from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
 
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
@@ -22,15 +24,33 @@ def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, fl
     return slices
 
 
+def _label_text(mode: str, minimum: float, value: float, percent: float) -> str:
+    """A slice's value label as graphite-web writes it ('' when under valueLabelsMin:
+    the percent in percent mode, the value in number mode)."""
+    if mode == 'number':
+        if value < minimum:
+            return ''
+        return '%.2f' % value if value < 10 and value != int(value) else '%d' % int(value)
+    if mode == 'none' or percent < minimum:
+        return ''
+    return '%d%%' % round(percent)
+
+
 def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> None:
-    """Draw a pie chart of the series onto ``fig``."""
+    """Draw a pie chart of the series onto ``fig``: the pie fills the room the margin,
+    title and legend leave (95 % of it, as graphite-web draws it)."""
     fg = parse_color(options.str('fgcolor'))
     font_size = options.float('fontSize')
+    width, height = float(options.int('width')), float(options.int('height'))
+    margin = max(0, options.int('margin', 10) or 0)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     slices = slice_values(series_list, options)
+    top = margin
     if options.has('title'):
-        fig.suptitle(options.str('title'), color=fg, fontsize=font_size * 1.2)
+        fig.suptitle(options.str('title'), color=fg, fontsize=title_size(font_size),
+                     y=1.0 - margin / height, va='top')
+        top += title_size(font_size) * 1.5 + 4
     if not slices:
         ax.set_axis_off()
         ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
@@ -47,12 +67,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     minimum = options.float('valueLabelsMin')
 
     def label_for(percent: float) -> str:
-        value = percent * total / 100.0
-        if mode == 'none' or value < minimum:
-            return ''
-        if mode == 'number':
-            return '%g' % round(value, 2)
-        return '%d%%' % round(percent)
+        return _label_text(mode, minimum, percent * total / 100.0, percent)
 
     rotate = options.str('pieLabels') == 'rotated'
     wedges: Any = ax.pie([v for _, v in slices], colors=slice_colors, autopct=label_for,
@@ -61,8 +76,13 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
                                     if options.has('valueLabelsColor') else fg,
                                     'fontsize': font_size})
     ax.set_aspect('equal')
+    ax.set_xlim(-1 / 0.95, 1 / 0.95)
+    ax.set_ylim(-1 / 0.95, 1 / 0.95)
+    bottom = margin
     if not options.bool('hideLegend'):
-        fig.legend(wedges[0], [label for label, _ in slices], loc='lower center',
-                   ncol=max(1, min(len(slices), options.int('width') // 160)),
-                   frameon=False, fontsize=font_size, labelcolor=fg)
-        fig.subplots_adjust(bottom=0.2)
+        labels = [label for label, _ in slices]
+        columns = legend_columns(labels, font_size, width - 2 * margin)
+        add_legend(fig, wedges[0], labels, columns, font_size, fg, margin / height)
+        bottom += legend_height(math.ceil(len(labels) / columns), font_size) + 4
+    room_w, room_h = max(1.0, width - 2 * margin), max(1.0, height - top - bottom)
+    ax.set_position((margin / width, bottom / height, room_w / width, room_h / height))

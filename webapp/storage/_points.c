@@ -237,14 +237,21 @@ sum_buckets(const share *job, Py_ssize_t row, const unsigned char *src)
     long long expected = to->range.from_interval + to->drop * step;
     Py_ssize_t points = to->range.points;
     src += to->drop * RECORD;
+    /* a bucket's sum, correction and count stay in locals while its points are added
+     * (through the pointers every add waited for the previous store) */
     for (Py_ssize_t i = to->drop, bucket = 0; i < points; bucket++) {
         Py_ssize_t end = i + to->vpp < points ? i + to->vpp : points;
+        double sum = acc[bucket], correction = comp[bucket];
+        long long seen = count[bucket];
         for (; i < end; i++, src += RECORD, expected += step) {
             if ((long long)big32(src) != expected)
                 continue;
-            add_value(&acc[bucket], &comp[bucket], big_double(src + 4), to->compensated);
-            count[bucket]++;
+            add_value(&sum, &correction, big_double(src + 4), to->compensated);
+            seen++;
         }
+        acc[bucket] = sum;
+        comp[bucket] = correction;
+        count[bucket] = seen;
     }
 }
 
