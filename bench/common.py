@@ -19,17 +19,17 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Sequence, TypeVar
 
 from carbon.playground.ports import free_port  # noqa: F401 - the benches' port chooser
+from carbon.playground.reference_peer import cache_dir, reference_venv, reference_venv_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE_DIR = Path(os.environ.get("CARBON_BENCH_CACHE", Path.home() / ".cache" / "carbon-bench"))
-REF_VENV = CACHE_DIR / "ref-carbon-1.1.10"
+CACHE_DIR = cache_dir()
+REF_VENV = reference_venv_dir()
 GRAPHITE_WEB_VENV = CACHE_DIR / "ref-graphite-web-1.1.10"
 # graphite-web 1.1.10 runs on Python < 3.11 with Django 2.2 and pyparsing 2 (its grammar
 # uses pyparsing 2 names); msgpack is optional and left out; cairocffi needs libcairo2;
@@ -38,18 +38,6 @@ GRAPHITE_WEB_REQS = ["graphite-web==1.1.10", "Django>=2.2,<2.3", "django-tagging
                      "pyparsing==2.4.7", "cairocffi", "whisper==1.1.10", "pytz", "six",
                      "urllib3<2", "setuptools<70", "gunicorn"]
 T = TypeVar("T")
-
-
-def reference_venv() -> Path:
-    """A venv with carbon 1.1.10 and whisper 1.1.10 (installed on first use)."""
-    python = REF_VENV / "bin" / "python"
-    if not (REF_VENV / "bin" / "carbon-cache.py").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q"]
-        subprocess.run(pip + ["setuptools", "wheel", "twisted", "whisper==1.1.10"], check=True)
-        env = dict(os.environ, GRAPHITE_NO_PREFIX="True", USE_SETUPTOOLS="1")
-        subprocess.run(pip + ["--no-build-isolation", "carbon==1.1.10"], check=True, env=env)
-    return REF_VENV
 
 
 def reference_package_dir(package: str = "carbon", venv: Path | None = None) -> Path:

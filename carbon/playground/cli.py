@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from carbon.playground.cgroup_io import io_throttle_status
+from carbon.playground.reference_peer import reference_venv
 from carbon.playground.report import write_report
 from carbon.playground.runner import run_sweep
 from carbon.playground.scenario import ScenarioError, load_scenario
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or "report-%s-%s" % (name, time.strftime("%Y%m%d-%H%M%S")))
     reference = None
     if "reference" in scenario.settings.subjects:
-        reference = _reference_venv()
+        reference = reference_venv()
     shutil.rmtree(out / "plots", ignore_errors=True)  # plots of an earlier run
     shutil.rmtree(out / "profiles", ignore_errors=True)
     workdir = Path(tempfile.mkdtemp(prefix="carbon-playground-"))
@@ -112,19 +113,6 @@ def _copy_profiles(workdir: Path, out: Path) -> None:
                 handle.write(path.read_text(errors="replace"))
                 continue
             stats.sort_stats("tottime").print_stats(40)
-
-
-def _reference_venv() -> Path:
-    """carbon 1.1.10 in its own venv (installed on first use, as the benchmarks do)."""
-    root = Path(__file__).resolve().parent.parent.parent
-    sys.path.insert(0, str(root))
-    try:
-        from bench.common import reference_venv
-    except ImportError:
-        raise SystemExit("the reference subject needs bench/common.py of a source checkout")
-    finally:
-        sys.path.remove(str(root))
-    return reference_venv()
 
 
 if __name__ == "__main__":

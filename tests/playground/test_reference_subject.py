@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from carbon.playground.cli import main
+from carbon.playground.reference_peer import reference_venv
 
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = """[scenario]
 name = "versus"
 settle_timeout = 4
@@ -33,11 +32,6 @@ disk = ["hdd"]
 
 
 def test_reference_runs_the_same_sweep_and_drops_throttled_creates(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench.common import reference_venv
-    finally:
-        sys.path.remove(str(ROOT))
     reference_venv()  # installed on first use, as for the benchmarks
     path = tmp_path / "versus.toml"
     path.write_text(SCENARIO)
