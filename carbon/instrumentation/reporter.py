@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any, Callable
 
-from carbon.instrumentation.stats import Stats
+from carbon.instrumentation.stats import Sample, Stats
 from carbon.pipeline import Batch
 
 PAGESIZE = os.sysconf("SC_PAGESIZE")
@@ -90,18 +90,19 @@ class Reporter:
         return batch
 
 
-def cache_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:
+def cache_extra(counters: dict, samples: dict[str, Sample],
+                record: Callable[[str, float], None]) -> None:
     """The cache's derived metrics, with carbon 1.1.10's names and semantics."""
-    update_times = samples.get("updateTimes", [])
+    update_times = samples.get("updateTimes") or Sample()
     committed = counters.get("committedPoints", 0)
-    if update_times:
-        record("avgUpdateTime", sum(update_times) / len(update_times))
+    if update_times.count:
+        record("avgUpdateTime", update_times.mean())
         if committed:
-            record("pointsPerUpdate", committed / len(update_times))
-    sizes = samples.get("cacheBulkQuerySize", [])
+            record("pointsPerUpdate", committed / update_times.count)
+    sizes = samples.get("cacheBulkQuerySize")
     if sizes:
-        record("cache.bulk_queries_average_size", sum(sizes) / len(sizes))
-    record("updateOperations", len(update_times))
+        record("cache.bulk_queries_average_size", sizes.mean())
+    record("updateOperations", update_times.count)
     record("committedPoints", committed)
     record("creates", counters.get("creates", 0))
     record("deferredCreates", counters.get("deferredCreates", 0))

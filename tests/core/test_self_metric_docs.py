@@ -8,7 +8,7 @@ from collections import Counter
 from carbon.aggregator.daemon import aggregator_extra
 from carbon.config.settings import Settings
 from carbon.instrumentation.reporter import Reporter, cache_extra
-from carbon.instrumentation.stats import Stats
+from carbon.instrumentation.stats import Sample, Stats
 from tests.support import ROOT
 
 # carbon 1.1.10's own self-metric names (carbon/instrumentation.py, client.py, aggregator)
@@ -46,7 +46,7 @@ def emitted() -> set[str]:
         "cacheQueries", "cacheBulkQueries", "cache.overflow", "aggregateDatapointsSent",
         "aggregateDatapointsTooLate", "aggregateDatapointsInvalid", "relayUnroutable")})
     counters.update({"destinations.d1.%s" % key: 1 for key in DESTINATION_KEYS})
-    samples = {"updateTimes": [0.1], "cacheBulkQuerySize": [3]}
+    samples = {"updateTimes": Sample(1, 0.1), "cacheBulkQuerySize": Sample(1, 3)}
     cache_extra(counters, samples, record)
     aggregator_extra(counters, samples, record)
     reporter = Reporter(Settings(CARBON_METRIC_PREFIX="carbon"), "agents", Stats(),
