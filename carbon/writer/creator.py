@@ -45,7 +45,7 @@ MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate cha
 class Creator:
     """Submitted metrics -> one thread -> ``ready`` (metric, outcome).
 
-    ``busy`` holds every metric submitted and not yet taken back with ``take_ready``;
+    ``busy`` holds every metric claimed and not yet released after ``take_ready_many``;
     each has points in the cache (only the writer removes them).
     """
 
@@ -71,10 +71,6 @@ class Creator:
         self.thread: threading.Thread | None = None
 
     # -- writer side ------------------------------------------------------------------
-    def submit(self, metric: str) -> None:
-        """Find or create ``metric``'s file soon; busy until taken back from ``ready``."""
-        self.submit_many([metric])
-
     def claim(self, metric: str) -> None:
         """Mark ``metric`` busy now, to be handed over with ``submit_many`` soon (the
         writer gathers a batch; only the thread that submits and takes metrics changes
@@ -82,21 +78,13 @@ class Creator:
         self.busy.add(metric)
 
     def submit_many(self, metrics: list[str]) -> None:
-        """``submit`` each of ``metrics``, in order, under one lock."""
+        """Find or create the files of ``metrics`` (each ``claim``ed) soon, in order; one
+        lock for all."""
         if not metrics:
             return
         with self.cond:
-            self.busy.update(metrics)
             self.pending.extend(metrics)
             self.cond.notify_all()
-
-    def take_ready(self) -> tuple[str, Outcome] | None:
-        """A handled metric and its outcome (no longer busy), or None."""
-        taken = self.take_ready_many(1)
-        if not taken:
-            return None
-        self.release(taken[0][0])
-        return taken[0]
 
     def take_ready_many(self, limit: int) -> list[tuple[str, Outcome]]:
         """Up to ``limit`` handled metrics and their outcomes, oldest first, under one
@@ -190,16 +178,8 @@ class Creator:
         """Without a create limit: create every file at once, an existing one reported
         EXISTED (its create fails without touching it): one file-system lookup a metric
         instead of a stat and then the create's own."""
-        errors = self._create(metrics, log=False)
-        outcomes: list[Outcome] = []
-        for metric, error in zip(metrics, errors, strict=True):
-            if isinstance(error, FileExistsError):
-                outcomes.append(EXISTED)
-                continue
-            if self.settings.LOG_CREATES:
-                self._log_create(metric)
-            outcomes.append(error)
-        return outcomes
+        errors = self._create(metrics, log_after=True)
+        return [EXISTED if isinstance(error, FileExistsError) else error for error in errors]
 
     def _exists(self, metrics: list[str]) -> list[bool]:
         exists_many = getattr(self.database, "exists_many", None)
@@ -207,15 +187,17 @@ class Creator:
             return exists_many(metrics)
         return [self.database.exists(metric) for metric in metrics]
 
-    def _create(self, metrics: list[str], log: bool = True) -> list[Exception | None]:
+    def _create(self, metrics: list[str], log_after: bool = False
+                ) -> list[Exception | None]:
+        """Create the files; LOG_CREATES lines before each create, or with ``log_after``
+        after them for the files created (an existing one is not logged)."""
         try:
-            return self._create_all(metrics, log)
+            return self._create_all(metrics, log_after)
         except Exception as exc:  # a broken backend or schema must not stop the creator
             return [exc] * len(metrics)
 
-    def _log_create(self, metric: str) -> None:
-        """carbon's three LOG_CREATES lines for a metric."""
-        storage, aggregation = self.schemas.for_metric(metric)
+    def _log_create(self, metric: str, storage: Any, aggregation: Any) -> None:
+        """carbon's three LOG_CREATES lines for a metric and its matched schemas."""
         xff, method = aggregation.value
         self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
         self.log.creates("new metric %s matched aggregation schema %s"
@@ -223,19 +205,24 @@ class Creator:
         self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
                          % (metric, storage.value, xff, method))
 
-    def _create_all(self, metrics: list[str], log: bool) -> list[Exception | None]:
-        requests = []
-        log_creates = log and self.settings.LOG_CREATES
-        for metric in metrics:
-            storage, aggregation = self.schemas.for_metric(metric)
-            xff, method = aggregation.value
-            if log_creates:
-                self._log_create(metric)
-            requests.append((metric, storage.value, xff, method))
+    def _create_all(self, metrics: list[str], log_after: bool) -> list[Exception | None]:
+        matched = [(metric, *self.schemas.for_metric(metric)) for metric in metrics]
+        log_creates = self.settings.LOG_CREATES
+        if log_creates and not log_after:
+            for match in matched:
+                self._log_create(*match)
+        requests = [(metric, storage.value, *aggregation.value)
+                    for metric, storage, aggregation in matched]
         create_many = getattr(self.database, "create_many", None)
         if create_many is not None:
-            return create_many(requests)
-        return [self._create_one(*request) for request in requests]
+            errors = create_many(requests)
+        else:
+            errors = [self._create_one(*request) for request in requests]
+        if log_creates and log_after:
+            for match, error in zip(matched, errors, strict=True):
+                if not isinstance(error, FileExistsError):
+                    self._log_create(*match)
+        return errors
 
     def _create_one(self, metric: str, retentions: Any, xff: Any,
                     method: Any) -> Exception | None:
