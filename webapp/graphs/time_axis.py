@@ -26,35 +26,30 @@ class XAxisRow:
     max_range: Optional[int]   # the longest time range this row serves (None: any)
 
 
-def _row(seconds: float, minor: tuple, major: tuple, label: tuple, fmt: str,
-         max_range: Optional[int]) -> XAxisRow:
-    return XAxisRow(seconds, minor, major, label, fmt, max_range)
-
-
 ROWS = (
-    _row(0.00, (SEC, 5), (MIN, 1), (SEC, 5), '%H:%M:%S', 10 * MIN),
-    _row(0.07, (SEC, 10), (MIN, 1), (SEC, 10), '%H:%M:%S', 20 * MIN),
-    _row(0.14, (SEC, 15), (MIN, 1), (SEC, 15), '%H:%M:%S', 30 * MIN),
-    _row(0.27, (SEC, 30), (MIN, 2), (MIN, 1), '%H:%M', 2 * HOUR),
-    _row(0.5, (MIN, 1), (MIN, 2), (MIN, 1), '%H:%M', 2 * HOUR),
-    _row(1.2, (MIN, 1), (MIN, 4), (MIN, 2), '%H:%M', 3 * HOUR),
-    _row(2, (MIN, 1), (MIN, 10), (MIN, 5), '%H:%M', 6 * HOUR),
-    _row(5, (MIN, 2), (MIN, 10), (MIN, 10), '%H:%M', 12 * HOUR),
-    _row(10, (MIN, 5), (MIN, 20), (MIN, 20), '%H:%M', 1 * DAY),
-    _row(30, (MIN, 10), (HOUR, 1), (HOUR, 1), '%H:%M', 2 * DAY),
-    _row(60, (MIN, 30), (HOUR, 2), (HOUR, 2), '%H:%M', 2 * DAY),
-    _row(100, (HOUR, 2), (HOUR, 4), (HOUR, 4), '%a %H:%M', 6 * DAY),
-    _row(255, (HOUR, 6), (HOUR, 12), (HOUR, 12), DATE_FORMAT + ' %H:%M', 10 * DAY),
-    _row(600, (HOUR, 6), (DAY, 1), (DAY, 1), DATE_FORMAT, 14 * DAY),
-    _row(1000, (HOUR, 12), (DAY, 1), (DAY, 1), DATE_FORMAT, 365 * DAY),
-    _row(2000, (DAY, 1), (DAY, 2), (DAY, 2), DATE_FORMAT, 365 * DAY),
-    _row(4000, (DAY, 2), (DAY, 4), (DAY, 4), DATE_FORMAT, 365 * DAY),
-    _row(8000, (DAY, 3.5), (DAY, 7), (DAY, 7), DATE_FORMAT, 365 * DAY),
-    _row(16000, (DAY, 7), (DAY, 14), (DAY, 14), DATE_FORMAT, 365 * DAY),
-    _row(32000, (DAY, 15), (DAY, 30), (DAY, 30), DATE_FORMAT, 365 * DAY),
-    _row(64000, (DAY, 30), (DAY, 60), (DAY, 60), DATE_FORMAT + ' %Y', None),
-    _row(100000, (DAY, 60), (DAY, 120), (DAY, 120), DATE_FORMAT + ' %Y', None),
-    _row(120000, (DAY, 120), (DAY, 240), (DAY, 240), DATE_FORMAT + ' %Y', None),
+    XAxisRow(0.00, (SEC, 5), (MIN, 1), (SEC, 5), '%H:%M:%S', 10 * MIN),
+    XAxisRow(0.07, (SEC, 10), (MIN, 1), (SEC, 10), '%H:%M:%S', 20 * MIN),
+    XAxisRow(0.14, (SEC, 15), (MIN, 1), (SEC, 15), '%H:%M:%S', 30 * MIN),
+    XAxisRow(0.27, (SEC, 30), (MIN, 2), (MIN, 1), '%H:%M', 2 * HOUR),
+    XAxisRow(0.5, (MIN, 1), (MIN, 2), (MIN, 1), '%H:%M', 2 * HOUR),
+    XAxisRow(1.2, (MIN, 1), (MIN, 4), (MIN, 2), '%H:%M', 3 * HOUR),
+    XAxisRow(2, (MIN, 1), (MIN, 10), (MIN, 5), '%H:%M', 6 * HOUR),
+    XAxisRow(5, (MIN, 2), (MIN, 10), (MIN, 10), '%H:%M', 12 * HOUR),
+    XAxisRow(10, (MIN, 5), (MIN, 20), (MIN, 20), '%H:%M', 1 * DAY),
+    XAxisRow(30, (MIN, 10), (HOUR, 1), (HOUR, 1), '%H:%M', 2 * DAY),
+    XAxisRow(60, (MIN, 30), (HOUR, 2), (HOUR, 2), '%H:%M', 2 * DAY),
+    XAxisRow(100, (HOUR, 2), (HOUR, 4), (HOUR, 4), '%a %H:%M', 6 * DAY),
+    XAxisRow(255, (HOUR, 6), (HOUR, 12), (HOUR, 12), DATE_FORMAT + ' %H:%M', 10 * DAY),
+    XAxisRow(600, (HOUR, 6), (DAY, 1), (DAY, 1), DATE_FORMAT, 14 * DAY),
+    XAxisRow(1000, (HOUR, 12), (DAY, 1), (DAY, 1), DATE_FORMAT, 365 * DAY),
+    XAxisRow(2000, (DAY, 1), (DAY, 2), (DAY, 2), DATE_FORMAT, 365 * DAY),
+    XAxisRow(4000, (DAY, 2), (DAY, 4), (DAY, 4), DATE_FORMAT, 365 * DAY),
+    XAxisRow(8000, (DAY, 3.5), (DAY, 7), (DAY, 7), DATE_FORMAT, 365 * DAY),
+    XAxisRow(16000, (DAY, 7), (DAY, 14), (DAY, 14), DATE_FORMAT, 365 * DAY),
+    XAxisRow(32000, (DAY, 15), (DAY, 30), (DAY, 30), DATE_FORMAT, 365 * DAY),
+    XAxisRow(64000, (DAY, 30), (DAY, 60), (DAY, 60), DATE_FORMAT + ' %Y', None),
+    XAxisRow(100000, (DAY, 60), (DAY, 120), (DAY, 120), DATE_FORMAT + ' %Y', None),
+    XAxisRow(120000, (DAY, 120), (DAY, 240), (DAY, 240), DATE_FORMAT + ' %Y', None),
 )
 
 
