@@ -13,7 +13,7 @@ from webapp.functions.common import (
 from webapp.functions.registry import render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
-from webapp.render.series import TimeSeries
+from webapp.render.series import TimeSeries, materialize_all
 
 FILTER = 'Filter Series'
 FILTER_DATA = 'Filter Data'
@@ -69,7 +69,7 @@ def highest(requestContext: dict, seriesList: list, n: int = 1,
             func: str = 'average') -> list[TimeSeries]:
     """The n series with the highest ``func`` aggregate."""
     if func != 'max' or not packed_rows.sort_by_max(seriesList):
-        packed_rows.materialize(seriesList)
+        materialize_all(seriesList)
         seriesList.sort(key=key_func(get_agg_func(func)), reverse=True)
     return seriesList[:int(n)]
 

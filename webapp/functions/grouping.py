@@ -15,7 +15,7 @@ from webapp.functions.common import (
 from webapp.functions.registry import render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
-from webapp.render.series import PackedSeries, TimeSeries, parse_tags
+from webapp.render.series import PackedSeries, TimeSeries, parse_tags, materialize_all
 from webapp.storage.packed import Block, PackedValues
 
 
@@ -128,7 +128,7 @@ def asPercent(requestContext: dict, seriesList: list, total: Any = None,
         return []
     normalize([seriesList])
     if nodes or not (isinstance(total, list) and len(total) == 1 and len(seriesList) > 1):
-        packed_rows.materialize(seriesList)    # packed rows only against one total series
+        materialize_all(seriesList)    # packed rows only against one total series
     if nodes:
         return _as_percent_nodes(requestContext, seriesList, total, nodes)
     xff = requestContext.get('xFilesFactor')
@@ -183,7 +183,7 @@ def _array_percents(seriesList: list, total: Any) -> Optional[Block]:
     if rows_known is not None:
         arrays = float_grid([list(total)])
         if arrays is None or arrays[0].shape[1] != rows_known[0].shape[1]:
-            packed_rows.materialize(seriesList)
+            materialize_all(seriesList)
             return None
         (values, known), (totals, total_known) = rows_known, arrays
         totals, total_known = totals[0], total_known[0]
@@ -200,8 +200,7 @@ def _array_percents(seriesList: list, total: Any) -> Optional[Block]:
     ok = known & total_known & (totals != 0)
     with np.errstate(all='ignore'):
         out = values / totals * 100.0
-    out[~ok] = 0.0
-    return Block(out, ok, (0, 0, 0))
+    return Block.computed(out, ok)
 
 
 @render_function('weightedAverage', COMBINE, [

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from webapp.render import pysum
-from webapp.render.series import PackedSeries
+from webapp.render.series import PackedSeries, materialize_all
 from webapp.storage import packed
 
 # |x| below this: x * 1e6 rounds to an integer that float64 holds exactly
@@ -30,27 +30,14 @@ def packed_grid(seriesList: list) -> Optional[tuple[Any, Any]]:
         arrays = packed.stack_rows([s.packed for s in seriesList])
         if arrays is not None:
             return arrays
-    materialize(seriesList)
+    materialize_all(seriesList)
     return None
-
-
-def materialize(seriesList: list) -> None:
-    """Turn any PackedSeries of the list into plain values, in place."""
-    for series in seriesList:
-        if type(series) is PackedSeries:
-            series.materialize()
 
 
 def exact_number(value: Any) -> bool:
     """Whether numpy compares and computes with ``value`` as Python does (a float, or an
     int that float64 holds exactly)."""
     return type(value) is float or (type(value) is int and abs(value) <= 2 ** 53)
-
-
-def block(values: Any, ok: Any) -> packed.Block:
-    """A Block of computed rows (0.0 where no value, as in every Block)."""
-    values[~ok] = 0.0
-    return packed.Block(values, ok, (0, 0, 0))
 
 
 def rows_of(result: packed.Block) -> list[packed.PackedValues]:
@@ -70,7 +57,7 @@ def scaled(values: Any, valid: Any, factor: float) -> packed.Block:
     """``float(v) * factor`` of each value."""
     np = packed.np
     with np.errstate(all='ignore'):
-        return block(values * factor, valid.copy())
+        return packed.Block.computed(values * factor, valid.copy())
 
 
 def differences(values: Any, valid: Any) -> packed.Block:
@@ -81,7 +68,7 @@ def differences(values: Any, valid: Any) -> packed.Block:
     with np.errstate(all='ignore'):
         np.subtract(values[:, 1:], values[:, :-1], out=out[:, 1:])
     np.logical_and(valid[:, 1:], valid[:, :-1], out=ok[:, 1:])
-    return block(out, ok)
+    return packed.Block.computed(out, ok)
 
 
 def counter_deltas(values: Any, valid: Any, maxValue: Any,
@@ -160,7 +147,7 @@ def rates(seriesList: list, values: Any, valid: Any, maxValue: Any,
     with np.errstate(all='ignore'):
         deltas /= steps
     deltas[~ok] = 0.0
-    return block(round6(deltas), ok)
+    return packed.Block.computed(round6(deltas), ok)
 
 
 def kept_last(values: Any, valid: Any, limit: float) -> packed.Block:
@@ -174,7 +161,7 @@ def kept_last(values: Any, valid: Any, limit: float) -> packed.Block:
     fill = ~valid & (last >= 0) & (following - last - 1 <= limit)
     rows = np.arange(values.shape[0])[:, None]
     out = np.where(fill, values[rows, np.maximum(last, 0)], values)
-    return block(out, valid | fill)
+    return packed.Block.computed(out, valid | fill)
 
 
 def max_keys(seriesList: list) -> Optional[list[float]]:
@@ -186,7 +173,7 @@ def max_keys(seriesList: list) -> Optional[list[float]]:
     values, valid = arrays
     np = packed.np
     if np.isnan(values[valid]).any():
-        materialize(seriesList)
+        materialize_all(seriesList)
         return None
     top = np.where(valid, values, -np.inf).max(axis=1) if values.shape[1] else \
         np.full(values.shape[0], -np.inf)
@@ -219,7 +206,7 @@ def bucket_values(seriesList: list, func: str, interval: int) -> Optional[list[l
         average = None
     arrays = None if average is None else packed_grid(seriesList)
     if arrays is None:
-        materialize(seriesList)
+        materialize_all(seriesList)
         return None
     first = seriesList[0]
     start, step, points = int(first.start), int(first.step), arrays[0].shape[1]
@@ -228,7 +215,7 @@ def bucket_values(seriesList: list, func: str, interval: int) -> Optional[list[l
     if any((s.start, s.end, s.step) != (first.start, first.end, first.step)
            for s in seriesList) or step <= 0 or interval % step or \
             (start - new_start) % step or first.end != start + points * step:
-        materialize(seriesList)
+        materialize_all(seriesList)
         return None
     np = packed.np
     per, buckets = interval // step, (new_end - new_start) // interval

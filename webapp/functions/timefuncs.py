@@ -14,7 +14,7 @@ from webapp.functions.common import (
 from webapp.functions.registry import render_function
 from webapp.functions.registry import Param as P
 from webapp.render.attime import get_unit_string
-from webapp.render.series import TimeSeries
+from webapp.render.series import TimeSeries, materialize_all
 
 TRANSFORM = 'Transform'
 SL = P('seriesList', 'seriesList', required=True)
@@ -57,7 +57,7 @@ def summarize(requestContext: dict, seriesList: list, intervalString: str, func:
     interval = interval_seconds(intervalString)
     rows = None
     if alignToFrom or not seriesList:
-        packed_rows.materialize(seriesList)
+        materialize_all(seriesList)
     else:
         rows = packed_rows.bucket_values(seriesList, func, interval)
     results = []

@@ -11,7 +11,8 @@ from webapp.functions.common import (
 )
 from webapp.functions.registry import render_function
 from webapp.functions.registry import Param as P
-from webapp.render.series import TimeSeries
+from webapp.render.series import TimeSeries, materialize_all
+from webapp.storage import packed
 
 TRANSFORM = 'Transform'
 SL = P('seriesList', 'seriesList', required=True)
@@ -27,7 +28,7 @@ def _pointwise(seriesList: list, name: str, tag: tuple, func: Callable[[Any], An
 
 
 def _renamed_rows(seriesList: list, name: str, tag: Optional[tuple],
-                  result: packed_rows.packed.Block) -> list:
+                  result: packed.Block) -> list:
     """What ``_pointwise`` does to each series, with the values as rows of ``result``."""
     for series, row in zip(seriesList, packed_rows.rows_of(result), strict=True):
         if tag is not None:
@@ -206,12 +207,12 @@ def transformNull(requestContext: dict, seriesList: list, default: float = 0,
     arrays = None if referenceSeries else packed_rows.packed_grid(seriesList)
     if arrays is not None and (type(default) is float or arrays[1].all()):
         values, valid = arrays
-        np = packed_rows.packed.np
+        np = packed.np
         fill = float(default) if type(default) is float else 0.0   # 0.0: never used
-        filled = packed_rows.block(np.where(valid, values, fill), np.ones_like(valid))
+        filled = packed.Block.computed(np.where(valid, values, fill), np.ones_like(valid))
         return _renamed_rows(seriesList, 'transformNull(%%s,%g)' % default,
                              ('transformNull', default), filled)
-    packed_rows.materialize(seriesList)
+    materialize_all(seriesList)
     defaults = None
     if referenceSeries:
         defaults = [default if any(v is not None for v in row) else None
@@ -238,7 +239,7 @@ def keepLastValue(requestContext: dict, seriesList: list, limit: float = INF) ->
     if arrays is not None and type(limit) in (int, float):
         return _renamed_rows(seriesList, 'keepLastValue(%s)', None,
                              packed_rows.kept_last(*arrays, limit))
-    packed_rows.materialize(seriesList)
+    materialize_all(seriesList)
     for series in seriesList:
         rename(series, 'keepLastValue(%s)' % series.name)
         gap, last = 0, None
@@ -287,7 +288,7 @@ def _copy_each(seriesList: list, name: str, tag: tuple,
 
 
 def _copied_rows(seriesList: list, name: str, tag: tuple,
-                 result: packed_rows.packed.Block) -> list:
+                 result: packed.Block) -> list:
     """What ``_copy_each`` gives, with the values as rows of ``result``."""
     for series in seriesList:
         series.tags[tag[0]] = tag[1]
@@ -339,8 +340,8 @@ def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Opti
     found = None if arrays is None else packed_rows.counter_deltas(*arrays, maxValue, minValue)
     if found is not None:
         return _copied_rows(seriesList, 'nonNegativeDerivative(%s)',
-                            ('nonNegativeDerivative', 1), packed_rows.block(*found))
-    packed_rows.materialize(seriesList)
+                            ('nonNegativeDerivative', 1), packed.Block.computed(*found))
+    materialize_all(seriesList)
 
     def compute(series: TimeSeries) -> list:
         out, prev = [], None
@@ -361,7 +362,7 @@ def perSecond(requestContext: dict, seriesList: list, maxValue: Optional[float] 
                                                             minValue)
     if found is not None:
         return _copied_rows(seriesList, 'perSecond(%s)', ('perSecond', 1), found)
-    packed_rows.materialize(seriesList)
+    materialize_all(seriesList)
 
     def compute(series: TimeSeries) -> list:
         out, prev = [], None

@@ -19,7 +19,7 @@ from webapp.render.errors import INPUT_ERRORS, InputError
 from webapp.render.fetch import fetch_series, prefetch
 from webapp.render.fused import fused_aggregate
 from webapp.render.grammar import Call, Const, Node, PathExpr, Template, parse_target
-from webapp.render.series import PackedSeries, TimeSeries
+from webapp.render.series import TimeSeries, materialize_all
 
 log = logging.getLogger("webapp.render")
 _NUMERIC = re.compile(r'^-?[\d.]+$')
@@ -210,9 +210,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[
         raise
     if not packed_result and isinstance(result, list):
         # a function may answer packed rows; only the JSON writer takes them as they are
-        for series in result:
-            if type(series) is PackedSeries:
-                series.materialize()
+        materialize_all(result)
     return result
 
 

@@ -234,8 +234,7 @@ def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
 def _group_results(groups: dict[str, list], acc: Any, ok: Any, how: str,
                    xff: Optional[float], packed_result: bool) -> list[TimeSeries]:
     """The groups' series of sums/averages ``acc`` (None where not ``ok``)."""
-    acc[~ok] = 0.0
-    block = packed.Block(acc, ok, (0, 0, 0)) if packed_result else None
+    block = packed.Block.computed(acc, ok) if packed_result else None
     lists = None if packed_result else packed.value_lists(acc, ok)
     results: list[TimeSeries] = []
     for g, (key, group) in enumerate(groups.items()):
@@ -301,8 +300,7 @@ def _fused_window(ctx: dict[str, Any], node: Call, func: Any,
             return None          # a stored NaN: Python's NaN rules apply
         ratios = [ratio if ratio is not None else wider[i].xFilesFactor for i in members]
         result, ok = calculate.window_arrays(np, values, valid, points, ratios, average)
-        result[~ok] = 0.0        # as in every Block: 0.0 where no value
-        block = packed.Block(result, ok, (0, 0, 0)) if packed_result else None
+        block = packed.Block.computed(result, ok) if packed_result else None
         lists = None if packed_result else packed.value_lists(result, ok)
         for row, i in enumerate(members):
             one = wider[i]

@@ -275,3 +275,10 @@ class PackedSeries(TimeSeries):
             self.packed = None
             self.drop = 0
         return self
+
+
+def materialize_all(seriesList: list) -> None:
+    """Turn any PackedSeries of the list into plain values, in place."""
+    for series in seriesList:
+        if type(series) is PackedSeries:
+            series.materialize()

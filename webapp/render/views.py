@@ -15,7 +15,7 @@ from webapp.http import (HttpError, Request, Response, add_never_cache_headers,
 from webapp.render.attime import parse_at_time, request_timezone
 from webapp.render import jsonfmt, msgpackfmt
 from webapp.render.evaluator import evaluate_target, make_context
-from webapp.render.series import PackedSeries
+from webapp.render.series import PackedSeries, materialize_all
 
 GRAPH_OPTIONS = (
     'width', 'height', 'margin', 'bgcolor', 'fgcolor', 'fontName', 'fontSize', 'fontBold',
@@ -216,12 +216,6 @@ def _length(series: Any) -> int:
     return len(series)
 
 
-def _materialize(data: list) -> None:
-    for series in data:
-        if isinstance(series, PackedSeries):
-            series.materialize()
-
-
 def _json_number(v: Any) -> str:
     if v is None:
         return 'null'
@@ -248,7 +242,7 @@ def render_json(opts: dict[str, Any], data: list) -> Response:
         if 'jsonp' in opts:
             return Response(jsonfmt.render(data, opts['jsonp'] + '(', ')'), 'text/javascript')
         return Response(jsonfmt.render(data), 'application/json')
-    _materialize(data)
+    materialize_all(data)
     if opts.get('pretty'):
         out = []
         for series in data:

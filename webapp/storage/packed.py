@@ -39,6 +39,13 @@ class Block:
         self.valid = valid
         self.time_info = time_info
 
+    @classmethod
+    def computed(cls, values: Any, ok: Any) -> Block:
+        """A Block of computed rows (a function's result, no time range of its own):
+        ``values`` set to 0.0 where not ``ok``, as every Block holds."""
+        values[~ok] = 0.0
+        return cls(values, ok, (0, 0, 0))
+
     @property
     def points(self) -> int:
         return int(self.values.shape[1])
