@@ -192,6 +192,7 @@ def test_cache_headers(app: Any, base_time: int) -> None:
     ({'target': 'sumSeries(1)'}, b'"seriesList" value'),
     ({'target': 'sumSeries(servers.web1.cpu, foo=1)'}, b'Unexpected key word arguments: foo'),
     ({'target': 'alias(servers.web1.cpu)'}, b'Missing required parameter "newName"'),
+    ({'target': 'scale()'}, b'Missing required parameter "seriesList"'),
     ({'target': 'movingAverage(servers.web1.cpu, "bogus")'}, b'bogus'),
     ({'target': 'servers.web1.cpu', 'graphType': 'pie', 'pieMode': 'median'}, b'pieMode'),
 ])

@@ -147,19 +147,19 @@ def evaluate_tokens(ctx: dict[str, Any], node: Node,
 
 def _keeps_values(node: Node) -> bool:
     """Whether ``node`` calls, on a bare path, a function that never reads values (it
-    renames or picks series: alias, aliasByNode, limit...) or one that takes packed rows
-    (``packed_input``: scale, derivative... see webapp.functions.packed_rows)."""
-    if not isinstance(node, Call) or not node.args or type(node.args[0]) is not PathExpr:
+    renames or picks series: alias, aliasByNode, limit...)."""
+    if not isinstance(node, Call) or not _on_path(node):
         return False
     try:
         fn = RENDER_FUNCTIONS.get(node.name)
     except KeyError:
         return False
-    return getattr(fn.func, 'keeps_values', False) or _packed_input(fn.func)
+    return getattr(fn.func, 'keeps_values', False)
 
 
-def _packed_input(func: Any) -> bool:
-    return getattr(func, 'packed_input', False)
+def _on_path(node: Call) -> bool:
+    """Whether the call's first argument is a bare path."""
+    return bool(node.args) and type(node.args[0]) is PathExpr
 
 
 def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[str, Any]],
@@ -181,8 +181,10 @@ def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[
         fast = fused_aggregate(ctx, node, fn, packed_result)
         if fast is not None:
             return fast
-    if not replacements and _packed_input(fn.func) and type(node.args[0]) is PathExpr:
-        packed_first = True     # the function takes packed rows; its result is lists below
+    if not replacements and getattr(fn.func, 'packed_input', False) and _on_path(node):
+        # the function takes packed rows (scale, derivative... see
+        # webapp.functions.packed_rows); its result is lists below
+        packed_first = True
     args = [fetch_series(ctx, arg.path, packed=True) if packed_first and i == 0 else
             evaluate_tokens(ctx, arg, replacements) for i, arg in enumerate(node.args)]
     kwargs = {name: evaluate_tokens(ctx, arg, replacements) for name, arg in node.kwargs}
