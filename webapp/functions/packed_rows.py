@@ -232,9 +232,6 @@ def bucket_values(seriesList: list, func: str, interval: int) -> Optional[list[l
     with np.errstate(all='ignore'):       # inf - inf is nan, as in Python
         for j in range(per):              # 0.0 where no point: as if skipped
             pysum.add_into(np, acc, comp, grid[:, :, j])
-        acc = pysum.result(np, acc, comp)
-        if average:
-            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
         ratios = np.array([s.xFilesFactor or 0.0 for s in seriesList]).reshape(-1, 1)
-        ok = (count > 0) & (count / (interval / step) >= ratios)
+        acc, ok = pysum.finish(np, acc, comp, count, average, interval / step, ratios)
     return packed.value_lists(acc, ok)

@@ -53,10 +53,8 @@ def reduce_rows(series: list[PackedSeries], func: str, xff: Optional[float]) -> 
         if func in ('sum', 'average') else None
     if direct is not None:       # summed while reading the files
         with np.errstate(all='ignore'):
-            acc, count = pysum.result(np, direct[0][0], direct[1][0]), direct[2][0]
-            if func == 'average':
-                acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
-            ok = (count > 0) & (count / len(series) >= (xff or 0.0))
+            acc, ok = pysum.finish(np, direct[0][0], direct[1][0], direct[2][0],
+                                   func == 'average', len(series), xff)
         return _with_none(acc.tolist(), ok)
     arrays = packed.stack_rows(rows)
     if arrays is None:
@@ -198,10 +196,7 @@ def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
                              len(members), pysum.COMPENSATED)
     if direct is not None:       # summed while reading the files
         with np.errstate(all='ignore'):
-            acc, count = pysum.result(np, direct[0], direct[1]), direct[2]
-            if how == 'average':
-                acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
-            ok = (count > 0) & (count / sizes >= (xff or 0.0))
+            acc, ok = pysum.finish(np, *direct, how == 'average', sizes, xff)
         return _group_results(groups, acc, ok, how, xff, packed_result)
     arrays = packed.stack_rows([s.packed for s in series])
     if arrays is None:
@@ -224,10 +219,7 @@ def _group_sums(series: list[PackedSeries], groups: dict[str, list], how: str,
                 known[short] = False
             pysum.add_into(np, acc, comp, rows)
             count += known
-        acc = pysum.result(np, acc, comp)
-        if how == 'average':
-            acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
-        ok = (count > 0) & (count / sizes >= (xff or 0.0))
+        acc, ok = pysum.finish(np, acc, comp, count, how == 'average', sizes, xff)
     return _group_results(groups, acc, ok, how, xff, packed_result)
 
 

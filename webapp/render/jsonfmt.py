@@ -246,9 +246,7 @@ def _bucket_means(acc: Any, comp: Any, count: Any, vpp: int, xff: Optional[float
     its sum, sum() correction and count of values."""
     np = packed.np
     with np.errstate(all='ignore'):  # inf - inf is nan, as in Python
-        acc = pysum.result(np, acc, comp)
-        ok = (count > 0) & (count / vpp >= (xff or 0.0))
-        mean = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+        mean, ok = pysum.finish(np, acc, comp, count, True, vpp, xff)
     return np.where(ok, mean, np.nan)
 
 

@@ -29,3 +29,14 @@ def result(np: Any, acc: Any, comp: Any) -> Any:
     if not COMPENSATED:
         return acc
     return np.where((comp != 0) & np.isfinite(comp), acc + comp, acc)
+
+
+def finish(np: Any, acc: Any, comp: Any, count: Any, average: bool, slots: Any,
+           xff: Any) -> tuple[Any, Any]:
+    """(values, ok) of sums (means with ``average``) of ``count`` values each out of
+    ``slots``: ``ok`` where there is a value and ``count / slots`` reaches the
+    xFilesFactor ``xff`` (a number, None for 0, or an array that broadcasts)."""
+    acc = result(np, acc, comp)
+    if average:
+        acc = np.divide(acc, count, out=np.zeros_like(acc), where=count > 0)
+    return acc, (count > 0) & (count / slots >= (0.0 if xff is None else xff))
