@@ -107,16 +107,22 @@ def _locate(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
     return time_info, base_interval, data
 
 
-def _ranges(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
-            name: str) -> tuple[tuple[int, int, int], int, list[tuple[int, int]]]:
-    """(time_info, base interval, [(offset, size), ...]) of the range: one (offset, size)
-    or two when it wraps around the archive's end; none when the archive is empty."""
-    step = archive['secondsPerPoint']
+def interval_range(step: int, from_time: int, until_time: int) -> tuple[int, int, int]:
+    """whisper's (from, until, step) of a fetch: both ends moved to the next step
+    boundary, one step apart at least."""
     from_interval = int(from_time - (from_time % step)) + step
     until_interval = int(until_time - (until_time % step)) + step
     if from_interval == until_interval:
         until_interval += step
-    time_info = (from_interval, until_interval, step)
+    return from_interval, until_interval, step
+
+
+def _ranges(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
+            name: str) -> tuple[tuple[int, int, int], int, list[tuple[int, int]]]:
+    """(time_info, base interval, [(offset, size), ...]) of the range: one (offset, size)
+    or two when it wraps around the archive's end; none when the archive is empty."""
+    time_info = interval_range(archive['secondsPerPoint'], from_time, until_time)
+    from_interval, until_interval, step = time_info
     offset, size = archive['offset'], archive['size']
     try:
         base_interval, _ = POINT.unpack(read(offset, POINT_SIZE))
@@ -208,13 +214,9 @@ def _choice(head: bytes, path: str, from_time: int, until_time: Optional[int],
     archive, start, end = choose_archive(header, from_time, until_time, now)
     if archive is None:
         return header, None, start, end, None, 0
-    step = archive['secondsPerPoint']
-    from_interval = int(start - (start % step)) + step
-    until_interval = int(end - (end % step)) + step
-    if from_interval == until_interval:
-        until_interval += step
-    points = (until_interval - from_interval) // step
-    return header, archive, start, end, (from_interval, until_interval, step), points
+    time_info = interval_range(archive['secondsPerPoint'], start, end)
+    from_interval, until_interval, step = time_info
+    return header, archive, start, end, time_info, (until_interval - from_interval) // step
 
 
 def _read_direct(paths: list[str], from_time: int, until_time: Optional[int],
