@@ -43,7 +43,7 @@ class TokenBucket:
                 return True
             if not blocking:
                 return False
-            wait = (cost - self.tokens) / self.fill_rate if self.fill_rate > 0 else 1.0
+            wait = self._wait(cost)
             self.tokens -= cost
         time.sleep(max(wait, 0.0))
         return True
@@ -62,9 +62,12 @@ class TokenBucket:
             return 0.0
         with self.lock:
             self._refill()
-            if self.tokens >= cost:
-                return 0.0
-            return (cost - self.tokens) / self.fill_rate if self.fill_rate > 0 else 1.0
+            return self._wait(cost) if self.tokens < cost else 0.0
+
+    def _wait(self, cost: float) -> float:
+        """Seconds until ``cost`` tokens are free at the fill rate (1 s if it is 0); under
+        the lock, after ``_refill``."""
+        return (cost - self.tokens) / self.fill_rate if self.fill_rate > 0 else 1.0
 
     def set_rate(self, capacity: float, fill_rate: float) -> None:
         with self.lock:
