@@ -1115,9 +1115,9 @@ RouteTable_route(RouteTable *t, PyObject *args)
         records[i].hash = name_hash(records[i].name, records[i].name_len, t->seed);
     for (Py_ssize_t i = 0; i < count; i++) {
         LineRecord *r = &records[i];
-        /* The table is far bigger than the caches: ask for a name's slots 16 lines
-         * ahead, and 8 lines ahead for the entry its first slot points to when that
-         * slot's tag is the name's. */
+        /* The table is far bigger than the caches: ask for a name's slots
+         * SLOTS_AHEAD lines ahead, and ENTRY_AHEAD lines ahead for the entry its first
+         * slot points to when that slot's tag is the name's. */
         if (i + SLOTS_AHEAD < count) {
             uint64_t ahead = records[i + SLOTS_AHEAD].hash;
             if (t->current.slots)
