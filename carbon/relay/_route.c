@@ -94,46 +94,6 @@ write_u64(char *p, uint64_t v)
     return p + width;
 }
 
-/* Eight ASCII digits at s as their value, or -1 if any is not a digit. */
-static inline int64_t
-eight_digits(const char *s)
-{
-    uint64_t v;
-    memcpy(&v, s, 8);
-    if ((v & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
-        ((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL)
-        return -1;
-    v -= 0x3030303030303030ULL; /* little-endian: the first digit in the low byte */
-    v = v * 10 + (v >> 8);
-    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
-         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
-    return (int64_t)(uint32_t)v;
-}
-
-/* The value of 1 to 18 ASCII digits (8 at a time), or -1 if len is out of range or a
- * byte is not a digit. */
-static inline int
-all_digits(const char *s, Py_ssize_t len, uint64_t *out)
-{
-    if (len < 1 || len > 18)
-        return -1;
-    uint64_t v = 0;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        int64_t eight = eight_digits(s + i);
-        if (eight < 0)
-            return -1;
-        v = v * 100000000u + (uint64_t)eight;
-    }
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 /* round-half-even(v * 10**10) for a finite v with |v| < 2**53 (what a correctly
  * rounded "%.10f" prints): v is m * 2**e exactly, so v * 10**10 = m * 10**10 * 2**e is
  * rounded in 128-bit integers. */
@@ -941,10 +901,7 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
             r->value = scaled_value(value);
             r->negative = signbit(value) != 0;
         }
-        uint64_t whole_stamp; /* the usual timestamp: digits only */
-        int rc = all_digits((const char *)field[2], flen[2], &whole_stamp) == 0
-                     ? (stamp = (double)whole_stamp, 0) /* rounded as float() rounds */
-                     : parse_number((const char *)field[2], flen[2], &stamp);
+        int rc = parse_number((const char *)field[2], flen[2], &stamp);
         if (rc == -2)
             return -2;
         /* a timestamp meaning now, and ones past what this writes exactly */
