@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
-from webapp.graphs.legend import add_legend, legend_columns, legend_height, text_width
+from webapp.graphs.legend import place_legend, text_width
 from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
 from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
@@ -435,12 +435,8 @@ def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_s
         seen.add(name)
         artists.append(Line2D([], [], **artist) if isinstance(artist, dict) else artist)
         labels.append(name)
-    columns = legend_columns(labels, font_size, frame.width - 2 * frame.margin)
-    rows = math.ceil(len(labels) / columns) if labels else 0
-    frame.apply(fig, legend_height(rows, font_size) + 4 if labels else 0)
-    if labels:
-        add_legend(fig, artists, labels, columns, font_size, fg,
-                   frame.margin / float(frame.height))
+    frame.apply(fig, place_legend(fig, artists, labels, font_size, fg, frame.width,
+                                  frame.height, frame.margin))
 
 
 def _data_limits(series_list: list, options: GraphOptions) -> tuple[float, float]:
