@@ -14,7 +14,8 @@ from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, Nul
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
 from webapp.graphs.legend import place_legend, text_width
-from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
+from webapp.graphs.options import (GraphOptions, color_list, parse_color, title_height,
+                                    title_size)
 from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
 
@@ -382,7 +383,7 @@ class _Frame:
         self.right = margin + (36 if right_axis else 14) * labels
         self.top = margin + 7 * labels
         if options.has('title') and not options.bool('graphOnly'):
-            self.top += title_size(options.float('fontSize')) * 1.5 + 4
+            self.top += title_height(options.float('fontSize'))
         self.bottom = margin + 20 * labels
 
     def fit_y_labels(self, left: list[str], right: list[str], options: GraphOptions,
