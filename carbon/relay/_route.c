@@ -411,6 +411,31 @@ typedef struct {
     uint32_t offset;
 } Slot;
 
+/* *data (PyMem, *cap bytes) made to hold `need` bytes, its size doubling from 64 KiB.
+ * 0, or -1 with MemoryError (also when it would pass `limit`: a generation's names,
+ * whose offsets are 32-bit). */
+static int
+reserve_bytes(unsigned char **data, size_t *cap, size_t need, size_t limit)
+{
+    if (need <= *cap)
+        return 0;
+    size_t grown = *cap ? *cap : 65536;
+    while (need > grown)
+        grown *= 2;
+    if (grown > limit) {
+        PyErr_SetString(PyExc_MemoryError, "RouteTable: generation over 4 GB");
+        return -1;
+    }
+    unsigned char *more = PyMem_Realloc(*data, grown);
+    if (!more) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = more;
+    *cap = grown;
+    return 0;
+}
+
 typedef struct {
     Slot *slots;
     size_t mask, count;
@@ -507,22 +532,8 @@ generation_add(Generation *g, const unsigned char *name, uint32_t len, uint64_t 
             return -1;
     }
     size_t need = 5 + (size_t)len;
-    if (g->used + need > g->capacity) {
-        size_t capacity = g->capacity ? g->capacity : 65536;
-        while (g->used + need > capacity)
-            capacity *= 2;
-        if (capacity > UINT32_MAX) {
-            PyErr_SetString(PyExc_MemoryError, "RouteTable: generation over 4 GB");
-            return -1;
-        }
-        unsigned char *arena = PyMem_Realloc(g->arena, capacity);
-        if (!arena) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        g->arena = arena;
-        g->capacity = capacity;
-    }
+    if (reserve_bytes(&g->arena, &g->capacity, g->used + need, UINT32_MAX) < 0)
+        return -1;
     unsigned char *entry = g->arena + g->used;
     memcpy(entry, &len, 4);
     entry[4] = (unsigned char)code;
@@ -796,19 +807,7 @@ RouteTable_clear(RouteTable *t, PyObject *unused)
 static int
 out_reserve(OutBuf *b, size_t more)
 {
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 65536;
-    while (b->len + more > cap)
-        cap *= 2;
-    unsigned char *data = PyMem_Realloc(b->data, cap);
-    if (!data) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->data = data;
-    b->cap = cap;
-    return 0;
+    return reserve_bytes(&b->data, &b->cap, b->len + more, SIZE_MAX);
 }
 
 /* bytes.split()'s ASCII whitespace */
