@@ -14,8 +14,8 @@ from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, Nul
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
 from webapp.graphs.legend import place_legend, text_width
-from webapp.graphs.options import (GraphOptions, color_list, parse_color, title_height,
-                                    title_size)
+from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
+                                    title_height, title_size)
 from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
 
@@ -252,9 +252,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     ax.xaxis_date(tz)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     if not series_list:
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
-                fontsize=font_size * 1.5, transform=ax.transAxes)
+        draw_no_data(ax, fg, font_size)
         return
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]

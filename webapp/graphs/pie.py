@@ -7,8 +7,8 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from webapp.graphs.legend import place_legend
-from webapp.graphs.options import (GraphOptions, color_list, parse_color, title_height,
-                                    title_size)
+from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
+                                    title_height, title_size)
 
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
@@ -52,9 +52,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
                      y=1.0 - margin / height, va='top')
         top += title_height(font_size)
     if not slices:
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
-                fontsize=font_size * 1.5, transform=ax.transAxes)
+        draw_no_data(ax, fg, font_size)
         return
     colors = color_list(options)
     slice_colors = []
