@@ -93,6 +93,17 @@ fast_decimal(const char *s, Py_ssize_t len, double *out)
     return 0;
 }
 
+/* After a conversion that failed with an exception set: -1 when it is float()'s
+ * ValueError (cleared: the text is not a number), else -2 (left set). */
+static int
+not_a_number(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_ValueError))
+        return -2;
+    PyErr_Clear();
+    return -1;
+}
+
 /* simple_to_double past the fast path: PyOS_string_to_double of the whole text (kept
  * out of line: the callers' loops stay small). */
 static __attribute__((noinline)) int
@@ -111,12 +122,8 @@ string_to_double(const char *s, Py_ssize_t len, double *out)
     memcpy(buf, s, len);
     buf[len] = '\0';
     double value = PyOS_string_to_double(buf, &end, NULL);
-    if (value == -1.0 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError))
-            return -2;
-        PyErr_Clear();
-        return -1;
-    }
+    if (value == -1.0 && PyErr_Occurred())
+        return not_a_number();
     if (end != buf + len)
         return -1;
     *out = value;
