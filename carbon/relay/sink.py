@@ -127,9 +127,7 @@ class RelaySink:
         now = self.reactor.seconds()
         for client, points in self._shares(batch):
             client.enqueue(points)
-            if client.queued >= client.high:
-                client.flush()
-            client.check(now)
+            self._queued(client, now)
         self.schedule_flush()
 
     def put_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
@@ -188,6 +186,11 @@ class RelaySink:
 
     def _queue(self, client: DestinationClient, prepared: Any, count: int, now: float) -> None:
         client.enqueue_prepared(prepared, count)
+        self._queued(client, now)
+
+    @staticmethod
+    def _queued(client: DestinationClient, now: float) -> None:
+        """After queueing to ``client``: sent at once past its high mark, then checked."""
         if client.queued >= client.high:
             client.flush()
         client.check(now)
