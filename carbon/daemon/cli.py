@@ -136,6 +136,9 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
         log.msg("WARNING: %s" % warning)
     try:
         daemon = daemon_class(settings, log, reactor)
+        # Before the ports open: a SIGHUP sent as soon as the daemon listens (or reports
+        # that it started) must not meet the default action, which ends the process.
+        install_sighup(program, daemon, reactor)
         daemon.start()
     except ConfigError as exc:
         if report is not None:
@@ -155,12 +158,17 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     log.msg("%s (instance %s) started" % (program, options.instance))
     if report is not None:
         report(0, "")
+    reactor.run()
+
+
+def install_sighup(program: str, daemon: Any, reactor: Any) -> None:
+    """SIGHUP runs ``daemon.reload`` in the reactor thread (queued until the reactor runs);
+    a carbon-cache without one ignores the signal."""
     reload = getattr(daemon, "reload", None)
     if reload is not None:  # caches: re-read tunables and schema/rule files
         signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))
     elif program == "carbon-cache":
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    reactor.run()
 
 
 def cache_main() -> None:

@@ -86,12 +86,13 @@ def worker_main(argv: list[str] | None = None) -> None:
 
     log_twisted_errors(log)
     daemon = RelayDaemon(settings, log, reactor)
+    # before the receivers start: the master passes SIGHUP on to every live worker
+    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(daemon.reload))
     daemon.start()
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
     reactor.addReader(ChannelReader(reactor, channel, {
         "line": ReceiverFactory(LineReceiver, daemon.receivers),
         "pickle": ReceiverFactory(PickleReceiver, daemon.receivers)}, log))
-    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(daemon.reload))
     log.msg("carbon-relay worker %d started" % index)
     channel.send(READY)
     reactor.run()

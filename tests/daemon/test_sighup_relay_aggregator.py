@@ -101,3 +101,48 @@ def test_aggregator_rereads_rule_files_on_sighup_whatever_their_mtime(tmp_path: 
     finally:
         agg.kill()
         cache.kill()
+
+
+HUP_AT_LISTEN = """
+import os, signal, sys
+from carbon.aggregator.daemon import AggregatorDaemon
+from carbon.daemon import cli
+
+class HupAtListen(AggregatorDaemon):
+    def start(self):
+        super().start()  # the ports are open: a sender or an operator may act now
+        with open(sys.argv[1], "a") as rules:
+            rules.write("two.total (60) = sum two.*\\n")
+        os.kill(os.getpid(), signal.SIGHUP)
+
+cli.DAEMONS["carbon-aggregator"] = "__main__:HupAtListen"
+cli.run("carbon-aggregator", ["--nodaemon", "start"])
+"""
+
+
+def test_sighup_right_after_the_ports_open_is_applied_not_fatal(tmp_path: Path) -> None:
+    """The SIGHUP handler is in place before the ports open: a SIGHUP that arrives once
+    the daemon listens (sent by whoever saw the port open, or an operator right after
+    ``start``) queues a reload; it used to meet the default action and end the process.
+    A real carbon-aggregator whose start() ends by sending itself SIGHUP."""
+    import subprocess
+    import sys
+
+    from tests.support import ROOT, free_port
+
+    agg = CarbonInstance(tmp_path / "agg", program="carbon-aggregator", section="aggregator",
+                         DESTINATIONS="127.0.0.1:%d" % free_port())
+    rules_path = agg.conf / "aggregation-rules.conf"
+    rules_path.write_text("one.total (60) = sum one.*\n")
+    env = dict(os.environ, GRAPHITE_ROOT=str(agg.root), PYTHONPATH=str(ROOT))
+    with open(agg.root / "stdout.log", "w") as out:
+        agg.proc = subprocess.Popen([sys.executable, "-c", HUP_AT_LISTEN, str(rules_path)],
+                                    env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: agg.proc.poll() is not None or
+                 "SIGHUP: reloaded 2 aggregation rules" in agg.output(), what="the reload")
+        assert agg.proc.poll() is None, "ended by SIGHUP: %s" % agg.proc.poll()
+        assert agg.terminate() == 0
+        assert "Traceback" not in agg.output()
+    finally:
+        agg.kill()
