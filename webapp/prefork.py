@@ -8,6 +8,12 @@ every worker (each re-reads the settings file), SIGTERM/SIGINT stop them all (by
 and then the parent, and a worker that dies is replaced (one log line each). A worker
 that exits with an error status within its first seconds stops the whole server
 instead, with that status (a broken setting would otherwise be restarted forever).
+
+A worker starts with SIGHUP blocked: one sent while it builds its app stays pending
+until ``run_worker`` has its handler in place and unblocks it (webapp.server's
+``install_reload``), instead of ending the worker. A worker started after the server
+took a SIGHUP (a replacement) finds one pending too, so it re-reads the settings file
+as the others did.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Callable
 log = logging.getLogger("webapp")
 EARLY_EXIT_SECONDS = 5.0
 BACKLOG = 1024
+SUPERVISOR_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def listening_socket(bind: str, port: int) -> socket.socket:
@@ -50,15 +57,26 @@ class Supervisor:
         self.run_worker = run_worker
         self.children: dict[int, float] = {}      # pid -> start time
         self.stopping = False
+        self.reloaded = False                      # a SIGHUP was passed on
         self.status = 0
 
     def _spawn(self) -> None:
-        pid = os.fork()
+        # Blocked across fork: the child must not run the parent's handlers (before it
+        # resets them), and the parent's run only once the child is in self.children.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISOR_SIGNALS)
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            raise
         if pid == 0:                               # the worker
             code = 1
             try:
-                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                for signum in SUPERVISOR_SIGNALS:
                     signal.signal(signum, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) | {signal.SIGHUP})
+                if self.reloaded:                  # read the settings file as the others did
+                    os.kill(os.getpid(), signal.SIGHUP)
                 code = self.run_worker(self.sock)
             except BaseException:                  # noqa: BLE001 - report, then exit
                 logging.getLogger("webapp").exception("graphite-render worker failed")
@@ -67,6 +85,7 @@ class Supervisor:
                 sys.stderr.flush()
                 os._exit(code)
         self.children[pid] = time.monotonic()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def _signal_children(self, signum: int) -> None:
         for pid in list(self.children):
@@ -80,6 +99,7 @@ class Supervisor:
         self._signal_children(signal.SIGTERM)
 
     def _on_hup(self, signum: int, frame: object) -> None:
+        self.reloaded = True
         self._signal_children(signal.SIGHUP)
 
     def run(self) -> int:

@@ -44,10 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def install_reload(reactor: Any, app: Any, path: Optional[str]) -> None:
     """On SIGHUP, re-read ``path`` and apply CLUSTER_SERVERS / REMOTE_EXCLUDE_LOCAL in the
-    reactor thread (the signal handler only schedules it); requests keep being served."""
+    reactor thread (the signal handler only schedules it); requests keep being served.
+    A ``--workers`` worker starts with SIGHUP blocked: one sent meanwhile arrives now."""
     def on_hup(signum: int, frame: Any) -> None:
         reactor.callFromThread(app.reload_settings, path)
     signal.signal(signal.SIGHUP, on_hup)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGHUP,))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

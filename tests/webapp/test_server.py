@@ -147,8 +147,10 @@ def wait_for(check: Any, timeout: float = 10.0) -> Any:
 
 
 def test_graphite_render_workers(tmp_path: Any, base_time: int) -> None:
-    """--workers 2: two processes answer on one port; SIGHUP reaches both, a killed one is
-    replaced, SIGTERM stops them all."""
+    """--workers 2: two processes answer on one port; a SIGHUP while they start is applied
+    once each can (it used to end a starting worker), a later one reaches both, a killed
+    worker is replaced by one that reads the settings as reloaded, SIGTERM stops them
+    all."""
     import signal
     from concurrent.futures import ThreadPoolExecutor
     from tests.support import free_port
@@ -163,27 +165,44 @@ def test_graphite_render_workers(tmp_path: Any, base_time: int) -> None:
 
     def log() -> str:
         return (tmp_path / 'stderr.log').read_text()
+
+    def reloads() -> list[str]:
+        return [line.split('SIGHUP: ', 1)[1] for line in log().splitlines()
+                if 'SIGHUP: CLUSTER_SERVERS changed' in line]
+
+    def reconfigure() -> str:
+        servers = '["127.0.0.1:%d"]' % free_port()
+        with open(path, 'a') as fh:
+            fh.write('CLUSTER_SERVERS = %s\n' % servers)
+        proc.send_signal(signal.SIGHUP)
+        return servers.replace('"', "'")
     try:
         line = proc.stdout.readline()
         assert '(2 workers)' in line, log()
         url = line.split()[3] + 'render?target=proc.m&format=json&from=%d&until=%d' % (
             base_time - 60, base_time)
         first = wait_for(lambda: len(children_of(proc.pid)) == 2 and children_of(proc.pid))
+        # the workers are still importing and building their apps
+        servers = reconfigure()
+        wait_for(lambda: len(reloads()) == 2 or 'exited' in log(), timeout=60)
+        assert children_of(proc.pid) == first and 'exited' not in log(), log()
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda _: http_get(url), range(16)))
         assert all(a[0] == 200 and json.loads(a[2])[0]['datapoints'] == [[7.0, base_time]]
                    for a in answers)
-        # each worker applies a SIGHUP
-        with open(path, 'a') as fh:
-            fh.write('CLUSTER_SERVERS = ["127.0.0.1:%d"]\n' % free_port())
-        proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: log().count('SIGHUP: CLUSTER_SERVERS changed') == 2)
-        # a worker killed is replaced; the port keeps answering
+        # each running worker applies a SIGHUP
+        later = reconfigure()
+        wait_for(lambda: reloads()[2:] == ['CLUSTER_SERVERS changed from %s to %s' % (
+            servers, later)] * 2, timeout=60)
+        # a worker killed is replaced, with the reloaded settings; the port keeps answering
         os.kill(first[0], signal.SIGKILL)
         now = wait_for(lambda: len(children_of(proc.pid)) == 2 and
-                       first[0] not in children_of(proc.pid) and children_of(proc.pid))
+                       first[0] not in children_of(proc.pid) and children_of(proc.pid),
+                       timeout=60)
         assert first[1] in now and 'worker %d exited with status -9; starting another' % \
             first[0] in log()
+        wait_for(lambda: reloads()[4:] == ['CLUSTER_SERVERS changed from [] to %s' % later],
+                 timeout=60)
         assert http_get(url)[0] == 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
