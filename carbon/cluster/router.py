@@ -21,7 +21,7 @@ from typing import Any
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
 from carbon.relay.destinations import Destination, parse_destinations
-from carbon.relay.routing import ConsistentHashingRouter, DatapointRouter, _setting
+from carbon.relay.routing import ConsistentHashingRouter, DestinationSetRouter, _setting
 
 
 def _ring(state: dict[str, Any], key: str) -> ConsistentHashingRouter:
@@ -35,8 +35,9 @@ def _ring(state: dict[str, Any], key: str) -> ConsistentHashingRouter:
     return router
 
 
-class RebalancingRouter(DatapointRouter):
-    """New ring's owners plus, for metrics not moved yet, the old ring's owners."""
+class RebalancingRouter(DestinationSetRouter):
+    """New ring's owners plus, for metrics not moved yet, the old ring's owners.
+    DESTINATIONS (the clients) are kept as a set; the rings alone decide placement."""
 
     plugin_name = "cluster-rebalance"
 
@@ -46,7 +47,6 @@ class RebalancingRouter(DatapointRouter):
         if not self.state_path:
             raise ConfigError("RELAY_METHOD cluster-rebalance needs REBALANCE_STATE",
                               key="REBALANCE_STATE")
-        self.destinations: set[Destination] = set()
         self.moved: set[str] = set()
         self._moved_offset = 0
         self._state_mtime: float | None = None
@@ -100,18 +100,6 @@ class RebalancingRouter(DatapointRouter):
         self._moved_offset += complete
         self.moved.update(data[:complete].decode("utf-8", "replace").split("\n")[:-1])
         return True
-
-    def add_destination(self, destination: tuple) -> None:
-        self.destinations.add(Destination(*destination))
-
-    def remove_destination(self, destination: tuple) -> None:
-        self.destinations.discard(Destination(*destination))
-
-    def has_destination(self, destination: tuple) -> bool:
-        return Destination(*destination) in self.destinations
-
-    def count_destinations(self) -> int:
-        return len(self.destinations)
 
     def compute_destinations(self, metric: str) -> list[Destination]:
         assert self.new is not None and self.old is not None

@@ -136,7 +136,30 @@ class DatapointRouter:
         return self.get_destinations(metric)
 
 
-class RelayRulesRouter(DatapointRouter):
+class DestinationSetRouter(DatapointRouter):
+    """A router whose destinations are a plain set (``self.destinations``): adding or
+    removing one clears the cached placements."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.destinations: set[Destination] = set()
+
+    def add_destination(self, destination: tuple) -> None:
+        self.destinations.add(Destination(*destination))
+        self.clear_cache()
+
+    def remove_destination(self, destination: tuple) -> None:
+        self.destinations.discard(Destination(*destination))
+        self.clear_cache()
+
+    def has_destination(self, destination: tuple) -> bool:
+        return Destination(*destination) in self.destinations
+
+    def count_destinations(self) -> int:
+        return len(self.destinations)
+
+
+class RelayRulesRouter(DestinationSetRouter):
     """RELAY_METHOD = rules: first matching rule wins unless it says ``continue``.
 
     Only destinations also listed in DESTINATIONS (added to the router) are used.
@@ -153,21 +176,6 @@ class RelayRulesRouter(DatapointRouter):
             self.rules_path = path
             rules = load_relay_rules(path)
         self.rules = rules
-        self.destinations: set[tuple] = set()
-
-    def add_destination(self, destination: tuple) -> None:
-        self.destinations.add(Destination(*destination))
-        self.clear_cache()
-
-    def remove_destination(self, destination: tuple) -> None:
-        self.destinations.discard(Destination(*destination))
-        self.clear_cache()
-
-    def has_destination(self, destination: tuple) -> bool:
-        return Destination(*destination) in self.destinations
-
-    def count_destinations(self) -> int:
-        return len(self.destinations)
 
     def unknown_rule_destinations(self) -> list[Destination]:
         """Destinations named by rules but missing from DESTINATIONS (never used)."""

@@ -19,6 +19,7 @@ from carbon.cluster.router import RebalancingRouter
 from carbon.cluster.spec import load_cluster
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
+from carbon.relay.destinations import parse_destination
 from tests.cluster.carbonate_tools import carbonate_path
 
 GOOD = """
@@ -172,6 +173,16 @@ def test_router_double_writes_until_moved(tmp_path: Path) -> None:
     moved.write_text("".join(n + "\n" for n in changed[:10]) + changed[10])  # a torn line
     assert router.check_rules() is None
     assert [len(router.get_destinations(n)) for n in changed[:11]] == [1] * 10 + [2]
+    # DESTINATIONS (the relay's clients, DYNAMIC_ROUTER) are a set; the rings place
+    placed = [router.get_destinations(n) for n in names]
+    for dest in new:
+        router.addDestination(parse_destination(dest))
+    assert router.count_destinations() == 3 and router.has_destination(("127.0.0.4", 2004, "a"))
+    generation = router.generation
+    router.remove_destination(("127.0.0.4", 2004, "a"))
+    assert router.count_destinations() == 2 and not router.hasDestination(
+        ("127.0.0.4", 2004, "a")) and router.generation == generation + 1
+    assert [router.get_destinations(n) for n in names] == placed
 
 
 def test_plan_and_dry_run_estimate(tmp_path: Path) -> None:
