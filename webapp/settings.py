@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from carbon.config.errors import ConfigError
+from carbon.relay.destinations import parse_destination
 
 log = logging.getLogger("webapp")
 
@@ -112,19 +113,15 @@ class WebSettings(dict):
 
 
 def parse_host(host: str) -> tuple[str, int, str | None]:
-    """``"host:port[:instance]"`` (IPv6 as ``[addr]:port``) -> (server, port, instance)."""
-    s = host.strip()
-    if s.startswith("["):
-        end = s.find("]:")
-        if end < 0:
-            raise ValueError("invalid host %r" % host)
-        server, rest = s[1:end], s[end + 2:]
-    else:
-        server, sep, rest = s.partition(":")
-        if not sep:
-            raise ValueError("invalid host %r (want host:port[:instance])" % host)
-    port, _, instance = rest.partition(":")
-    return server, int(port), (instance or None)
+    """A CARBONLINK_HOSTS entry ``"host:port[:instance]"`` (IPv6 as ``[addr]:port``) ->
+    (server, port, instance). graphite-web's parseHost is carbon's parseDestination, so
+    this is ours (``carbon.relay.destinations``): a cache is keyed on the hash ring
+    exactly as the relay keys it (``"h:7002:"`` has instance ``''``, as in both)."""
+    try:
+        return parse_destination(host)
+    except ValueError:
+        raise ValueError("invalid host %r (want host:port[:instance], a port from 1 to "
+                         "65535)" % host) from None
 
 
 def make_settings(path: str | None = None, environ: Any = None,

@@ -66,6 +66,57 @@ def test_ring_matches_carbon_placement() -> None:
     assert checked > 100
 
 
+# CARBONLINK_HOSTS (graphite-web's parseHost) and DESTINATIONS (carbon's parseDestination)
+# are one form: the two reference functions are the same code. Accepted: (text, answer).
+HOST_FORMS = [
+    ('127.0.0.1:7002', ('127.0.0.1', 7002, None)),
+    (' cache.example:7002:a ', ('cache.example', 7002, 'a')),
+    ('[::1]:7102', ('::1', 7102, None)),
+    ('[::1]:7102:b', ('::1', 7102, 'b')),
+    ('h:7002:', ('h', 7002, '')),           # instance '' (not None), as both references
+    ('h:7002:a:b', ('h', 7002, 'a:b')),
+    ('h:65535', ('h', 65535, None)),
+]
+# Rejected by both of ours; the references reject the first five (int() fails) and take
+# the last three, which name no reachable cache.
+BAD_HOSTS = ['', 'nocolon', 'h:', 'h:x', '[::1]', '[::1]7102', ':7002', 'h:0', 'h:65536']
+
+
+@pytest.mark.parametrize('text, answer', HOST_FORMS)
+def test_carbonlink_host_forms_are_the_relays(text: str, answer: tuple) -> None:
+    from carbon.relay.destinations import parse_destination
+    assert parse_host(text) == parse_destination(text) == answer
+    assert type(parse_host(text)[2]) is type(answer[2])
+
+
+@pytest.mark.parametrize('text', BAD_HOSTS)
+def test_carbonlink_host_forms_rejected(text: str) -> None:
+    from carbon.relay.destinations import parse_destination
+    with pytest.raises(ValueError) as host_error:
+        parse_host(text)
+    assert str(host_error.value) == ('invalid host %r (want host:port[:instance], a port '
+                                     'from 1 to 65535)' % text)
+    with pytest.raises(ValueError) as dest_error:
+        parse_destination(text)
+    assert str(dest_error.value).startswith('Invalid destination string "%s"' % text)
+
+
+def test_trailing_colon_hosts_placed_as_the_relay_places_them() -> None:
+    """``h:port:`` keys the ring on (h, ''), in the render app as in the relay."""
+    from carbon.config.settings import Settings
+    from carbon.routers import make_router
+    relay = make_router(Settings(RELAY_METHOD='consistent-hashing', DESTINATIONS=[
+        '127.0.0.1:2004:', '127.0.0.2:2004:', '127.0.0.3:2004:']))
+    pool = CarbonLinkPool(['127.0.0.1:7002:', '127.0.0.2:7002:', '127.0.0.3:7002:'])
+    try:
+        names = ['servers.web%d.cpu' % n for n in range(200)]
+        # (with instance None instead, 112 of these 200 were looked up on another cache)
+        assert [pool.select_host(n)[0] for n in names] == [
+            relay.get_destinations(n)[0].host for n in names]
+    finally:
+        pool.close()
+
+
 def test_bulk_query_one_request_per_cache(caches: Callable) -> None:
     a = caches({'m.1': [(100, 1.0)]})
     b = caches({'m.1': [(100, 1.0)]})
