@@ -102,11 +102,14 @@ class Supervisor:
         self.reloaded = True
         self._signal_children(signal.SIGHUP)
 
-    def run(self) -> int:
-        """Serve until SIGTERM/SIGINT (or a worker's early failure); the exit status."""
+    def run(self, announce: Callable[[], None] | None = None) -> int:
+        """Serve until SIGTERM/SIGINT (or a worker's early failure); the exit status.
+        ``announce`` (say where it listens) is called once the signals are handled."""
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_hup)
+        if announce is not None:
+            announce()
         for _ in range(self.workers):
             self._spawn()
         while self.children:

@@ -73,11 +73,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   file=sys.stderr)
             return 1
         host, port = sock.getsockname()[:2]
-        print('graphite-render listening on http://%s:%d/ (%d workers)' % (host, port,
-                                                                          args.workers),
-              flush=True)
         return Supervisor(sock, args.workers,
-                          lambda inherited: serve(args, settings, inherited)).run()
+                          lambda inherited: serve(args, settings, inherited)).run(
+            lambda: print('graphite-render listening on http://%s:%d/ (%d workers)'
+                          % (host, port, args.workers), flush=True))
     return serve(args, settings)
 
 
@@ -105,6 +104,7 @@ def serve(args: argparse.Namespace, settings: Any, sock: Optional[socket.socket]
     site = Site(PacedWSGIResource(reactor, pool, app), timeout=max(2 * seconds, 60.0))
     site.protocol = bounded_channel(seconds, int(settings.MAX_REQUEST_BYTES))
     site.displayTracebacks = False
+    install_reload(reactor, app, args.config)   # before the port is announced
     if sock is not None:
         reactor.adoptStreamPort(sock.fileno(), sock.family, site)
         sock.close()        # the reactor holds its own copy of the descriptor
@@ -120,7 +120,6 @@ def serve(args: argparse.Namespace, settings: Any, sock: Optional[socket.socket]
         print('graphite-render listening on http://%s:%d/' % (address.host, address.port),
               flush=True)
     reactor.addSystemEventTrigger('before', 'shutdown', app.close)
-    install_reload(reactor, app, args.config)
     reactor.run()
     return 0
 

@@ -147,10 +147,10 @@ def wait_for(check: Any, timeout: float = 10.0) -> Any:
 
 
 def test_graphite_render_workers(tmp_path: Any, base_time: int) -> None:
-    """--workers 2: two processes answer on one port; a SIGHUP while they start is applied
-    once each can (it used to end a starting worker), a later one reaches both, a killed
-    worker is replaced by one that reads the settings as reloaded, SIGTERM stops them
-    all."""
+    """--workers 2: two processes answer on one port; a SIGHUP as soon as the port is
+    announced is applied by each worker once it can (it used to end a starting worker), a
+    later one reaches both, a killed worker is replaced by one that reads the settings as
+    reloaded, SIGTERM stops them all."""
     import signal
     from concurrent.futures import ThreadPoolExecutor
     from tests.support import free_port
@@ -181,9 +181,9 @@ def test_graphite_render_workers(tmp_path: Any, base_time: int) -> None:
         assert '(2 workers)' in line, log()
         url = line.split()[3] + 'render?target=proc.m&format=json&from=%d&until=%d' % (
             base_time - 60, base_time)
-        first = wait_for(lambda: len(children_of(proc.pid)) == 2 and children_of(proc.pid))
-        # the workers are still importing and building their apps
+        # at once: the workers are not forked yet or still building their apps
         servers = reconfigure()
+        first = wait_for(lambda: len(children_of(proc.pid)) == 2 and children_of(proc.pid))
         wait_for(lambda: len(reloads()) == 2 or 'exited' in log(), timeout=60)
         assert children_of(proc.pid) == first and 'exited' not in log(), log()
         with ThreadPoolExecutor(8) as pool:
