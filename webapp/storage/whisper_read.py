@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import sys
 import time
 from typing import Any, BinaryIO, Optional
 
@@ -224,44 +225,54 @@ def _read_direct(paths: list[str], from_time: int, until_time: Optional[int],
     """read_many with the C reader: every header in one call; files of one header (so
     one archive choice) and time range become rows of one unread FileBlock. A file
     shorter than its chosen archive is read at once (its error, if any, returned)."""
-    names = [os.fsencode(path) for path in paths]
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    names = [path.encode(encoding, errors) for path in paths]    # os.fsencode, inlined
     sizes = packed.np.zeros(len(paths), dtype=packed.np.int64)
     heads = _points.read_heads(names, _HEAD_READ, sizes)
     file_sizes = sizes.tolist()
     out: list[Any] = [None] * len(paths)
+    # per distinct complete header: (header, archive, time_info, points, datapoints, key)
     known: dict[bytes, tuple] = {}
     spans: list[Any] = [None] * len(paths)     # (offset, size) of each chosen archive
     lazy: dict[tuple, list[int]] = {}
     eager: dict[tuple, list[int]] = {}
+    spent = 0                                  # datapoints of the files so far
+    room = budget.max_points - budget.points if budget is not None else float('inf')
     for i, head in enumerate(heads):
         path = paths[i]
-        if budget is not None:
+        if budget is not None and not i & 255:
             budget.check_time()
-        try:
-            if type(head) is int:
-                raise OSError(head, os.strerror(head), path)
-            choice = known.get(head)
-            if choice is None:
-                choice = _choice(head, path, from_time, until_time, now)
-                if whisper_format.header_size(head) == len(head):
-                    known[head] = choice
-            header, archive, start, end, time_info, points = choice
-            if archive is None:
-                out[i] = (None, header)
+        kind = known.get(head) if type(head) is bytes else None
+        if kind is None:
+            try:
+                if type(head) is int:
+                    raise OSError(head, os.strerror(head), path)
+                header, archive, start, end, time_info, points = \
+                    _choice(head, path, from_time, until_time, now)
+            except (OSError, WhisperError) as err:
+                out[i] = err
                 continue
-            if budget is not None:  # before reading: bounded memory per request
-                budget.spend_points((end - start) // time_info[2] + 1, path)
-        except (OSError, WhisperError) as err:
-            out[i] = err
+            kind = (header, archive, time_info, points,
+                    (end - start) // time_info[2] + 1 if archive is not None else 0,
+                    (time_info, points))
+            if whisper_format.header_size(head) == len(head):
+                known[head] = kind
+        header, archive, time_info, points, cost, key = kind
+        if archive is None:
+            out[i] = (None, header)
             continue
+        spent += cost
+        if spent > room:       # before reading: bounded memory per request
+            budget.spend_points(spent, path)
         offset, size = archive['offset'], archive['size']
         if size <= 0 or points * POINT_SIZE > size:    # not a layout whisper writes
             out[i] = _read_one(path, from_time, until_time, now)
             continue
         out[i] = (time_info, header)
         spans[i] = (offset, size)
-        key = (time_info, points)
         (eager if file_sizes[i] < offset + size else lazy).setdefault(key, []).append(i)
+    if budget is not None:
+        budget.spend_points(spent, paths[-1] if paths else '')
     for (time_info, points), members in lazy.items():
         block = packed.FileBlock(_points.scan, [names[i] for i in members],
                                  [spans[i][0] for i in members],
