@@ -382,11 +382,11 @@ class WhisperFinder:
         if self.carbonlink is not None and self.carbonlink.hosts:
             names = sorted({leaf[3] for leaf in leaves})
             pending = self.carbonlink.query_bulk_async(names)
-        results = []
+        out = []
+        merges = []          # (answer, real name, header) of each answer, for cached points
         plain = [leaf[2] for leaf in leaves if not leaf[2].endswith('.gz')]
         read = iter(whisper_read.read_many(plain, start, end, now, context.get('budget')))
-        for leaf in leaves:
-            fs_path = leaf[2]
+        for pattern, metric, fs_path, real in leaves:
             if fs_path.endswith('.gz'):
                 data, header = read_leaf(fs_path, start, end, now)
             else:
@@ -395,22 +395,24 @@ class WhisperFinder:
                     log.warning("failed fetch of whisper file %s: %s", fs_path, answer)
                     continue
                 data, header = answer
-            if data is not None:
-                results.append((leaf, data, header))
-        cached: dict[str, list] = {}
+            if data is None:
+                continue
+            result = {'pathExpression': pattern, 'name': metric, 'path': metric,
+                      'time_info': tuple(data[0]), 'values': data[1]}
+            out.append(result)
+            if pending is not None:
+                merges.append((result, real, header))
         if pending is not None:
             cached = self.carbonlink.wait(pending)
-        out = []
-        for (pattern, metric, _, real), (time_info, values), header in results:
-            points = cached.get(real) if cached else None
-            if points:
+            for result, real, header in merges:
+                points = cached.get(real)
+                if not points:
+                    continue
+                time_info = result['time_info']
                 try:
-                    values = merge_with_cache(points, time_info[0], time_info[2],
-                                              to_list(values),
-                                              header['aggregationMethod'],
-                                              header['archives'][0]['secondsPerPoint'])
+                    result['values'] = merge_with_cache(
+                        points, time_info[0], time_info[2], to_list(result['values']),
+                        header['aggregationMethod'], header['archives'][0]['secondsPerPoint'])
                 except (ValueError, TypeError, KeyError) as err:
-                    log.warning("cannot merge cache for %s: %s", metric, err)
-            out.append({'pathExpression': pattern, 'name': metric, 'path': metric,
-                        'time_info': tuple(time_info), 'values': values})
+                    log.warning("cannot merge cache for %s: %s", result['name'], err)
         return out
