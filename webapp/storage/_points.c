@@ -312,6 +312,24 @@ run_share(void *arg)
     return NULL;
 }
 
+/* Runs work(first) and work(second): on two threads when ``shared`` and the machine has
+ * two processors, else in turn (the halves are disjoint, so either order gives the same
+ * result). Called without the GIL. */
+static void
+run_pair(void *(*work)(void *), void *first, void *second, int shared)
+{
+    if (shared && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        pthread_t helper;
+        if (pthread_create(&helper, NULL, work, second) == 0) {
+            work(first);
+            pthread_join(helper, NULL);
+            return;
+        }
+    }
+    work(first);
+    work(second);
+}
+
 /* Work of this size or more is shared by two threads: sums split the columns (each
  * column still adds its rows in order), the other modes split the rows. */
 #define SHARED_RECORDS (1 << 15)
@@ -324,27 +342,38 @@ run_all(const sink *to, Py_ssize_t count, unsigned char *buffers, int *errors)
         {to, 0, count, 0, points, buffers, errors},
         {to, 0, 0, 0, points, buffers + (size_t)points * RECORD, errors + count},
     };
-    if ((double)count * (double)points >= SHARED_RECORDS && count > 1 &&
-            sysconf(_SC_NPROCESSORS_ONLN) > 1) {
-        if (to->mode == 1) {
-            jobs[0].columns = points / 2;
-            jobs[1].row_to = count;
-            jobs[1].first = points / 2;
-            jobs[1].columns = points - points / 2;
-        } else {
-            jobs[0].row_to = count / 2;
-            jobs[1].row_from = count / 2;
-            jobs[1].row_to = count;
-        }
-        pthread_t helper;
-        if (pthread_create(&helper, NULL, run_share, &jobs[1]) == 0) {
-            run_share(&jobs[0]);
-            pthread_join(helper, NULL);
-            return;
-        }
+    int shared = (double)count * (double)points >= SHARED_RECORDS && count > 1;
+    if (shared && to->mode == 1) {
+        jobs[0].columns = points / 2;
+        jobs[1].row_to = count;
+        jobs[1].first = points / 2;
+        jobs[1].columns = points - points / 2;
+    } else if (shared) {
+        jobs[0].row_to = count / 2;
+        jobs[1].row_from = count / 2;
+        jobs[1].row_to = count;
     }
-    run_share(&jobs[0]);    /* the shares are disjoint: in turn gives the same result */
-    run_share(&jobs[1]);
+    run_pair(run_share, &jobs[0], &jobs[1], shared);
+}
+
+static const char **
+names_of(PyObject *keep, Py_ssize_t count)
+{
+    const char **names = PyMem_Malloc((count ? count : 1) * sizeof(char *));
+    if (names == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *path = PyList_GET_ITEM(keep, r);
+        if (!PyBytes_Check(path)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
+            PyMem_Free(names);
+            return NULL;
+        }
+        names[r] = PyBytes_AS_STRING(path);
+    }
+    return names;
 }
 
 static int
@@ -364,6 +393,7 @@ scan(PyObject *self, PyObject *args)
     Py_buffer out1, out2, out3;
     PyObject *out = NULL, *keep = NULL;
     file_row *rows = NULL;
+    const char **names = NULL;
     unsigned char *buffer = NULL;
     int *errors = NULL;
 
@@ -386,22 +416,18 @@ scan(PyObject *self, PyObject *args)
         goto done;
     }
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
+    if (keep == NULL || (names = names_of(keep, count)) == NULL)
+        goto done;
     rows = PyMem_Calloc(count ? count : 1, sizeof(file_row));
     buffer = PyMem_Malloc(range.points ? 2 * range.points * RECORD : 1);   /* 2 threads */
     errors = PyMem_Calloc(count ? 2 * count : 1, sizeof(int));
-    if (keep == NULL || rows == NULL || buffer == NULL || errors == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+    if (rows == NULL || buffer == NULL || errors == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t r = 0; r < count; r++) {
-        PyObject *path = PyList_GET_ITEM(keep, r);
         long long target = r;
-        if (!PyBytes_Check(path)) {
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            goto done;
-        }
-        rows[r].path = PyBytes_AS_STRING(path);
+        rows[r].path = names[r];
         if (long_item(offsets, r, &rows[r].offset) < 0 || long_item(sizes, r, &rows[r].size) < 0 ||
                 (mode == 1 && long_item(targets, r, &target) < 0))
             goto done;
@@ -456,6 +482,7 @@ scan(PyObject *self, PyObject *args)
     }
 done:
     Py_XDECREF(keep);
+    PyMem_Free(names);
     PyMem_Free(rows);
     PyMem_Free(buffer);
     PyMem_Free(errors);
@@ -486,18 +513,8 @@ static void
 parallel_for(Py_ssize_t count, Py_ssize_t shared, void (*each)(void *, Py_ssize_t),
              void *context)
 {
-    range_job jobs[2] = {{each, context, 0, count}, {each, context, count, count}};
-    if (count >= shared && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
-        jobs[0].to = jobs[1].from = count / 2;
-        pthread_t helper;
-        if (pthread_create(&helper, NULL, run_range, &jobs[1]) == 0) {
-            run_range(&jobs[0]);
-            pthread_join(helper, NULL);
-            return;
-        }
-    }
-    run_range(&jobs[0]);
-    run_range(&jobs[1]);
+    range_job jobs[2] = {{each, context, 0, count / 2}, {each, context, count / 2, count}};
+    run_pair(run_range, &jobs[0], &jobs[1], count >= shared);
 }
 
 /* batches of this many files or more are looked at by two threads */
@@ -531,26 +548,6 @@ read_head(void *context, Py_ssize_t r)
     } while (got < 0 && errno == EINTR);
     batch->got[r] = got < 0 ? -(errno ? errno : EIO) : got;
     close(fd);
-}
-
-static const char **
-names_of(PyObject *keep, Py_ssize_t count)
-{
-    const char **names = PyMem_Malloc((count ? count : 1) * sizeof(char *));
-    if (names == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t r = 0; r < count; r++) {
-        PyObject *path = PyList_GET_ITEM(keep, r);
-        if (!PyBytes_Check(path)) {
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            PyMem_Free(names);
-            return NULL;
-        }
-        names[r] = PyBytes_AS_STRING(path);
-    }
-    return names;
 }
 
 static PyObject *
@@ -621,16 +618,17 @@ kind_of_mode(mode_t mode)
     return S_ISDIR(mode) ? KIND_DIR : S_ISREG(mode) ? KIND_FILE : 0;
 }
 
-/* flags of a path: lstat, and stat through a symlink */
+/* flags of ``name`` in the directory ``dir_fd`` (AT_FDCWD: a path): lstat, and stat
+ * through a symlink */
 static int
-path_kind(const char *path)
+entry_kind(int dir_fd, const char *name)
 {
     struct stat info;
-    if (lstat(path, &info) != 0)
+    if (fstatat(dir_fd, name, &info, AT_SYMLINK_NOFOLLOW) != 0)
         return 0;
     if (!S_ISLNK(info.st_mode))
         return kind_of_mode(info.st_mode);
-    if (stat(path, &info) != 0)
+    if (fstatat(dir_fd, name, &info, 0) != 0)
         return KIND_LINK;
     return KIND_LINK | kind_of_mode(info.st_mode);
 }
@@ -644,7 +642,7 @@ static void
 kind_at(void *context, Py_ssize_t r)
 {
     kind_batch *batch = context;
-    batch->kinds[r] = (char)path_kind(batch->names[r]);
+    batch->kinds[r] = (char)entry_kind(AT_FDCWD, batch->names[r]);
 }
 
 static PyObject *
@@ -710,27 +708,11 @@ list_one(const char *path, listing *into)
         if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))
             continue;
         int kind;
-        struct stat info;
         switch (entry->d_type) {
         case DT_DIR: kind = KIND_DIR; break;
         case DT_REG: kind = KIND_FILE; break;
         case DT_LNK:
-            kind = KIND_LINK;
-            if (fstatat(dir_fd, name, &info, 0) == 0)
-                kind |= kind_of_mode(info.st_mode);
-            break;
-        case DT_UNKNOWN:
-            kind = 0;
-            if (fstatat(dir_fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0) {
-                if (S_ISLNK(info.st_mode)) {
-                    kind = KIND_LINK;
-                    if (fstatat(dir_fd, name, &info, 0) == 0)
-                        kind |= kind_of_mode(info.st_mode);
-                } else {
-                    kind = kind_of_mode(info.st_mode);
-                }
-            }
-            break;
+        case DT_UNKNOWN: kind = entry_kind(dir_fd, name); break;
         default: kind = 0;
         }
         size_t length = strlen(name) + 1;
