@@ -52,8 +52,7 @@ def file_fetch(fh: BinaryIO, from_time: int, until_time: Optional[int] = None,
         return None, header
     time_info, base, chunk = _locate(archive, from_time, until_time,
                                      lambda off, size: _file_read(fh, off, size), fh.name)
-    return (time_info, _decode_list(time_info, chunk) if base else
-            [None] * ((time_info[1] - time_info[0]) // time_info[2])), header
+    return (time_info, _values(time_info, base, chunk)), header
 
 
 def read_info(path: str) -> dict:
@@ -137,6 +136,14 @@ def _ranges(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
         return time_info, base_interval, [(from_offset, until_offset - from_offset)]
     return time_info, base_interval, [(from_offset, offset + size - from_offset),
                                       (offset, until_offset - offset)]
+
+
+def _values(time_info: tuple[int, int, int], base: int, data: bytes) -> list:
+    """whisper.fetch's value list of a range read at ``base`` (0: the archive is empty,
+    every slot None)."""
+    if not base:
+        return [None] * ((time_info[1] - time_info[0]) // time_info[2])
+    return _decode_list(time_info, data)
 
 
 def _decode_list(time_info: tuple[int, int, int], data: bytes) -> list:
@@ -315,9 +322,7 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
             continue
         time_info, base, data = raw
         if not packed.ENABLED:
-            values = _decode_list(time_info, data) if base else \
-                [None] * ((time_info[1] - time_info[0]) // time_info[2])
-            out.append(((time_info, values), header))
+            out.append(((time_info, _values(time_info, base, data)), header))
             continue
         points = len(data) // POINT_SIZE if base else \
             (time_info[1] - time_info[0]) // time_info[2]
@@ -341,21 +346,17 @@ def _read_one(path: str, from_time: int, until_time: Optional[int],
     if raw is None:
         return None, header
     time_info, base, data = raw
-    values = _decode_list(time_info, data) if base else \
-        [None] * ((time_info[1] - time_info[0]) // time_info[2])
-    return (time_info, values), header
+    return (time_info, _values(time_info, base, data)), header
 
 
 def _read_block(names: list[bytes], spans: list[Any], members: list[int],
                 time_info: tuple[int, int, int], points: int, out: list[Any]) -> None:
     """Read the ``members`` files at once into one Block; a file that cannot be read (cut
     short) gets its error in ``out``."""
-    np = packed.np
-    values = np.zeros((len(members), points))
-    valid = np.zeros((len(members), points), dtype=bool)
-    failed = _points.scan(0, [names[i] for i in members], [spans[i][0] for i in members],
-                          [spans[i][1] for i in members], [], time_info[0], time_info[1],
-                          time_info[2], points, 0, 1, False, values, valid, bytearray())
+    files = packed.FileBlock(_points.scan, [names[i] for i in members],
+                             [spans[i][0] for i in members], [spans[i][1] for i in members],
+                             time_info, points)
+    values, valid, failed = files.read(list(range(len(members))))
     block = packed.Block(values, valid, time_info)
     for row, i in enumerate(members):
         out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
