@@ -136,11 +136,12 @@ typedef struct {
  * (short read, or ranges that do not hold ``points`` records); *empty set when the
  * archive holds no point at all. */
 static int
-load_records(const char *path, long long offset, long long size, const span *range,
-             Py_ssize_t first, Py_ssize_t count, unsigned char *buffer, int *empty)
+load_records(int dir_fd, const char *path, long long offset, long long size,
+             const span *range, Py_ssize_t first, Py_ssize_t count, unsigned char *buffer,
+             int *empty)
 {
     unsigned char base_point[RECORD];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno ? errno : EIO;
     int error = read_all(fd, (char *)base_point, RECORD, offset);
@@ -192,6 +193,7 @@ typedef struct {
 
 typedef struct {
     int mode, compensated;
+    int dir_fd;                    /* paths are relative to it (names_of) */
     Py_ssize_t drop, vpp, width;   /* width: items per output row */
     double *out1, *out2;
     unsigned char *valid;
@@ -283,7 +285,7 @@ run_share(void *arg)
     for (Py_ssize_t r = job->row_from; r < job->row_to; r++) {
         int empty = 0;
         const file_row *row = &to->rows[r];
-        int error = load_records(row->path, row->offset, row->size, &to->range, job->first,
+        int error = load_records(to->dir_fd, row->path, row->offset, row->size, &to->range, job->first,
                                  job->columns, job->buffer, &empty);
         if (error) {
             job->errors[r] = error < 0 ? 1 : error + 1;
@@ -356,9 +358,51 @@ run_all(const sink *to, Py_ssize_t count, unsigned char *buffers, int *errors)
     run_pair(run_share, &jobs[0], &jobs[1], shared);
 }
 
-static const char **
-names_of(PyObject *keep, Py_ssize_t count)
+/* Paths of at least this many files are opened relative to their shared directory */
+#define SHARED_DIR_FILES 16
+
+/* The length of the longest directory prefix (up to a '/') that all ``count`` names
+ * share, and in *dir_fd a descriptor of that directory (AT_FDCWD and 0 when there is
+ * none, the batch is small or it cannot be opened). The kernel then walks only the rest
+ * of each path: a wildcard's 10,000 files share six of their nine parts. */
+static size_t
+shared_dir(const char **names, Py_ssize_t count, int *dir_fd)
 {
+    *dir_fd = AT_FDCWD;
+    if (count < SHARED_DIR_FILES)
+        return 0;
+    const char *first = names[0];
+    size_t length = strlen(first);
+    for (Py_ssize_t r = 1; r < count && length; r++) {
+        const char *other = names[r];
+        size_t i = 0;
+        while (i < length && first[i] == other[i])
+            i++;
+        length = i;
+    }
+    while (length && first[length - 1] != '/')
+        length--;
+    if (length == 0)
+        return 0;
+    char *dir = PyMem_Malloc(length + 1);
+    if (dir == NULL)
+        return 0;
+    memcpy(dir, first, length);
+    dir[length] = 0;
+    int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    PyMem_Free(dir);
+    if (fd < 0)
+        return 0;
+    *dir_fd = fd;
+    return length;
+}
+
+/* The C strings of a list of bytes paths (which must stay alive), relative to *dir_fd
+ * (see shared_dir; the caller closes it when it is not AT_FDCWD). */
+static const char **
+names_of(PyObject *keep, Py_ssize_t count, int *dir_fd)
+{
+    *dir_fd = AT_FDCWD;
     const char **names = PyMem_Malloc((count ? count : 1) * sizeof(char *));
     if (names == NULL) {
         PyErr_NoMemory();
@@ -373,7 +417,19 @@ names_of(PyObject *keep, Py_ssize_t count)
         }
         names[r] = PyBytes_AS_STRING(path);
     }
+    size_t shared = shared_dir(names, count, dir_fd);
+    for (Py_ssize_t r = 0; shared && r < count; r++) {
+        if (names[r][shared])          /* a name that is the directory itself stays whole */
+            names[r] += shared;
+    }
     return names;
+}
+
+static void
+close_dir(int dir_fd)
+{
+    if (dir_fd != AT_FDCWD)
+        close(dir_fd);
 }
 
 static int
@@ -403,8 +459,9 @@ scan(PyObject *self, PyObject *args)
                           &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
-    sink to = {mode, compensated, drop, vpp, 0, out1.buf, out2.buf, out2.buf, out3.buf,
-               range, NULL};
+    int dir_fd = AT_FDCWD;
+    sink to = {mode, compensated, AT_FDCWD, drop, vpp, 0, out1.buf, out2.buf, out2.buf,
+               out3.buf, range, NULL};
     Py_ssize_t groups = 0;
     if (PyList_GET_SIZE(offsets) != count || PyList_GET_SIZE(sizes) != count ||
             (mode == 1 && PyList_GET_SIZE(targets) != count)) {
@@ -416,8 +473,9 @@ scan(PyObject *self, PyObject *args)
         goto done;
     }
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
-    if (keep == NULL || (names = names_of(keep, count)) == NULL)
+    if (keep == NULL || (names = names_of(keep, count, &dir_fd)) == NULL)
         goto done;
+    to.dir_fd = dir_fd;
     rows = PyMem_Calloc(count ? count : 1, sizeof(file_row));
     buffer = PyMem_Malloc(range.points ? 2 * range.points * RECORD : 1);   /* 2 threads */
     errors = PyMem_Calloc(count ? 2 * count : 1, sizeof(int));
@@ -481,6 +539,7 @@ scan(PyObject *self, PyObject *args)
         Py_XDECREF(failed);
     }
 done:
+    close_dir(dir_fd);
     Py_XDECREF(keep);
     PyMem_Free(names);
     PyMem_Free(rows);
@@ -522,6 +581,7 @@ parallel_for(Py_ssize_t count, Py_ssize_t shared, void (*each)(void *, Py_ssize_
 
 typedef struct {
     const char **names;
+    int dir_fd;
     Py_ssize_t limit;
     char *heads;             /* limit bytes a file */
     Py_ssize_t *got;         /* bytes read, or -errno */
@@ -534,7 +594,7 @@ read_head(void *context, Py_ssize_t r)
     head_batch *batch = context;
     char *dst = batch->heads + r * batch->limit;
     batch->sizes[r] = 0;
-    int fd = open(batch->names[r], O_RDONLY | O_CLOEXEC);
+    int fd = openat(batch->dir_fd, batch->names[r], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         batch->got[r] = -(errno ? errno : EIO);
         return;
@@ -556,7 +616,7 @@ read_heads(PyObject *self, PyObject *args)
     PyObject *paths, *keep = NULL, *out = NULL;
     Py_ssize_t limit;
     Py_buffer sizes;
-    head_batch batch = {NULL, 0, NULL, NULL, NULL};
+    head_batch batch = {NULL, AT_FDCWD, 0, NULL, NULL, NULL};
     if (!PyArg_ParseTuple(args, "O!nw*", &PyList_Type, &paths, &limit, &sizes))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
@@ -565,7 +625,7 @@ read_heads(PyObject *self, PyObject *args)
         goto done;
     }
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
-    if (keep == NULL || (batch.names = names_of(keep, count)) == NULL)
+    if (keep == NULL || (batch.names = names_of(keep, count, &batch.dir_fd)) == NULL)
         goto done;
     batch.limit = limit;
     batch.heads = PyMem_Malloc((size_t)(count ? count : 1) * (size_t)limit);
@@ -600,6 +660,7 @@ read_heads(PyObject *self, PyObject *args)
             PyList_SET_ITEM(out, r, item);
     }
 done:
+    close_dir(batch.dir_fd);
     Py_XDECREF(keep);
     PyMem_Free(batch.names);
     PyMem_Free(batch.heads);
@@ -635,6 +696,7 @@ entry_kind(int dir_fd, const char *name)
 
 typedef struct {
     const char **names;
+    int dir_fd;
     char *kinds;
 } kind_batch;
 
@@ -642,7 +704,7 @@ static void
 kind_at(void *context, Py_ssize_t r)
 {
     kind_batch *batch = context;
-    batch->kinds[r] = (char)entry_kind(AT_FDCWD, batch->names[r]);
+    batch->kinds[r] = (char)entry_kind(batch->dir_fd, batch->names[r]);
 }
 
 static PyObject *
@@ -653,8 +715,8 @@ path_kinds(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
-    kind_batch batch = {NULL, NULL};
-    if (keep == NULL || (batch.names = names_of(keep, count)) == NULL)
+    kind_batch batch = {NULL, AT_FDCWD, NULL};
+    if (keep == NULL || (batch.names = names_of(keep, count, &batch.dir_fd)) == NULL)
         goto done;
     out = PyBytes_FromStringAndSize(NULL, count);
     if (out == NULL)
@@ -664,6 +726,7 @@ path_kinds(PyObject *self, PyObject *args)
     parallel_for(count, SHARED_FILES, kind_at, &batch);
     Py_END_ALLOW_THREADS
 done:
+    close_dir(batch.dir_fd);
     Py_XDECREF(keep);
     PyMem_Free(batch.names);
     return out;
