@@ -101,7 +101,7 @@ def _kinds(base: str, paths: list[str]) -> dict[str, int]:
     """Kind flags (IS_DIR, IS_FILE, IS_LINK) of ``base + path`` for each path."""
     if not paths:
         return {}
-    return dict(zip(paths, _points.path_kinds([os.fsencode(base + p) for p in paths]),
+    return dict(zip(paths, _points.path_kinds(whisper_read.fs_names([base + p for p in paths])),
                     strict=True))
 
 
@@ -234,7 +234,7 @@ class WhisperFinder:
             listed: dict[str, Any] = {}
             if any(wild for _, wild in variants):
                 listed = dict(zip([rel for rel, _ in nodes], _points.list_dirs(
-                    [os.fsencode(base + rel) for rel, _ in nodes]), strict=True))
+                    whisper_read.fs_names([base + rel for rel, _ in nodes])), strict=True))
             kinds = self._literal_kinds(base, nodes, variants, depth == last, leaves_only)
             following: list[tuple[str, bool]] = []
             final = depth == last

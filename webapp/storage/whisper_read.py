@@ -227,18 +227,40 @@ def _choice(head: bytes, path: str, from_time: int, until_time: Optional[int],
     return header, archive, start, end, time_info, (until_interval - from_interval) // step
 
 
+def fs_names(paths: list[str]) -> list[bytes]:
+    """``os.fsencode`` of each path, without a call per path."""
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    return [path.encode(encoding, errors) for path in paths]
+
+
+def _kind_of(head: Any, path: str, from_time: int, until_time: Optional[int],
+             now: Optional[int]) -> tuple:
+    """(header, archive or None, (time_info, points), datapoints to read, (offset, size)
+    of the archive, whether whisper could have written that layout) of a file's header
+    bytes (an int: the errno of a file that could not be read, raised as OSError)."""
+    if type(head) is int:
+        raise OSError(head, os.strerror(head), path)
+    header, archive, start, end, time_info, points = \
+        _choice(head, path, from_time, until_time, now)
+    if archive is None:
+        return header, None, None, 0, None, False
+    offset, size = archive['offset'], archive['size']
+    return (header, archive, (time_info, points), (end - start) // time_info[2] + 1,
+            (offset, size), size > 0 and points * POINT_SIZE <= size)
+
+
 def _read_direct(paths: list[str], from_time: int, until_time: Optional[int],
                  now: Optional[int], budget: Any) -> list[Any]:
     """read_many with the C reader: every header in one call; files of one header (so
     one archive choice) and time range become rows of one unread FileBlock. A file
     shorter than its chosen archive is read at once (its error, if any, returned)."""
-    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-    names = [path.encode(encoding, errors) for path in paths]    # os.fsencode, inlined
+    names = fs_names(paths)
     sizes = packed.np.zeros(len(paths), dtype=packed.np.int64)
     heads = _points.read_heads(names, _HEAD_READ, sizes)
     file_sizes = sizes.tolist()
     out: list[Any] = [None] * len(paths)
-    # per distinct complete header: (header, archive, time_info, points, datapoints, key)
+    # per distinct complete header: (header, archive or None, (time_info, points),
+    # datapoints, (offset, size) of the archive, whether whisper could have written it)
     known: dict[bytes, tuple] = {}
     spans: list[Any] = [None] * len(paths)     # (offset, size) of each chosen archive
     lazy: dict[tuple, list[int]] = {}
@@ -246,38 +268,30 @@ def _read_direct(paths: list[str], from_time: int, until_time: Optional[int],
     spent = 0                                  # datapoints of the files so far
     room = budget.max_points - budget.points if budget is not None else float('inf')
     for i, head in enumerate(heads):
-        path = paths[i]
         if budget is not None and not i & 255:
             budget.check_time()
         kind = known.get(head) if type(head) is bytes else None
         if kind is None:
             try:
-                if type(head) is int:
-                    raise OSError(head, os.strerror(head), path)
-                header, archive, start, end, time_info, points = \
-                    _choice(head, path, from_time, until_time, now)
+                kind = _kind_of(head, paths[i], from_time, until_time, now)
             except (OSError, WhisperError) as err:
                 out[i] = err
                 continue
-            kind = (header, archive, time_info, points,
-                    (end - start) // time_info[2] + 1 if archive is not None else 0,
-                    (time_info, points))
             if whisper_format.header_size(head) == len(head):
                 known[head] = kind
-        header, archive, time_info, points, cost, key = kind
+        header, archive, key, cost, span, layout = kind
         if archive is None:
             out[i] = (None, header)
             continue
         spent += cost
         if spent > room:       # before reading: bounded memory per request
-            budget.spend_points(spent, path)
-        offset, size = archive['offset'], archive['size']
-        if size <= 0 or points * POINT_SIZE > size:    # not a layout whisper writes
-            out[i] = _read_one(path, from_time, until_time, now)
+            budget.spend_points(spent, paths[i])
+        if not layout:         # not a layout whisper writes
+            out[i] = _read_one(paths[i], from_time, until_time, now)
             continue
-        out[i] = (time_info, header)
-        spans[i] = (offset, size)
-        (eager if file_sizes[i] < offset + size else lazy).setdefault(key, []).append(i)
+        out[i] = (key[0], header)
+        spans[i] = span
+        (eager if file_sizes[i] < span[0] + span[1] else lazy).setdefault(key, []).append(i)
     if budget is not None:
         budget.spend_points(spent, paths[-1] if paths else '')
     for (time_info, points), members in lazy.items():
