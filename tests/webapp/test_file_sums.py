@@ -41,6 +41,17 @@ def python_sum(values: list) -> tuple[float, int]:
     return (float(sum(present)) if present else 0.0), len(present)
 
 
+def check_means(means: Any, kept: list[list], vpp: int, xff: Any) -> None:
+    """Bucket means as graphite-web's average consolidation makes them: sum() / count,
+    None (NaN here) without a value or below the xFilesFactor."""
+    for r, values in enumerate(kept):
+        assert len(means[r]) == -(-len(values) // vpp)
+        for b, mean in enumerate(means[r].tolist()):
+            total, n = python_sum(values[b * vpp:(b + 1) * vpp])
+            wanted = total / n if n and n / vpp >= (xff or 0.0) else math.nan
+            assert same(mean, wanted), (r, b, mean, wanted)
+
+
 def finished(acc: Any, comp: Any) -> list[float]:
     with np.errstate(all='ignore'):
         return pysum.result(np, acc, comp).tolist()
@@ -85,6 +96,9 @@ def test_sums_and_buckets_match_python(files: list, archives: list, start: int, 
             for b in range(len(buckets[r])):
                 total, n = python_sum(kept[b * vpp:(b + 1) * vpp])
                 assert count[r][b] == n and same(buckets[r][b], total)
+        xff = data.draw(st.sampled_from([None, 0.0, 0.3, 0.5, 1.0]))
+        check_means(packed.consolidate_means(rows, drop, vpp, pysum.COMPENSATED, xff),
+                    [values[drop:] for values in expected], vpp, xff)
         assert not rows[0].block.loaded          # nothing above read the whole block
         assert [packed.to_list(r) for r in rows] == expected    # each row read alone
         assert packed.stack_rows(rows) is not None and rows[0].block.loaded
@@ -176,6 +190,8 @@ def test_large_scans_shared_by_two_threads(tmp_path: Any) -> None:
         for b in range(len(buckets[r])):
             total, n = python_sum(values[1 + b * 1000:1 + (b + 1) * 1000])
             assert count[r][b] == n and same(buckets[r][b], total)
+    check_means(packed.consolidate_means(rows, 1, 1000, pysum.COMPENSATED, 0.5),
+                [values[1:] for values in expected], 1000, 0.5)
     assert [packed.to_list(r) for r in rows] == expected
 
 

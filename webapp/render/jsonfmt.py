@@ -215,10 +215,11 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
     np = packed.np
     first = group[0]
     vpp = first.valuesPerPoint
-    direct = packed.consolidate_rows([s.packed for s in group], first.drop, vpp,
-                                     pysum.COMPENSATED) if vpp > 1 else None
+    direct = packed.consolidate_means([s.packed for s in group], first.drop, vpp,
+                                      pysum.COMPENSATED, first.xFilesFactor) \
+        if vpp > 1 else None
     if direct is not None:       # consolidated while reading the files
-        return _bucket_means(*direct, vpp, first.xFilesFactor)
+        return direct
     arrays = packed.stack_rows([s.packed for s in group])
     if arrays is None:
         return None

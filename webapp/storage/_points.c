@@ -8,7 +8,7 @@
  * opened or read; sizes[r] (a writable int64 buffer) gets the file's size.
  *
  * scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, points,
- *      drop, vpp, compensated, out1, out2, out3) -> list
+ *      drop, vpp, compensated, out1, out2, out3[, xff]) -> list
  *
  * For row r: open paths[r], read the chosen archive's first point (at offsets[r]; the
  * archive is sizes[r] bytes), and, unless that point's timestamp is 0 (an empty archive:
@@ -24,6 +24,11 @@
  *               out3[g][i] (int64) counts the values; groups x points items each.
  *   2 (consolidate): as sum, into bucket (i - drop) // vpp of row r for i >= drop;
  *               len(paths) x ceil((points - drop) / vpp) items each.
+ *   3 (means):  mode 2's buckets finished in place: out1[r][b] = the bucket's sum (plus
+ *               its correction where that is non-zero and finite) / its count of values,
+ *               NaN where it has none or count / vpp < xff (the optional last argument,
+ *               default 0); out2 and out3 are not used. What webapp.render.pysum.finish
+ *               gives from mode 2's arrays, without them.
  *
  * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or
  * consolidating many files never holds all their points. Returns the rows that could
@@ -195,6 +200,7 @@ typedef struct {
     int mode, compensated;
     int dir_fd;                    /* paths are relative to it (names_of) */
     Py_ssize_t drop, vpp, width;   /* width: items per output row */
+    double xff;                    /* mode 3 */
     double *out1, *out2;
     unsigned char *valid;
     long long *count;
@@ -228,13 +234,25 @@ sum_columns(const share *job, Py_ssize_t row, const unsigned char *src)
     }
 }
 
+/* a bucket's mean, or NaN where it has no value or too few for the xFilesFactor */
+static inline double
+bucket_mean(double sum, double correction, long long seen, Py_ssize_t slots, double xff)
+{
+    if (correction != 0.0 && isfinite(correction))
+        sum += correction;
+    if (seen <= 0 || !((double)seen / (double)slots >= xff))
+        return NAN;
+    return sum / (double)seen;
+}
+
 static void
 sum_buckets(const share *job, Py_ssize_t row, const unsigned char *src)
 {
     const sink *to = job->to;
+    int means = to->mode == 3;
     double *acc = to->out1 + row * to->width;
-    double *comp = to->out2 + row * to->width;
-    long long *count = to->count + row * to->width;
+    double *comp = means ? NULL : to->out2 + row * to->width;
+    long long *count = means ? NULL : to->count + row * to->width;
     long long step = to->range.step;
     long long expected = to->range.from_interval + to->drop * step;
     Py_ssize_t points = to->range.points;
@@ -243,13 +261,17 @@ sum_buckets(const share *job, Py_ssize_t row, const unsigned char *src)
      * (through the pointers every add waited for the previous store) */
     for (Py_ssize_t i = to->drop, bucket = 0; i < points; bucket++) {
         Py_ssize_t end = i + to->vpp < points ? i + to->vpp : points;
-        double sum = acc[bucket], correction = comp[bucket];
-        long long seen = count[bucket];
+        double sum = means ? 0.0 : acc[bucket], correction = means ? 0.0 : comp[bucket];
+        long long seen = means ? 0 : count[bucket];
         for (; i < end; i++, src += RECORD, expected += step) {
             if ((long long)big32(src) != expected)
                 continue;
             add_value(&sum, &correction, big_double(src + 4), to->compensated);
             seen++;
+        }
+        if (means) {
+            acc[bucket] = bucket_mean(sum, correction, seen, to->vpp, to->xff);
+            continue;
         }
         acc[bucket] = sum;
         comp[bucket] = correction;
@@ -285,10 +307,15 @@ run_share(void *arg)
     for (Py_ssize_t r = job->row_from; r < job->row_to; r++) {
         int empty = 0;
         const file_row *row = &to->rows[r];
-        int error = load_records(to->dir_fd, row->path, row->offset, row->size, &to->range, job->first,
-                                 job->columns, job->buffer, &empty);
-        if (error) {
-            job->errors[r] = error < 0 ? 1 : error + 1;
+        int error = load_records(to->dir_fd, row->path, row->offset, row->size, &to->range,
+                                 job->first, job->columns, job->buffer, &empty);
+        if (error || (empty && to->mode == 3)) {
+            if (error)
+                job->errors[r] = error < 0 ? 1 : error + 1;
+            if (to->mode == 3) {
+                for (Py_ssize_t b = 0; b < to->width; b++)
+                    to->out1[r * to->width + b] = NAN;
+            }
             if (to->mode == 0) {
                 memset(to->valid + r * to->range.points, 0, (size_t)to->range.points);
                 memset(to->out1 + r * to->range.points, 0,
@@ -453,14 +480,17 @@ scan(PyObject *self, PyObject *args)
     unsigned char *buffer = NULL;
     int *errors = NULL;
 
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!LLLnnnpw*w*w*", &mode, &PyList_Type, &paths,
+    double xff = 0.0;
+
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!LLLnnnpw*w*w*|d", &mode, &PyList_Type, &paths,
                           &PyList_Type, &offsets, &PyList_Type, &sizes, &PyList_Type,
                           &targets, &range.from_interval, &range.until_interval, &range.step,
-                          &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3))
+                          &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3,
+                          &xff))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
     int dir_fd = AT_FDCWD;
-    sink to = {mode, compensated, AT_FDCWD, drop, vpp, 0, out1.buf, out2.buf, out2.buf,
+    sink to = {mode, compensated, AT_FDCWD, drop, vpp, 0, xff, out1.buf, out2.buf, out2.buf,
                out3.buf, range, NULL};
     Py_ssize_t groups = 0;
     if (PyList_GET_SIZE(offsets) != count || PyList_GET_SIZE(sizes) != count ||
@@ -468,7 +498,7 @@ scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "paths, offsets, sizes and targets differ in length");
         goto done;
     }
-    if (range.points < 0 || range.step <= 0 || drop < 0 || vpp < 1 || mode < 0 || mode > 2) {
+    if (range.points < 0 || range.step <= 0 || drop < 0 || vpp < 1 || mode < 0 || mode > 3) {
         PyErr_SetString(PyExc_ValueError, "bad points, step, drop, vpp or mode");
         goto done;
     }
@@ -516,6 +546,7 @@ scan(PyObject *self, PyObject *args)
     Py_ssize_t cells = out_rows * to.width;
     int fits = mode == 0 ?
         out1.len == cells * (Py_ssize_t)sizeof(double) && out2.len == cells :
+        mode == 3 ? out1.len == cells * (Py_ssize_t)sizeof(double) :
         out1.len == cells * (Py_ssize_t)sizeof(double) &&
         out2.len == cells * (Py_ssize_t)sizeof(double) &&
         out3.len == cells * (Py_ssize_t)sizeof(long long);
@@ -865,7 +896,7 @@ static PyMethodDef methods[] = {
      "path_kinds(paths) -> bytes of kind flags (1 dir, 2 file, 4 symlink)"},
     {"scan", scan, METH_VARARGS,
      "scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, "
-     "points, drop, vpp, compensated, out1, out2, out3) -> [(row, errno), ...]"},
+     "points, drop, vpp, compensated, out1, out2, out3[, xff]) -> [(row, errno), ...]"},
     {"read_heads", read_heads, METH_VARARGS,
      "read_heads(paths, limit, sizes) -> [header bytes or errno]"},
     {NULL, NULL, 0, NULL},
