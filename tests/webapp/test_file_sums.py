@@ -146,6 +146,32 @@ def test_file_changed_after_its_header_was_read(tmp_path: Any) -> None:
 
 
 
+def test_ring_of_many_files_with_unreadable_ones(tmp_path: Any) -> None:
+    """Sums of many files (one thread loads them into a ring, the other adds them): files
+    cut short or removed after their header was read add nothing, the others add in row
+    order, for every group."""
+    points = 1200
+    paths = [str(tmp_path / ('f%02d.wsp' % i)) for i in range(40)]
+    for i, path in enumerate(paths):
+        write_dense(path, points, i)
+    from_time = NOW - points
+    expected = [whisper.fetch(p, from_time, NOW, now=NOW)[1] for p in paths]
+    rows = [answer[0][1] for answer in whisper_read.read_many(paths, from_time, NOW, NOW)]
+    for gone in (3, 17, 39):
+        if gone == 17:
+            os.remove(paths[gone])
+        else:
+            os.truncate(paths[gone], 100)
+        expected[gone] = [None] * points
+    targets = [i % 3 for i in range(len(rows))]
+    acc, comp, count = packed.sum_rows(rows, targets, 3, pysum.COMPENSATED)
+    sums = finished(acc, comp)
+    for g in range(3):
+        for k in range(points):
+            total, n = python_sum([expected[i][k] for i in range(len(rows)) if i % 3 == g])
+            assert count[g][k] == n and same(sums[g][k], total)
+
+
 def write_dense(path: str, points: int, seed: int) -> None:
     """A one-archive (1 s x ``points``) whisper file with nearly every slot written, slot 0
     holding a recent point so a full-range read wraps around the archive's end; about

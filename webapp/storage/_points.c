@@ -51,8 +51,9 @@
  *
  * All run with the GIL released. A scan of SHARED_RECORDS records or more, and headers
  * or kinds of SHARED_FILES paths or more, are shared by two threads when the machine
- * has two processors: sums split the columns (each column still adds its rows in the
- * given order, so the floats do not change), everything else splits the rows.
+ * has two processors: sums have one thread load the files into a ring of buffers while
+ * the other adds them (each column still adds its rows in the given order, so the
+ * floats do not change), everything else splits the rows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -359,7 +360,117 @@ run_pair(void *(*work)(void *), void *first, void *second, int shared)
     work(second);
 }
 
-/* Work of this size or more is shared by two threads: sums split the columns (each
+/* Sums on two threads: a reader loads the files, in row order, into a ring of buffers
+ * while the caller's thread adds each row, in that order, as it arrives, and loads
+ * every ADDER_LOADS-th row itself (adding is the smaller half of the work). Each file
+ * is opened once (splitting the columns opened it on both threads), and each column
+ * still adds its rows in order. The threads wake each other a batch of rows at a time. */
+#define RING_BYTES (4 << 20)
+#define RING_MAX 32
+#define RING_BATCH 8
+#define ADDER_LOADS 3
+
+typedef struct {
+    const sink *to;
+    Py_ssize_t count, slots;
+    size_t slot_bytes;
+    unsigned char *buffers;
+    int *loaded, *empty;           /* per slot: load_records' answer, empty archive */
+    Py_ssize_t produced, consumed; /* rows loaded (or left to the adder), rows added */
+    Py_ssize_t wanted;             /* the adder sleeps until this many are loaded */
+    pthread_mutex_t lock;
+    pthread_cond_t filled, freed;
+} ring;
+
+static void *
+ring_reader(void *arg)
+{
+    ring *q = arg;
+    const sink *to = q->to;
+    for (Py_ssize_t r = 0; r < q->count; r++) {
+        pthread_mutex_lock(&q->lock);
+        while (r - q->consumed >= q->slots)
+            pthread_cond_wait(&q->freed, &q->lock);
+        pthread_mutex_unlock(&q->lock);
+        if (r % ADDER_LOADS != ADDER_LOADS - 1) {
+            Py_ssize_t slot = r % q->slots;
+            const file_row *row = &to->rows[r];
+            q->loaded[slot] = load_records(to->dir_fd, row->path, row->offset, row->size,
+                                           &to->range, 0, to->range.points,
+                                           q->buffers + slot * q->slot_bytes,
+                                           &q->empty[slot]);
+        }
+        pthread_mutex_lock(&q->lock);
+        q->produced = r + 1;
+        if (q->produced >= q->wanted)
+            pthread_cond_signal(&q->filled);
+        pthread_mutex_unlock(&q->lock);
+    }
+    return NULL;
+}
+
+/* 0, or -1 when the ring cannot be set up (the caller sums some other way) */
+static int
+run_ring(const sink *to, Py_ssize_t count, unsigned char *own, int *errors)
+{
+    size_t slot_bytes = (size_t)to->range.points * RECORD;
+    Py_ssize_t slots = (Py_ssize_t)(RING_BYTES / (slot_bytes ? slot_bytes : 1));
+    slots = slots < 2 ? 2 : slots > RING_MAX ? RING_MAX : slots;
+    ring q = {to, count, slots, slot_bytes, malloc((size_t)slots * slot_bytes),
+              malloc(slots * sizeof(int)), malloc(slots * sizeof(int)), 0, 0, 0};
+    int ready = q.buffers && q.loaded && q.empty;
+    int locks = ready && pthread_mutex_init(&q.lock, NULL) == 0;
+    int filled = locks && pthread_cond_init(&q.filled, NULL) == 0;
+    int freed = filled && pthread_cond_init(&q.freed, NULL) == 0;
+    /* the reader gets at most ``slots`` rows ahead: wait for no more than that */
+    Py_ssize_t batch = RING_BATCH < slots ? RING_BATCH : slots;
+    pthread_t reader;
+    int started = freed && pthread_create(&reader, NULL, ring_reader, &q) == 0;
+    if (started) {
+        share adder = {to, 0, count, 0, to->range.points, own, errors};
+        for (Py_ssize_t r = 0; r < count; r++) {
+            int error, empty = 0;
+            const unsigned char *records = own;
+            if (r % ADDER_LOADS == ADDER_LOADS - 1) {
+                const file_row *row = &to->rows[r];
+                error = load_records(to->dir_fd, row->path, row->offset, row->size,
+                                     &to->range, 0, to->range.points, own, &empty);
+            } else {
+                pthread_mutex_lock(&q.lock);
+                while (q.produced <= r) {
+                    q.wanted = r + batch < count ? r + batch : count;
+                    pthread_cond_wait(&q.filled, &q.lock);
+                }
+                pthread_mutex_unlock(&q.lock);
+                Py_ssize_t slot = r % slots;
+                error = q.loaded[slot];
+                empty = q.empty[slot];
+                records = q.buffers + slot * slot_bytes;
+            }
+            if (error)
+                errors[r] = error < 0 ? 1 : error + 1;
+            else if (!empty)
+                sum_columns(&adder, r, records);
+            pthread_mutex_lock(&q.lock);
+            q.consumed = r + 1;
+            pthread_cond_signal(&q.freed);
+            pthread_mutex_unlock(&q.lock);
+        }
+        pthread_join(reader, NULL);
+    }
+    if (freed)
+        pthread_cond_destroy(&q.freed);
+    if (filled)
+        pthread_cond_destroy(&q.filled);
+    if (locks)
+        pthread_mutex_destroy(&q.lock);
+    free(q.buffers);
+    free(q.loaded);
+    free(q.empty);
+    return started ? 0 : -1;
+}
+
+/* Work of this size or more is shared by two threads: sums go through the ring (each
  * column still adds its rows in order), the other modes split the rows. */
 #define SHARED_RECORDS (1 << 15)
 
@@ -371,18 +482,16 @@ run_all(const sink *to, Py_ssize_t count, unsigned char *buffers, int *errors)
         {to, 0, count, 0, points, buffers, errors},
         {to, 0, 0, 0, points, buffers + (size_t)points * RECORD, errors + count},
     };
-    int shared = (double)count * (double)points >= SHARED_RECORDS && count > 1;
-    if (shared && to->mode == 1) {
-        jobs[0].columns = points / 2;
-        jobs[1].row_to = count;
-        jobs[1].first = points / 2;
-        jobs[1].columns = points - points / 2;
-    } else if (shared) {
+    int shared = (double)count * (double)points >= SHARED_RECORDS && count > 1 &&
+        sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    if (shared && to->mode == 1 && run_ring(to, count, buffers, errors) == 0)
+        return;
+    if (shared && to->mode != 1) {
         jobs[0].row_to = count / 2;
         jobs[1].row_from = count / 2;
         jobs[1].row_to = count;
     }
-    run_pair(run_share, &jobs[0], &jobs[1], shared);
+    run_pair(run_share, &jobs[0], &jobs[1], shared && to->mode != 1);
 }
 
 /* Paths of at least this many files are opened relative to their shared directory */
