@@ -92,6 +92,7 @@ typedef struct {
     int fd;
     int check;
     unsigned long long dev, ino;
+    PyObject *header_obj; /* the header of a file known empty, or NULL (read it) */
     Py_buffer view;
     int has_view;
     int status;
@@ -107,6 +108,11 @@ typedef struct {
     int python_sums; /* sum-based aggregations through `aggregate` */
     /* the file */
     int fd;
+    /* with `image`: the file is this memory (an empty file's first update, computed
+       before the file is made): reads past `image_cap` (up to `total`) see zeroes, a
+       write past it fails; `image_end` is the end of the bytes written */
+    unsigned char *image;
+    int64_t image_cap, image_end, total;
     int method;
     double xff;
     int count;
@@ -244,16 +250,42 @@ grow_slots(Ctx *ctx, size_t n)
 
 /* -- header ---------------------------------------------------------------------- */
 
-/* Read and check the header (and archive 0's base point when it follows the header). */
+/* -- the file: on disk, or an empty file's image in memory ---------------------- */
+
+/* Exactly `len` bytes at `offset`: 0, or an errno (EIO past the end). */
 static int
-read_header(Ctx *ctx)
+ctx_read(Ctx *ctx, void *data, size_t len, int64_t offset)
 {
-    unsigned char raw[METADATA_SIZE + MAX_ARCHIVES * ARCHIVE_INFO_SIZE + POINT_SIZE];
-    size_t want = HEADER_GUESS + POINT_SIZE;
-    ssize_t got;
-    do {
-        got = pread(ctx->fd, raw, want, 0);
-    } while (got < 0 && errno == EINTR);
+    if (ctx->image == NULL)
+        return read_exact(ctx->fd, data, len, (off_t)offset);
+    if (offset < 0 || offset + (int64_t)len > ctx->total)
+        return EIO;
+    size_t inside = offset >= ctx->image_cap ? 0
+        : (size_t)(ctx->image_cap - offset) < len ? (size_t)(ctx->image_cap - offset) : len;
+    if (inside)
+        memcpy(data, ctx->image + offset, inside);
+    memset((char *)data + inside, 0, len - inside); /* the rest of an empty file: zeroes */
+    return 0;
+}
+
+static int
+ctx_write(Ctx *ctx, const void *data, size_t len, int64_t offset)
+{
+    if (ctx->image == NULL)
+        return write_all(ctx->fd, data, len, (off_t)offset);
+    if (offset < 0 || offset + (int64_t)len > ctx->image_cap)
+        return EFBIG; /* beyond the image: the update is left to the file */
+    memcpy(ctx->image + offset, data, len);
+    if (offset + (int64_t)len > ctx->image_end)
+        ctx->image_end = offset + (int64_t)len;
+    return 0;
+}
+
+/* Check the header in `raw` (`got` bytes read from offset 0; archive 0's base point is
+ * taken when it follows the header and was read). */
+static int
+parse_header_bytes(Ctx *ctx, const unsigned char *raw, size_t got)
+{
     if (got < METADATA_SIZE)
         return PY_HEADER;
     uint32_t method = get_u32(raw);
@@ -264,12 +296,7 @@ read_header(Ctx *ctx)
     if (!(xff >= 0.0 && xff <= 1.0))
         return PY_HEADER;
     size_t size = METADATA_SIZE + (size_t)count * ARCHIVE_INFO_SIZE;
-    if ((size_t)got < size + POINT_SIZE && (size_t)got == want) {
-        do {
-            got = pread(ctx->fd, raw, size + POINT_SIZE, 0);
-        } while (got < 0 && errno == EINTR);
-    }
-    if (got < 0 || (size_t)got < size)
+    if (got < size)
         return PY_HEADER;
     ctx->method = (int)method;
     ctx->xff = xff;
@@ -285,9 +312,47 @@ read_header(Ctx *ctx)
             return PY_HEADER;
         ctx->known[i] = 0;
     }
-    if (ctx->arch[0].offset == (int64_t)size && (size_t)got >= size + POINT_SIZE) {
+    if (ctx->arch[0].offset == (int64_t)size && got >= size + POINT_SIZE) {
         ctx->bases[0] = get_u32(raw + size);
         ctx->known[0] = 1;
+    }
+    return DONE;
+}
+
+/* Read and check the header (and archive 0's base point when it follows the header). */
+static int
+read_header(Ctx *ctx)
+{
+    unsigned char raw[METADATA_SIZE + MAX_ARCHIVES * ARCHIVE_INFO_SIZE + POINT_SIZE];
+    size_t want = HEADER_GUESS + POINT_SIZE;
+    ssize_t got;
+    do {
+        got = pread(ctx->fd, raw, want, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got >= METADATA_SIZE) {
+        uint32_t count = get_u32(raw + 12);
+        size_t size = METADATA_SIZE + (size_t)count * ARCHIVE_INFO_SIZE;
+        if (count <= MAX_ARCHIVES && (size_t)got < size + POINT_SIZE && (size_t)got == want) {
+            do {
+                got = pread(ctx->fd, raw, size + POINT_SIZE, 0);
+            } while (got < 0 && errno == EINTR);
+        }
+    }
+    return got < 0 ? PY_HEADER : parse_header_bytes(ctx, raw, (size_t)got);
+}
+
+/* The header of a file known to be empty (just made, nothing written since): parsed from
+ * `header` (its bytes as written), every archive's base point 0, nothing read. */
+static int
+known_empty(Ctx *ctx, PyObject *header)
+{
+    int status = parse_header_bytes(ctx, (const unsigned char *)PyBytes_AS_STRING(header),
+                                    (size_t)PyBytes_GET_SIZE(header));
+    if (status != DONE)
+        return status;
+    for (int i = 0; i < ctx->count; i++) {
+        ctx->bases[i] = 0;
+        ctx->known[i] = 1;
     }
     return DONE;
 }
@@ -298,7 +363,7 @@ base_of(Ctx *ctx, int index, int64_t *out)
 {
     if (!ctx->known[index]) {
         unsigned char raw[4];
-        if (read_exact(ctx->fd, raw, 4, (off_t)ctx->arch[index].offset))
+        if (ctx_read(ctx, raw, 4, ctx->arch[index].offset))
             return -1;
         ctx->bases[index] = get_u32(raw);
         ctx->known[index] = 1;
@@ -450,10 +515,9 @@ propagate(Ctx *ctx, int hi, int lo, int64_t start)
     }
     if (grow_bytes(ctx, length) || grow_slots(ctx, length / POINT_SIZE + 1))
         return -1;
-    if (read_exact(ctx->fd, ctx->bytes, head, (off_t)first))
+    if (ctx_read(ctx, ctx->bytes, head, first))
         return -1;
-    if (length > head
-        && read_exact(ctx->fd, ctx->bytes + head, length - head, (off_t)high->offset))
+    if (length > head && ctx_read(ctx, ctx->bytes + head, length - head, high->offset))
         return -1;
     Py_ssize_t n = (Py_ssize_t)(length / POINT_SIZE), known = 0;
     int64_t expected = start;
@@ -482,7 +546,7 @@ propagate(Ctx *ctx, int hi, int lo, int64_t start)
     unsigned char point[POINT_SIZE];
     put_u32(point, (uint32_t)start);
     put_f64(point + 4, value);
-    if (write_all(ctx->fd, point, POINT_SIZE, (off_t)offset))
+    if (ctx_write(ctx, point, POINT_SIZE, offset))
         return -1;
     if (offset == low->offset)
         ctx->bases[lo] = start;
@@ -635,15 +699,14 @@ write_first_archive(Ctx *ctx, Py_ssize_t m)
             + pymod(floordiv(ctx->intervals[begin] - base, a0->step) * POINT_SIZE, a0->size);
         int64_t beyond = offset + length - (a0->offset + a0->size);
         if (beyond > 0) {
-            if (write_all(ctx->fd, data, (size_t)(length - beyond), (off_t)offset)
-                || write_all(ctx->fd, data + length - beyond, (size_t)beyond,
-                             (off_t)a0->offset))
+            if (ctx_write(ctx, data, (size_t)(length - beyond), offset)
+                || ctx_write(ctx, data + length - beyond, (size_t)beyond, a0->offset))
                 return PY_IO;
             ctx->bases[0] = get_u32(data + length - beyond);
             ctx->known[0] = 1;
         }
         else {
-            if (write_all(ctx->fd, data, (size_t)length, (off_t)offset))
+            if (ctx_write(ctx, data, (size_t)length, offset))
                 return PY_IO;
             if (offset == a0->offset) {
                 ctx->bases[0] = get_u32(data);
@@ -653,6 +716,19 @@ write_first_archive(Ctx *ctx, Py_ssize_t m)
         begin = end;
     }
     return DONE;
+}
+
+/* The update proper, once the header is known: archive 0, then the coarser ones. */
+static int
+apply_points(Ctx *ctx, const double *raw, Py_ssize_t n)
+{
+    Py_ssize_t m = 0;
+    int status = prepare(ctx, raw, n, &m);
+    if (status == DONE)
+        status = write_first_archive(ctx, m);
+    if (status == DONE)
+        status = propagate_all(ctx, m);
+    return status;
 }
 
 static double
@@ -670,7 +746,6 @@ update_one(Ctx *ctx, Item *item)
     const double *raw = item->view.buf;
     Py_ssize_t n = item->view.len / (Py_ssize_t)(2 * sizeof(double));
     int opened = 0, locked = 0, status;
-    Py_ssize_t m = 0;
     item->seconds = 0.0;
     if (n == 0) {
         item->status = DONE;
@@ -708,13 +783,9 @@ update_one(Ctx *ctx, Item *item)
         }
         locked = 1;
     }
-    status = read_header(ctx);
+    status = item->header_obj != NULL ? known_empty(ctx, item->header_obj) : read_header(ctx);
     if (status == DONE)
-        status = prepare(ctx, raw, n, &m);
-    if (status == DONE)
-        status = write_first_archive(ctx, m);
-    if (status == DONE)
-        status = propagate_all(ctx, m);
+        status = apply_points(ctx, raw, n);
     if (status == DONE && ctx->autoflush && fsync(ctx->fd) != 0)
         status = PY_IO;
 out:
@@ -735,6 +806,7 @@ release_items(Item *items, Py_ssize_t count)
         if (items[i].has_view)
             PyBuffer_Release(&items[i].view);
         Py_XDECREF(items[i].path_obj);
+        Py_XDECREF(items[i].header_obj);
     }
     PyMem_Free(items);
 }
@@ -742,16 +814,24 @@ release_items(Item *items, Py_ssize_t count)
 static int
 fill_item(Item *item, PyObject *entry)
 {
-    PyObject *path, *points;
+    PyObject *path, *points, *header = Py_None;
     int fd, check;
     unsigned long long dev, ino;
     if (!PyTuple_Check(entry)) {
         PyErr_SetString(PyExc_TypeError, "items must be tuples");
         return -1;
     }
-    if (!PyArg_ParseTuple(entry, "O!iKKpO", &PyBytes_Type, &path, &fd, &dev, &ino, &check,
-                          &points))
+    if (!PyArg_ParseTuple(entry, "O!iKKpO|O", &PyBytes_Type, &path, &fd, &dev, &ino, &check,
+                          &points, &header))
         return -1;
+    if (header != Py_None) {
+        if (!PyBytes_Check(header)) {
+            PyErr_SetString(PyExc_TypeError, "header must be bytes or None");
+            return -1;
+        }
+        Py_INCREF(header);
+        item->header_obj = header;
+    }
     if (PyObject_GetBuffer(points, &item->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
         return -1;
     item->has_view = 1;
@@ -840,12 +920,112 @@ update_files(PyObject *module, PyObject *args)
     return result;
 }
 
+/* first_images(items, now, aggregate[, python_sums]) -> list
+ *
+ * items: (header: bytes, total: int, points) of files not made yet. Per item, the bytes
+ * from offset 0 the file holds once created (header, zeroes) and updated with `points`
+ * as update_files would update it, up to the end of the last byte the update wrote: so
+ * a create can write the header and the first points in one write (the rest of the file
+ * is zeroes). None where update_files would leave the points to Python, or where the
+ * update writes beyond IMAGE_CAP bytes (or the file's end). */
+#define IMAGE_CAP (16384 + 4096) /* _whisper_create.c writes files up to this in one go */
+
+static PyObject *
+first_images(PyObject *module, PyObject *args)
+{
+    PyObject *sequence, *aggregate_fn, *fast, *result = NULL;
+    long long now;
+    int python_sums = !PLAIN_SUM;
+    Py_ssize_t count, i;
+    Ctx ctx;
+    unsigned char *image = NULL;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "OLO|p", &sequence, &now, &aggregate_fn, &python_sums))
+        return NULL;
+    fast = PySequence_Fast(sequence, "items must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    count = PySequence_Fast_GET_SIZE(fast);
+    result = PyList_New(count);
+    image = malloc(IMAGE_CAP);
+    if (result == NULL || image == NULL) {
+        Py_XDECREF(result);
+        free(image);
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    memset(&ctx, 0, sizeof ctx);
+    ctx.aggregate = aggregate_fn;
+    ctx.now = now;
+    ctx.python_sums = python_sums;
+    ctx.fd = -1;
+    ctx.image = image;
+    for (i = 0; i < count; i++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(fast, i), *header, *points, *made;
+        long long total;
+        Py_buffer view;
+        if (!PyArg_ParseTuple(entry, "O!LO", &PyBytes_Type, &header, &total, &points)
+            || PyObject_GetBuffer(points, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+            goto fail;
+        if (view.itemsize != sizeof(double) || view.format == NULL
+            || strcmp(view.format, "d") != 0 || view.len % (2 * sizeof(double))) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
+            goto fail;
+        }
+        Py_ssize_t header_len = PyBytes_GET_SIZE(header);
+        Py_ssize_t n = view.len / (Py_ssize_t)(2 * sizeof(double));
+        int status = PY_POINTS;
+        if (n > 0 && header_len <= IMAGE_CAP && total >= header_len) {
+            ctx.total = total;
+            ctx.image_cap = total < IMAGE_CAP ? total : IMAGE_CAP;
+            ctx.image_end = header_len;
+            memcpy(image, PyBytes_AS_STRING(header), (size_t)header_len);
+            memset(image + header_len, 0, (size_t)(ctx.image_cap - header_len));
+            ctx.save = PyEval_SaveThread();
+            status = known_empty(&ctx, header);
+            if (status == DONE)
+                status = apply_points(&ctx, view.buf, n);
+            PyEval_RestoreThread(ctx.save);
+        }
+        PyBuffer_Release(&view);
+        if (status == DONE) {
+            made = PyBytes_FromStringAndSize((const char *)image, (Py_ssize_t)ctx.image_end);
+            if (made == NULL)
+                goto fail;
+        }
+        else {
+            made = Py_None;
+            Py_INCREF(made);
+        }
+        PyList_SET_ITEM(result, i, made);
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    free(ctx.intervals);
+    free(ctx.values);
+    free(ctx.lower);
+    free(ctx.bytes);
+    free(ctx.slot_values);
+    free(ctx.present);
+    free(image);
+    Py_DECREF(fast);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"update_files", update_files, METH_VARARGS,
      "update_files(items, now, lock, autoflush, fadvise_random, aggregate[, python_sums])"
      " -> list\n\n"
      "Write cached points into whisper files with the GIL released, as whisper's\n"
      "update_many would; per item (status, seconds), status 0 when written."},
+    {"first_images", first_images, METH_VARARGS,
+     "first_images(items, now, aggregate[, python_sums]) -> list\n\n"
+     "Per (header, total, points) of a file not made yet: its first bytes once made\n"
+     "and updated with the points (up to the last byte written), or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,7 +16,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import EXISTED, Creator, Outcome
+from carbon.writer.creator import EXISTED, Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
@@ -76,7 +76,6 @@ class Writer:
         self.disk_errors = IntervalLog(log.msg, "writes refused by the disk (points kept)",
                                        samples=1)
         self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
-        self.journal: Any = None  # carbon.cache.journal.Journal: told what is on disk
         self.stop_event = threading.Event()
         self.idle_event = threading.Event()
         self.tag_feed: Any = None
@@ -91,8 +90,8 @@ class Writer:
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
         # a file deleted since shows as FileNotFoundError on write).
-        self.creator = Creator(database, schemas, settings, log, self._may_create,
-                               self._create_tokens, self._create_waits)
+        self.creator = Creator(database, schemas, settings, log, self.create_limiter,
+                               self._create_waits, cache)
         self.known: set[str] = set()
         # creator outcomes taken in one go and not handled yet (still busy), and metrics
         # claimed for the creator and not handed over yet (both under choose_lock)
@@ -100,6 +99,15 @@ class Writer:
         self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
+
+    @property
+    def journal(self) -> Any:
+        """carbon.cache.journal.Journal, told what is on disk (by the creator too)."""
+        return self.creator.journal
+
+    @journal.setter
+    def journal(self, journal: Any) -> None:
+        self.creator.journal = journal
 
     # -- one step -------------------------------------------------------
     def _choose(self) -> tuple[str | bool, bool]:
@@ -120,6 +128,13 @@ class Writer:
         if returned:
             metric, outcome = returned.popleft()
             creator.release(metric)
+            if type(outcome) is Written:
+                self._created(metric)
+                self._known(metric)
+                self._committed(metric, outcome.points, outcome.seconds, 0.0)
+                if outcome.points:
+                    self.stats.increment("committedPoints", outcome.points)
+                return True, False
             if outcome is not None and outcome is not EXISTED:
                 self._create_failed(metric, outcome)
                 return True, False
@@ -208,21 +223,6 @@ class Writer:
             self.known.clear()
         self.known.add(metric)
 
-    def _may_create(self) -> bool:
-        return self.create_limiter.take(blocking=False)
-
-    def _create_tokens(self) -> tuple[float, float]:
-        """(create tokens free now, seconds until one is); a limiter plugin without
-        ``available``/``seconds_until`` is tried every 0.05 s."""
-        limiter = self.create_limiter
-        if getattr(limiter, "unlimited", False):
-            return INF, 0.0
-        available = getattr(limiter, "available", None)
-        until = getattr(limiter, "seconds_until", None)
-        if available is None or until is None:
-            return 1.0, 0.0
-        return available(), until()
-
     def _create_waits(self) -> None:
         """A new metric waits for a create token (its points stay cached)."""
         self.stats.increment("deferredCreates")
@@ -302,8 +302,6 @@ class Writer:
                 times = batch(list(zip(metrics, taken, strict=True)))
             except Exception as exc:  # the metric-by-metric path below still stores them
                 self.errors.record("batch write: %s" % exc)
-        stats, log, feed = self.stats, self.log, self.tag_feed
-        log_updates = self.settings.LOG_UPDATES
         committed = 0
         kept: set[str] = set()
         for metric, raw, took in zip(metrics, taken, times, strict=True):
@@ -321,21 +319,28 @@ class Writer:
                 count = len(raw) >> 1
             if not count:
                 continue
-            if feed is not None:
-                feed.updated(metric)
             committed += count
-            stats.append("updateTimes", took)
-            if log_updates:
-                if waited > 0.001:
-                    log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
-                                "%.5f seconds" % (count, metric, took, waited))
-                else:
-                    log.updates("wrote %d datapoints for %s in %.5f seconds"
-                                % (count, metric, took))
-                waited = 0.0
+            self._committed(metric, count, took, waited)
+            waited = 0.0
         if committed:
-            stats.increment("committedPoints", committed)
+            self.stats.increment("committedPoints", committed)
         return kept
+
+    def _committed(self, metric: str, count: int, took: float, waited: float) -> None:
+        """``count`` points of ``metric`` are on disk (``took`` seconds, after waiting
+        ``waited`` for a token): the tag feed, updateTimes and LOG_UPDATES."""
+        if not count:
+            return
+        if self.tag_feed is not None:
+            self.tag_feed.updated(metric)
+        self.stats.append("updateTimes", took)
+        if self.settings.LOG_UPDATES:
+            if waited > 0.001:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
+                                 "%.5f seconds" % (count, metric, took, waited))
+            else:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
+                                 % (count, metric, took))
 
     def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None

@@ -16,6 +16,7 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.writer.creator import Written
 from carbon.writer.writer import Writer
 from tests.support import read_whisper, wait_for
 
@@ -105,7 +106,10 @@ def test_points_of_a_metric_being_created_stay_in_the_cache(harness) -> None:
     assert h.cache.size == size  # and they count in MAX_CACHE_SIZE
     assert h.writer.write_one()  # only creates left: the creator handles a batch
     assert os.path.exists(h.database.get_filesystem_path("new.one"))
-    assert h.cache.get("new.one") == sorted(expected().items())
+    # the new file was made with its points in its first write: on disk, out of the
+    # cache; the file that existed has its points back in the cache, for the writer
+    assert h.stored("new.one") == expected() and h.cache.get("new.one") == []
+    assert h.cache.get("old.one") == sorted(expected().items())
     assert h.writer.write_one() and h.writer.write_one()
     assert h.stored("new.one") == expected() and h.stored("old.one") == expected()
     assert not h.cache and h.cache.size == 0 and not h.writer.creator.busy
@@ -304,7 +308,9 @@ def test_new_metrics_go_to_the_creator_a_batch_at_a_time(harness) -> None:
     assert len(creator.ready) == 200 and creator.busy == set(metrics)
     taken = creator.take_ready_many(3)
     assert [metric for metric, _ in taken] == metrics[:3]
-    assert all(outcome is None for _, outcome in taken)
+    # made with their points (on disk, out of the cache): the writer only books them
+    assert all(type(outcome) is Written and outcome.points == 3 for _, outcome in taken)
+    assert not h.cache and all(h.stored(metric) == expected() for metric in metrics)
     assert metrics[0] in creator.busy  # until released
     creator.release(metrics[0])
     assert metrics[0] not in creator.busy
@@ -313,7 +319,7 @@ def test_new_metrics_go_to_the_creator_a_batch_at_a_time(harness) -> None:
     takes: list[int] = []
     take_many = creator.take_ready_many
     creator.take_ready_many = lambda limit: takes.append(limit) or take_many(limit)
-    while h.cache:
+    while creator.ready or h.writer.returned:
         assert h.writer.write_some()
     assert takes and all(limit == BATCH_SIZE for limit in takes) and len(takes) <= 4
     assert not creator.busy and not creator.ready and not h.writer.returned
