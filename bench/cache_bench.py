@@ -325,12 +325,8 @@ def new_run(dirs: RunDirs, prefix: str, metrics: int
         return base, None
     _, total = file_plan(archives(), None, None)
     fs = FreshFileSystem(base, image_bytes(metrics, total), metrics)
+    fs.mount()  # removes what it made if it fails
     LOAD["mounted"].append(fs)
-    try:
-        fs.mount()
-    except BaseException:
-        fs.remove()
-        raise
     return base, fs
 
 
@@ -341,6 +337,7 @@ def finish(base: Path, dirs: RunDirs, fs: FreshFileSystem | None = None) -> None
     next run starts after a sync."""
     if fs is not None:
         fs.remove()
+        LOAD["mounted"].remove(fs)
         settle()
     elif LOAD["delete_runs"]:
         shutil.rmtree(base, ignore_errors=True)
