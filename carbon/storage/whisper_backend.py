@@ -173,7 +173,7 @@ class WhisperDatabase:
 
     def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
                                                   float | None, str | None]],
-                    points: Sequence[array] | None = None
+                    points: Sequence[array] | None = None, now: int | None = None
                     ) -> list[Exception | float | None]:
         """Create files for (metric, retentions, xff, method) requests in one batch
         (see carbon.storage.whisper_create); per request None or its error.
@@ -183,8 +183,9 @@ class WhisperDatabase:
         with those points in its first write (header, zeroes and points: the bytes
         that update would leave), and its entry is the seconds its share of the batch
         took instead of None; its descriptor is closed unless the descriptor cache has
-        room. Other new descriptors and their parsed headers are kept for the write
-        that follows, which then needs no stat, open or header read.
+        room (``now``: the update's clock, as ``write_batch``'s). Other new
+        descriptors and their parsed headers are kept for the write that follows,
+        which then needs no stat, open or header read.
         """
         errors: list[Exception | float | None] = [None] * len(requests)
         items: list[tuple] = []
@@ -209,7 +210,8 @@ class WhisperDatabase:
         started = time.time()
         images: list[bytes | None] = [None] * len(items)
         if points is not None and self.native_write:
-            images = self._first_images(items, [points[index] for index in where])
+            images = self._first_images(items, [points[index] for index in where],
+                                        int(time.time()) if now is None else now)
             with self._lock:
                 room = self._fds.room()
             full = []
@@ -231,7 +233,7 @@ class WhisperDatabase:
                     self._adopt_new(item[0], item[1], result.fd, image is None)
         return errors
 
-    def _first_images(self, items: list[tuple], points: list[array | None]
+    def _first_images(self, items: list[tuple], points: list[array | None], now: int
                       ) -> list[bytes | None]:
         """Per new file, its first bytes with ``points`` written (or None: no points,
         or an update ``write_batch`` would leave to ``write``)."""
@@ -242,7 +244,7 @@ class WhisperDatabase:
         options = () if self.python_sums is None else (self.python_sums,)
         made = update_native.first_images(
             [(items[index][1], items[index][2], points[index]) for index in wanted],
-            int(time.time()), aggregate, *options)
+            now, aggregate, *options)
         for index, image in zip(wanted, made, strict=True):
             images[index] = image
         return images

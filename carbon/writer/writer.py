@@ -443,7 +443,8 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            while (self.cache or self.creator.ready or self.returned) \
+            creator = self.creator  # busy: points the creator may be writing
+            while (self.cache or creator.busy or creator.ready or self.returned) \
                     and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():
