@@ -101,7 +101,8 @@ typedef struct {
 
 /* What one update needs besides its item; scratch buffers grow as needed. */
 typedef struct {
-    PyThreadState *save;  /* the released thread state (the GIL is taken back briefly) */
+    PyThreadState *save;  /* the released thread state (the GIL is taken back briefly);
+                             NULL: the GIL is held throughout */
     PyObject *aggregate;
     int64_t now;
     int lock, autoflush, fadvise_random;
@@ -380,7 +381,8 @@ python_aggregate(Ctx *ctx, const double *values, const char *present, Py_ssize_t
                  double *out)
 {
     int ok = -1;
-    PyEval_RestoreThread(ctx->save);
+    if (ctx->save != NULL)
+        PyEval_RestoreThread(ctx->save);
     PyObject *known = PyList_New(0), *neighbors = PyList_New(n), *result = NULL;
     if (known == NULL || neighbors == NULL)
         goto done;
@@ -414,7 +416,8 @@ done:
     Py_XDECREF(result);
     Py_XDECREF(known);
     Py_XDECREF(neighbors);
-    ctx->save = PyEval_SaveThread();
+    if (ctx->save != NULL)
+        ctx->save = PyEval_SaveThread();
     return ok;
 }
 
@@ -560,7 +563,8 @@ set_order(Ctx *ctx, int64_t *values, Py_ssize_t n)
 {
     int ok = -1;
     Py_ssize_t k = 0;
-    PyEval_RestoreThread(ctx->save);
+    if (ctx->save != NULL)
+        PyEval_RestoreThread(ctx->save);
     PyObject *set = PySet_New(NULL), *iterator = NULL, *item;
     if (set == NULL)
         goto done;
@@ -586,7 +590,8 @@ done:
         PyErr_Clear();
     Py_XDECREF(iterator);
     Py_XDECREF(set);
-    ctx->save = PyEval_SaveThread();
+    if (ctx->save != NULL)
+        ctx->save = PyEval_SaveThread();
     return ok;
 }
 
@@ -930,6 +935,17 @@ update_files(PyObject *module, PyObject *args)
  * update writes beyond IMAGE_CAP bytes (or the file's end). */
 #define IMAGE_CAP (16384 + 4096) /* _whisper_create.c writes files up to this in one go */
 
+typedef struct {
+    PyObject *header; /* borrowed: the items sequence holds it */
+    long long total;
+    Py_buffer view;
+    int has_view;
+    int status;
+    long long cap; /* bytes of the image kept: the file's, at most IMAGE_CAP */
+    Py_ssize_t end; /* bytes of the image written (from offset 0) */
+    unsigned char *image; /* `cap` bytes of the batch's arena */
+} ImageItem;
+
 static PyObject *
 first_images(PyObject *module, PyObject *args)
 {
@@ -938,7 +954,8 @@ first_images(PyObject *module, PyObject *args)
     int python_sums = !PLAIN_SUM;
     Py_ssize_t count, i;
     Ctx ctx;
-    unsigned char *image = NULL;
+    ImageItem *items = NULL;
+    unsigned char *arena = NULL;
 
     (void)module;
     if (!PyArg_ParseTuple(args, "OLO|p", &sequence, &now, &aggregate_fn, &python_sums))
@@ -947,71 +964,93 @@ first_images(PyObject *module, PyObject *args)
     if (fast == NULL)
         return NULL;
     count = PySequence_Fast_GET_SIZE(fast);
-    result = PyList_New(count);
-    image = malloc(IMAGE_CAP);
-    if (result == NULL || image == NULL) {
-        Py_XDECREF(result);
-        free(image);
-        Py_DECREF(fast);
-        return PyErr_NoMemory();
+    items = PyMem_Calloc(count ? (size_t)count : 1, sizeof(ImageItem));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
+    size_t arena_size = 0;
+    for (i = 0; i < count; i++) {
+        ImageItem *item = &items[i];
+        PyObject *points;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "O!LO", &PyBytes_Type,
+                              &item->header, &item->total, &points)
+            || PyObject_GetBuffer(points, &item->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+            goto done;
+        item->has_view = 1;
+        if (item->view.itemsize != sizeof(double) || item->view.format == NULL
+            || strcmp(item->view.format, "d") != 0 || item->view.len % (2 * sizeof(double))) {
+            PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
+            goto done;
+        }
+        item->status = PY_POINTS;
+        item->cap = item->total < IMAGE_CAP ? item->total : IMAGE_CAP;
+        arena_size += item->cap > 0 ? (size_t)item->cap : 0;
+    }
+    arena = malloc(arena_size ? arena_size : 1);
+    if (arena == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    arena_size = 0;
+    for (i = 0; i < count; i++) {
+        items[i].image = arena + arena_size;
+        arena_size += items[i].cap > 0 ? (size_t)items[i].cap : 0;
+    }
+    /* with the GIL held (ctx.save NULL): memory work of well under a microsecond a file,
+       less than taking the GIL back after releasing it would cost a busy thread */
     memset(&ctx, 0, sizeof ctx);
     ctx.aggregate = aggregate_fn;
     ctx.now = now;
     ctx.python_sums = python_sums;
     ctx.fd = -1;
-    ctx.image = image;
     for (i = 0; i < count; i++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(fast, i), *header, *points, *made;
-        long long total;
-        Py_buffer view;
-        if (!PyArg_ParseTuple(entry, "O!LO", &PyBytes_Type, &header, &total, &points)
-            || PyObject_GetBuffer(points, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
-            goto fail;
-        if (view.itemsize != sizeof(double) || view.format == NULL
-            || strcmp(view.format, "d") != 0 || view.len % (2 * sizeof(double))) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
-            goto fail;
-        }
-        Py_ssize_t header_len = PyBytes_GET_SIZE(header);
-        Py_ssize_t n = view.len / (Py_ssize_t)(2 * sizeof(double));
-        int status = PY_POINTS;
-        if (n > 0 && header_len <= IMAGE_CAP && total >= header_len) {
-            ctx.total = total;
-            ctx.image_cap = total < IMAGE_CAP ? total : IMAGE_CAP;
-            ctx.image_end = header_len;
-            memcpy(image, PyBytes_AS_STRING(header), (size_t)header_len);
-            memset(image + header_len, 0, (size_t)(ctx.image_cap - header_len));
-            ctx.save = PyEval_SaveThread();
-            status = known_empty(&ctx, header);
-            if (status == DONE)
-                status = apply_points(&ctx, view.buf, n);
-            PyEval_RestoreThread(ctx.save);
-        }
-        PyBuffer_Release(&view);
-        if (status == DONE) {
-            made = PyBytes_FromStringAndSize((const char *)image, (Py_ssize_t)ctx.image_end);
-            if (made == NULL)
-                goto fail;
-        }
-        else {
-            made = Py_None;
-            Py_INCREF(made);
-        }
-        PyList_SET_ITEM(result, i, made);
+        ImageItem *item = &items[i];
+        Py_ssize_t header_len = PyBytes_GET_SIZE(item->header);
+        Py_ssize_t n = item->view.len / (Py_ssize_t)(2 * sizeof(double));
+        if (n == 0 || header_len > item->cap)
+            continue;
+        ctx.image = item->image;
+        ctx.total = item->total;
+        ctx.image_cap = item->cap;
+        ctx.image_end = header_len;
+        memcpy(item->image, PyBytes_AS_STRING(item->header), (size_t)header_len);
+        memset(item->image + header_len, 0, (size_t)(ctx.image_cap - header_len));
+        item->status = known_empty(&ctx, item->header);
+        if (item->status == DONE)
+            item->status = apply_points(&ctx, item->view.buf, n);
+        item->end = (Py_ssize_t)ctx.image_end;
     }
-    goto done;
-fail:
-    Py_CLEAR(result);
-done:
     free(ctx.intervals);
     free(ctx.values);
     free(ctx.lower);
     free(ctx.bytes);
     free(ctx.slot_values);
     free(ctx.present);
-    free(image);
+    result = PyList_New(count);
+    if (result == NULL)
+        goto done;
+    for (i = 0; i < count; i++) {
+        PyObject *made;
+        if (items[i].status == DONE)
+            made = PyBytes_FromStringAndSize((const char *)items[i].image, items[i].end);
+        else
+            made = Py_NewRef(Py_None);
+        if (made == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, made);
+    }
+done:
+    if (items != NULL) {
+        for (i = 0; i < count; i++) {
+            if (items[i].has_view)
+                PyBuffer_Release(&items[i].view);
+        }
+    }
+    PyMem_Free(items);
+    free(arena);
     Py_DECREF(fast);
     return result;
 }
