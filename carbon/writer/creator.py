@@ -86,9 +86,6 @@ class Creator:
         self.waiting: deque[str] = deque()  # no file, no token yet: oldest first
         self.ready: deque[tuple[str, Outcome]] = deque()
         self.busy: set[str] = set()
-        # metric -> its (storage, aggregation) schemas, matched when submitted (at most
-        # the busy metrics; a schema edit meanwhile applies from the next submission)
-        self.matched: dict[str, tuple[Any, Any]] = {}
         self.batch_size = BATCH_SIZE
         self.max_ready = MAX_READY
         self.stopping = False
@@ -103,19 +100,9 @@ class Creator:
 
     def submit_many(self, metrics: list[str]) -> None:
         """Find or create the files of ``metrics`` (each ``claim``ed) soon, in order; one
-        lock for all. Their schemas are matched (and the backend's paths worked out)
-        here, on the submitting thread, while the creator's thread is in its file-system
-        calls: the creator's Python is what a burst of new metrics waits for."""
+        lock for all."""
         if not metrics:
             return
-        matched = self.matched
-        for_metric = self.schemas.for_metric
-        for metric in metrics:
-            matched[metric] = for_metric(metric)
-        path_of = getattr(self.database, "get_filesystem_path", None)
-        if path_of is not None:
-            for metric in metrics:
-                path_of(metric)
         with self.cond:
             self.pending.extend(metrics)
             self.cond.notify_all()
@@ -177,11 +164,6 @@ class Creator:
                 if outcome is not _NO_TOKEN]
         held = [metric for metric, outcome in zip(batch, outcomes, strict=True)
                 if outcome is _NO_TOKEN]
-        matched = self.matched
-        for metric, _ in done:
-            matched.pop(metric, None)
-        if not matched:
-            matched.clear()  # an emptied dict keeps its table (sized for its peak) else
         with self.cond:
             self.ready.extend(done)
             if retried:
@@ -268,9 +250,7 @@ class Creator:
 
     def _create_all(self, metrics: list[str], log_after: bool, points: Any = None
                     ) -> list[Exception | float | None]:
-        known = self.matched.get
-        for_metric = self.schemas.for_metric
-        matched = [(metric, *(known(metric) or for_metric(metric))) for metric in metrics]
+        matched = [(metric, *self.schemas.for_metric(metric)) for metric in metrics]
         log_creates = self.settings.LOG_CREATES
         if log_creates and not log_after:
             for match in matched:
