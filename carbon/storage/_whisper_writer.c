@@ -6,8 +6,10 @@
  *     -> list
  *
  * items: a sequence of (path: bytes, fd: int, dev: int, ino: int, check: bool,
- * points) where `points` is a buffer of doubles (array('d')) holding interleaved
- * timestamp, value pairs as the metric cache keeps them. `fd` is an open read-write
+ * points[, header]) where `points` is a buffer of doubles (array('d')) holding interleaved
+ * timestamp, value pairs as the metric cache keeps them; `header` (bytes or None) is
+ * given for a file this process made and has not written since: the header as written,
+ * every archive empty, so nothing is read before the update. `fd` is an open read-write
  * descriptor of `path` or -1 (then the file is opened for this write and closed after
  * it; posix_fadvise(RANDOM) if `fadvise_random`). With `check`, stat(path) must still
  * name (dev, ino), else the item is left to Python (the file was replaced or deleted).
