@@ -16,7 +16,9 @@ first write after our own create) and reopens when the path names another file
 (device, inode), e.g. after whisper-resize renamed a new file into place. The header
 is re-read with every write, in the same ``pread`` as the first archive's base point,
 so in-place edits (whisper-set-aggregation-method, whisper-set-xfilesfactor) are seen
-at once. Nothing is written to a replaced or deleted file.
+at once; not by the first write after our own create, which knows the header it wrote
+and that every archive is empty. Nothing is written to a replaced or deleted file.
+``create_many`` can also write each new file's first points in its create.
 """
 
 from __future__ import annotations
