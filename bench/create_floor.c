@@ -5,7 +5,8 @@
  * For each path read from stdin (one a line, in the order given), as a daemon that
  * knows nothing else would: open(O_RDWR|O_CREAT|O_EXCL), on ENOENT make the missing
  * parent directories and open again, write HEADER_BYTES of header at offset 0, fill the
- * rest up to TOTAL_BYTES (MODE "fallocate": posix_fallocate; "zero": written zeroes in
+ * rest up to TOTAL_BYTES (MODE "fallocate": posix_fallocate; "fallocate-first": the whole
+ * file posix_fallocate'd before the header is written; "zero": written zeroes in
  * 16 KiB chunks, whisper's default fill, a body of at most 16 KiB with its header in one
  * write, as ours writes it; "sparse": one zero byte at the end), then with
  * WRITE_BYTES write that many bytes right after the header (the first points), close.
@@ -161,6 +162,12 @@ create_file(Job *job, char *path)
         return perror(path), -1;
     int small = strcmp(job->mode, "zero") == 0 && job->total - job->header <= CHUNK
                 && job->total <= CHUNK + 4096;
+    int allocated = strcmp(job->mode, "fallocate-first") == 0;
+    if (allocated) {
+        int rc = posix_fallocate(fd, 0, job->total);
+        if (rc)
+            return fprintf(stderr, "fallocate: %s\n", strerror(rc)), -1;
+    }
     if (small) {
         /* header and zeroes in one write, as ours writes a small file */
         char whole[CHUNK + 4096];
@@ -171,7 +178,7 @@ create_file(Job *job, char *path)
     }
     else if (write_at(fd, job->head, (size_t)job->header, 0) != 0)
         return perror("write"), -1;
-    if (small) {
+    if (small || allocated) {
         /* filled above */
     }
     else if (strcmp(job->mode, "fallocate") == 0) {
@@ -221,7 +228,7 @@ int
 main(int argc, char **argv)
 {
     if (argc < 4 || argc > 7) {
-        fprintf(stderr, "usage: %s fallocate|zero|sparse HEADER_BYTES TOTAL_BYTES "
+        fprintf(stderr, "usage: %s fallocate|fallocate-first|zero|sparse HEADER_BYTES TOTAL_BYTES "
                 "[WRITE_BYTES [THREADS [path|dirfd]]] < paths\n", argv[0]);
         return 2;
     }

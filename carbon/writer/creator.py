@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 import time
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, Callable, Iterable, NamedTuple, Union
 
 from carbon.config.schemas import SchemaFiles
 from carbon.logs import CarbonLog
@@ -122,8 +122,13 @@ class Creator:
     def release(self, metric: str) -> None:
         """A metric taken with ``take_ready_many`` is no longer busy (only the thread
         that submits and takes metrics changes ``busy``)."""
+        self.release_many((metric,))
+
+    def release_many(self, metrics: Iterable[str]) -> None:
+        """``release`` of each metric."""
         busy = self.busy
-        busy.discard(metric)
+        for metric in metrics:
+            busy.discard(metric)
         if not busy:
             busy.clear()  # an emptied set keeps its table (sized for its peak) else
 

@@ -126,15 +126,11 @@ class Writer:
         if not returned and creator.ready:
             returned.extend(creator.take_ready_many(BATCH_SIZE))
         if returned:
+            if type(returned[0][1]) is Written:
+                self._book_written()
+                return True, False
             metric, outcome = returned.popleft()
             creator.release(metric)
-            if type(outcome) is Written:
-                self._created(metric)
-                self._known(metric)
-                self._committed(metric, outcome.points, outcome.seconds, 0.0)
-                if outcome.points:
-                    self.stats.increment("committedPoints", outcome.points)
-                return True, False
             if outcome is not None and outcome is not EXISTED:
                 self._create_failed(metric, outcome)
                 return True, False
@@ -163,6 +159,37 @@ class Writer:
                 continue
             return metric, submitted
         return False, submitted
+
+    def _book_written(self) -> None:
+        """The metrics at the front of ``returned`` whose files were made with their
+        points (``Written``): released, counted (creates, committedPoints,
+        updateTimes), known, logged (LOG_CREATES is the creator's; LOG_UPDATES here) and
+        given to the tag feed; all at once, on the writer's thread, while the creator's
+        thread makes the next files."""
+        returned = self.returned
+        written: list[tuple[str, Written]] = []
+        while returned and type(returned[0][1]) is Written:
+            written.append(returned.popleft())  # type: ignore[arg-type]
+        self.creator.release_many(metric for metric, _ in written)
+        stats = self.stats
+        stats.increment("creates", len(written))
+        stats.increment("committedPoints", sum(outcome.points for _, outcome in written))
+        stats.append_many("updateTimes", [outcome.seconds for _, outcome in written])
+        known = self.known
+        if len(known) + len(written) > self.known_limit:
+            for metric, _ in written:
+                self._known(metric)
+        else:
+            known.update(metric for metric, _ in written)
+        feed = self.tag_feed
+        if feed is not None:
+            for metric, _ in written:
+                feed.created(metric)
+                feed.updated(metric)
+        if self.settings.LOG_UPDATES:
+            for metric, outcome in written:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
+                                 % (outcome.points, metric, outcome.seconds))
 
     def _submit(self) -> None:
         """Hand the metrics claimed for the creator over, in one call."""
