@@ -5,8 +5,10 @@
  * For each path read from stdin (one a line, in the order given), as a daemon that
  * knows nothing else would: open(O_RDWR|O_CREAT|O_EXCL), on ENOENT make the missing
  * parent directories and open again, write HEADER_BYTES of header at offset 0, fill the
- * rest up to TOTAL_BYTES (MODE "fallocate": posix_fallocate; "fallocate-first": the whole
- * file posix_fallocate'd before the header is written; "zero": written zeroes in
+ * rest up to TOTAL_BYTES (MODE "fallocate": the whole file posix_fallocate'd before the
+ * header is written, as ours fills a large body; "fallocate-after": the header written,
+ * then the rest posix_fallocate'd (ours before, about a fifth more system time for
+ * 103 KB files here); "zero": written zeroes in
  * 16 KiB chunks, whisper's default fill, a body of at most 16 KiB with its header in one
  * write, as ours writes it; "sparse": one zero byte at the end), then with
  * WRITE_BYTES write that many bytes right after the header (the first points), close.
@@ -162,7 +164,7 @@ create_file(Job *job, char *path)
         return perror(path), -1;
     int small = strcmp(job->mode, "zero") == 0 && job->total - job->header <= CHUNK
                 && job->total <= CHUNK + 4096;
-    int allocated = strcmp(job->mode, "fallocate-first") == 0;
+    int allocated = strcmp(job->mode, "fallocate") == 0;
     if (allocated) {
         int rc = posix_fallocate(fd, 0, job->total);
         if (rc)
@@ -181,7 +183,7 @@ create_file(Job *job, char *path)
     if (small || allocated) {
         /* filled above */
     }
-    else if (strcmp(job->mode, "fallocate") == 0) {
+    else if (strcmp(job->mode, "fallocate-after") == 0) {
         int rc = posix_fallocate(fd, job->header, job->total - job->header);
         if (rc)
             return fprintf(stderr, "fallocate: %s\n", strerror(rc)), -1;
@@ -228,8 +230,8 @@ int
 main(int argc, char **argv)
 {
     if (argc < 4 || argc > 7) {
-        fprintf(stderr, "usage: %s fallocate|fallocate-first|zero|sparse HEADER_BYTES TOTAL_BYTES "
-                "[WRITE_BYTES [THREADS [path|dirfd]]] < paths\n", argv[0]);
+        fprintf(stderr, "usage: %s fallocate|fallocate-after|zero|sparse HEADER_BYTES "
+                "TOTAL_BYTES [WRITE_BYTES [THREADS [path|dirfd]]] < paths\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];

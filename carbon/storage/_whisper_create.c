@@ -18,13 +18,14 @@
  *     applies, as os.makedirs) and the open is tried once more;
  *   flock(LOCK_EX) if `lock`; posix_fadvise(RANDOM) if `fadvise_random`;
  *   the header (or image) written at 0; the rest (total - its length) zero-filled:
- *     mode 2 (WHISPER_FALLOCATE_CREATE): posix_fallocate, an error fails the file;
+ *     mode 2 (WHISPER_FALLOCATE_CREATE): the whole file posix_fallocate'd before the
+ *       header's write, an error fails the file;
  *     mode 1 (WHISPER_SPARSE_CREATE): one zero byte written at total - 1;
  *     mode 0 (whisper's default): a body of at most SMALL_BODY bytes written as zeroes
  *       (ext4 allocates its block later, in writeback, for less than fallocate costs
  *       the creating thread; with a header that fits, header and zeroes in one write),
- *       a larger one posix_fallocate'd (far less than writing it), else written as
- *       zeroes;
+ *       for a larger one the whole file posix_fallocate'd before the header's write
+ *       (far less than writing it), else the body written as zeroes;
  *   fsync if `autoflush`; flock(LOCK_UN) if `lock`; close unless `keep`.
  * A file that fails after its open is closed and unlinked.
  *
@@ -144,6 +145,8 @@ open_new(const char *path, int makedirs)
     return fd;
 }
 
+static int finish(int fd, int lock, int autoflush);
+
 static int
 fill(Item *item, int fd, int mode, int lock, int fadvise_random, int autoflush)
 {
@@ -162,25 +165,38 @@ fill(Item *item, int fd, int mode, int lock, int fadvise_random, int autoflush)
         memset(whole + item->header_len, 0, (size_t)remaining);
         if ((rc = write_all(fd, whole, (size_t)item->total, 0)))
             return rc;
-        remaining = 0;
+        return finish(fd, lock, autoflush);
     }
-    else if ((rc = write_all(fd, item->header, (size_t)item->header_len, 0)))
-        return rc;
-    if (mode == 2) {
-        if (remaining > 0 && (rc = fallocate_range(fd, (off_t)item->header_len,
-                                                   (off_t)remaining)))
+    int allocated = 0;
+    if (remaining > 0 && (mode == 2 || (mode == 0 && remaining > SMALL_BODY))) {
+        /* the whole file allocated, then the header written into it: the same bytes and
+           blocks as allocating the rest after the header's write, for about a fifth
+           less work in this thread (ext4 converts the written page's block from
+           unwritten in writeback) */
+        rc = fallocate_range(fd, 0, (off_t)item->total);
+        if (rc && mode == 2)
             return rc;
+        allocated = rc == 0;
+    }
+    if ((rc = write_all(fd, item->header, (size_t)item->header_len, 0)))
+        return rc;
+    if (allocated) {
+        /* zeroes already */
     }
     else if (mode == 1) {
         if (remaining > 0 && (rc = write_all(fd, ZEROES, 1, (off_t)(item->total - 1))))
             return rc;
     }
-    else if (remaining > 0
-             && (remaining <= SMALL_BODY
-                 || fallocate_range(fd, (off_t)item->header_len, (off_t)remaining) != 0)) {
-        if ((rc = write_zeroes(fd, (off_t)item->header_len, remaining)))
-            return rc;
-    }
+    else if (remaining > 0 && (rc = write_zeroes(fd, (off_t)item->header_len, remaining)))
+        return rc;
+    return finish(fd, lock, autoflush);
+}
+
+/* fsync if `autoflush`, unlock if `lock`: the end of a file's fill. */
+static int
+finish(int fd, int lock, int autoflush)
+{
+    int rc;
     if (autoflush && fsync(fd) != 0)
         return errno;
     if (lock && (rc = flock_retry(fd, LOCK_UN)))

@@ -101,23 +101,27 @@ def create_one(path: str, header: bytes, total: int, options: CreateOptions,
             fcntl.flock(fd, fcntl.LOCK_EX)
         if options.fadvise_random:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        _write_all(fd, header, 0)
         remaining = total - len(header)
-        if options.use_fallocate:
-            if remaining > 0:
-                os.posix_fallocate(fd, len(header), remaining)
+        # a body fallocated: the whole file first, then the header written into it (the
+        # same bytes and blocks, less work for this thread than allocating around a
+        # page just written)
+        allocated = False
+        if options.use_fallocate and remaining > 0:
+            os.posix_fallocate(fd, 0, total)
+            allocated = True
+        elif not options.sparse and SMALL_BODY < remaining:
+            allocated = _reserve_zeroes(fd, 0, total)
+        _write_all(fd, header, 0)
+        if allocated or remaining <= 0:
+            pass  # zeroes already (or nothing left)
         elif options.sparse:
-            if remaining > 0:
-                _write_all(fd, b"\x00", total - 1)
-        elif SMALL_BODY < remaining and _reserve_zeroes(fd, len(header), remaining):
-            pass  # allocated zero blocks: the same bytes and reserved space as writing zeroes
+            _write_all(fd, b"\x00", total - 1)
         else:
             pos = len(header)
-            while remaining > 0:
-                chunk = _ZEROES if remaining > len(_ZEROES) else _ZEROES[:remaining]
+            while pos < total:
+                chunk = _ZEROES[:min(len(_ZEROES), total - pos)]
                 _write_all(fd, chunk, pos)
                 pos += len(chunk)
-                remaining -= len(chunk)
         if options.autoflush:
             os.fsync(fd)
         if options.lock:
