@@ -806,6 +806,33 @@ out:
 
 /* -- module ---------------------------------------------------------------------- */
 
+/* A buffer of interleaved (timestamp, value) doubles, as the metric cache holds them;
+ * -1 with an exception set. `*has_view` says whether `view` must be released. */
+static int
+get_points(PyObject *points, Py_buffer *view, int *has_view)
+{
+    if (PyObject_GetBuffer(points, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+        return -1;
+    *has_view = 1;
+    if (view->itemsize != sizeof(double) || view->format == NULL
+        || strcmp(view->format, "d") != 0 || view->len % (2 * sizeof(double))) {
+        PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
+        return -1;
+    }
+    return 0;
+}
+
+static void
+free_scratch(Ctx *ctx)
+{
+    free(ctx->intervals);
+    free(ctx->values);
+    free(ctx->lower);
+    free(ctx->bytes);
+    free(ctx->slot_values);
+    free(ctx->present);
+}
+
 static void
 release_items(Item *items, Py_ssize_t count)
 {
@@ -839,14 +866,8 @@ fill_item(Item *item, PyObject *entry)
         Py_INCREF(header);
         item->header_obj = header;
     }
-    if (PyObject_GetBuffer(points, &item->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+    if (get_points(points, &item->view, &item->has_view))
         return -1;
-    item->has_view = 1;
-    if (item->view.itemsize != sizeof(double) || item->view.format == NULL
-        || strcmp(item->view.format, "d") != 0 || item->view.len % (2 * sizeof(double))) {
-        PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
-        return -1;
-    }
     if (PyBytes_GET_SIZE(path) == 0 || strlen(PyBytes_AS_STRING(path))
         != (size_t)PyBytes_GET_SIZE(path)) {
         PyErr_SetString(PyExc_ValueError, "path must be non-empty, without NUL bytes");
@@ -905,12 +926,7 @@ update_files(PyObject *module, PyObject *args)
     for (i = 0; i < count; i++)
         update_one(&ctx, &items[i]);
     PyEval_RestoreThread(ctx.save);
-    free(ctx.intervals);
-    free(ctx.values);
-    free(ctx.lower);
-    free(ctx.bytes);
-    free(ctx.slot_values);
-    free(ctx.present);
+    free_scratch(&ctx);
 
     result = PyList_New(count);
     if (result != NULL) {
@@ -977,14 +993,8 @@ first_images(PyObject *module, PyObject *args)
         PyObject *points;
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "O!LO", &PyBytes_Type,
                               &item->header, &item->total, &points)
-            || PyObject_GetBuffer(points, &item->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+            || get_points(points, &item->view, &item->has_view))
             goto done;
-        item->has_view = 1;
-        if (item->view.itemsize != sizeof(double) || item->view.format == NULL
-            || strcmp(item->view.format, "d") != 0 || item->view.len % (2 * sizeof(double))) {
-            PyErr_SetString(PyExc_TypeError, "points must be an array('d') of pairs");
-            goto done;
-        }
         item->status = PY_POINTS;
         item->cap = item->total < IMAGE_CAP ? item->total : IMAGE_CAP;
         arena_size += item->cap > 0 ? (size_t)item->cap : 0;
@@ -1023,12 +1033,7 @@ first_images(PyObject *module, PyObject *args)
             item->status = apply_points(&ctx, item->view.buf, n);
         item->end = (Py_ssize_t)ctx.image_end;
     }
-    free(ctx.intervals);
-    free(ctx.values);
-    free(ctx.lower);
-    free(ctx.bytes);
-    free(ctx.slot_values);
-    free(ctx.present);
+    free_scratch(&ctx);
     result = PyList_New(count);
     if (result == NULL)
         goto done;
