@@ -19,10 +19,10 @@ the first name they match).
 from __future__ import annotations
 
 import functools
-import os
 import re
 
 from carbon.config.errors import ConfigError
+from carbon.config.watched import file_mtime
 from carbon.pipeline import Batch, LineBatch
 
 PRE = "pre"
@@ -119,13 +119,13 @@ class RewriteRulesFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._mtime = _mtime(path)
+        self._mtime = file_mtime(path)
         self.rules = load_rewrite_rules(path)
 
     def check(self, force: bool = False) -> tuple[bool, list[ConfigError]]:
         """(rules were replaced, errors to log); ``force`` (SIGHUP) reads the file
         whatever its mtime and replaces the rules only when they differ."""
-        mtime = _mtime(self.path)
+        mtime = file_mtime(self.path)
         if mtime == self._mtime and not force:
             return False, []
         self._mtime = mtime
@@ -142,13 +142,6 @@ class RewriteRulesFile:
 def _meaning(rules: RewriteRules) -> dict[str, list[tuple[str, str]]]:
     return {section: [(rule.pattern, rule.replacement) for rule in items]
             for section, items in rules.sections.items()}
-
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
 
 
 class RewriteProcessor:

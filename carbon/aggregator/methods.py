@@ -116,6 +116,7 @@ class MinAccumulator:
     """Smallest value, first-wins on ties and NaN like builtin ``min``."""
 
     __slots__ = ("n", "best", "dirty")
+    pick = min  # what add_many keeps of the running value and the new ones
 
     def __init__(self) -> None:
         self.n = 0
@@ -129,10 +130,12 @@ class MinAccumulator:
         self.dirty = True
 
     def add_many(self, values: list[float]) -> None:
-        """``add`` each value in order (builtin ``min`` replaces on strictly smaller too)."""
+        """``add`` each value in order (builtin ``min`` and ``max`` replace only on strictly
+        smaller or larger too)."""
         if not values:
             return
-        self.best = min(values) if self.n == 0 else min([self.best, *values])
+        pick = self.pick
+        self.best = pick(values) if self.n == 0 else pick([self.best, *values])
         self.n += len(values)
         self.dirty = True
 
@@ -144,18 +147,12 @@ class MaxAccumulator(MinAccumulator):
     """Largest value, first-wins on ties and NaN like builtin ``max``."""
 
     __slots__ = ()
+    pick = max
 
     def add(self, value: float) -> None:
         if self.n == 0 or value > self.best:
             self.best = value
         self.n += 1
-        self.dirty = True
-
-    def add_many(self, values: list[float]) -> None:
-        if not values:
-            return
-        self.best = max(values) if self.n == 0 else max([self.best, *values])
-        self.n += len(values)
         self.dirty = True
 
 

@@ -18,12 +18,12 @@ capture) and reported as a ConfigError naming file, line and reason. A literal
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable, Iterator
 
 from carbon.aggregator.methods import AGGREGATION_METHODS, AggregationMethod
 from carbon.config.errors import ConfigError
+from carbon.config.watched import file_mtime
 
 RULE_SYNTAX = "expected 'output_template (frequency) = method input_pattern'"
 _OUTPUT_FIELD = re.compile(r"<<([^<>]+)>>|<([^<>]+)>")
@@ -324,11 +324,11 @@ class RulesFile:
     def __init__(self, path: str, cache_size: int = 100000) -> None:
         self.path = path
         self.ruleset = load_rules(path, cache_size)
-        self._mtime = _mtime(path)
+        self._mtime = file_mtime(path)
 
     def check(self) -> tuple[bool, ConfigError | None]:
         """(rules were replaced, error to log). Old rules stay on error."""
-        mtime = _mtime(self.path)
+        mtime = file_mtime(self.path)
         if mtime == self._mtime:
             return False, None
         self._mtime = mtime
@@ -337,13 +337,6 @@ class RulesFile:
             return False, error
         self.ruleset = new
         return True, None
-
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
 
 
 class ReferenceRuleManager:
@@ -370,7 +363,7 @@ class ReferenceRuleManager:
     def read_rules(self) -> None:
         if self.rules_file is None:
             return
-        mtime = _mtime(self.rules_file)
+        mtime = file_mtime(self.rules_file)
         if mtime is None:
             self.clear()
             return

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 from carbon.config.errors import ConfigError
+from carbon.config.watched import file_mtime
 
 
 class PatternList:
@@ -19,9 +19,8 @@ class PatternList:
 
     def reload(self) -> None:
         """Re-read the file if it changed; an invalid regex raises ConfigError."""
-        try:
-            mtime = os.stat(self.path).st_mtime
-        except OSError:
+        mtime = file_mtime(self.path)
+        if mtime is None:
             self.patterns, self._mtime = [], -1.0
             return
         if mtime == self._mtime:

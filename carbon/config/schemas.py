@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from carbon.config.errors import ConfigError
+from carbon.config.watched import file_mtime
 from carbon.config.inifile import read_ini
 from carbon.config.retention import parse_retention
 
@@ -137,13 +138,8 @@ class SchemaFiles:
         self.aggregation = load_aggregation_schemas(self.aggregation_path, self.warnings)
         self._mtimes = self._current_mtimes()
 
-    def _current_mtimes(self) -> tuple[float, float]:
-        def mtime(path: str) -> float:
-            try:
-                return os.stat(path).st_mtime
-            except OSError:
-                return 0.0
-        return mtime(self.storage_path), mtime(self.aggregation_path)
+    def _current_mtimes(self) -> tuple[float | None, float | None]:
+        return file_mtime(self.storage_path), file_mtime(self.aggregation_path)
 
     def reload_if_changed(self) -> str | None:
         """Re-read changed files. Returns an error message if a new file is invalid."""

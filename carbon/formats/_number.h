@@ -3,60 +3,113 @@
 #ifndef CARBON_NUMBER_H
 #define CARBON_NUMBER_H
 
+#include <stdint.h>
 #include <string.h>
 
 static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* [-]digits[.digits] with at most 15 digits in all: the digits as an integer are exact
- * in a double, and so is 10^k for k <= 22, so one IEEE division is correctly rounded
- * (the fast path of correct decimal conversion) and equals what float() returns.
- * Returns 0 when it applied. */
-static int
+/* Eight ASCII digits at s as their value, or -1 if any is not a digit. */
+static inline int64_t
+eight_digits(const char *s)
+{
+    uint64_t v;
+    memcpy(&v, s, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    if ((v & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
+        ((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL)
+        return -1;
+    v -= 0x3030303030303030ULL; /* the first digit in the low byte */
+    v = v * 10 + (v >> 8);
+    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+    return (int64_t)(uint32_t)v;
+}
+
+/* Digits from s[*i] on (8 at a time, then at most 7 one by one) into *v, at most `room`
+ * of them (more returns -1). Returns how many were read and leaves *i after them. */
+static inline int
+read_digits(const char *s, Py_ssize_t len, Py_ssize_t *i, uint64_t *v, int room)
+{
+    Py_ssize_t j = *i;
+    uint64_t x = *v;
+    int64_t eight;
+    while (j + 8 <= len && (eight = eight_digits(s + j)) >= 0) {
+        if ((j += 8) - *i > room)
+            return -1;
+        x = x * 100000000u + (uint64_t)eight;
+    }
+    for (unsigned d; j < len && (d = (unsigned char)s[j] - '0') <= 9; j++)
+        x = x * 10 + d; /* fewer than 8 digits: the loop above took every 8 */
+    int digits = (int)(j - *i);
+    if (digits > room)
+        return -1;
+    *i = j;
+    *v = x;
+    return digits;
+}
+
+/* [+-]digits with at most 19 digits, or [+-]digits[.digits] with at most 15 in all,
+ * as float() reads it: up to 19 digits are exact in a uint64 and its conversion to
+ * double is correctly rounded; with a fraction, 15 digits are exact in a double and so
+ * is 10^k for k <= 22, so one IEEE division is correctly rounded (the fast path of
+ * correct decimal conversion). Digits are read 8 at a time. Returns 0 when it applied. */
+static inline int
 fast_decimal(const char *s, Py_ssize_t len, double *out)
 {
     Py_ssize_t i = 0;
-    int negative = 0, digits = 0, fraction = -1;
-    long long mantissa = 0;
-    if (len > 0 && s[0] == '-') {
-        negative = 1;
+    uint64_t mantissa = 0;
+    int digits = read_digits(s, len, &i, &mantissa, 19);
+    if (i == len && digits > 0) { /* the usual timestamp: digits only */
+        *out = (double)mantissa;
+        return 0;
+    }
+    int negative = 0;
+    if (i == 0 && len > 1 && (s[0] == '-' || s[0] == '+')) {
+        negative = s[0] == '-';
         i = 1;
+        digits = read_digits(s, len, &i, &mantissa, 19);
     }
-    if (i >= len)
+    if (digits < 0)
         return -1;
-    for (; i < len; i++) {
-        char c = s[i];
-        if (c >= '0' && c <= '9') {
-            if (++digits > 15)
-                return -1;
-            mantissa = mantissa * 10 + (c - '0');
-            if (fraction >= 0)
-                fraction++;
-        }
-        else if (c == '.' && fraction < 0)
-            fraction = 0;
-        else
+    double value;
+    if (i == len) {
+        if (digits == 0)
             return -1;
+        value = (double)mantissa;
     }
-    if (digits == 0)
-        return -1;
-    double value = (double)mantissa;
-    if (fraction > 0)
-        value /= POW10[fraction];
+    else {
+        if (s[i] != '.' || digits > 15)
+            return -1;
+        i++;
+        int fraction = read_digits(s, len, &i, &mantissa, 15 - digits);
+        if (fraction < 0 || i != len || digits + fraction == 0)
+            return -1;
+        value = (double)mantissa / POW10[fraction];
+    }
     *out = negative ? -value : value;
     return 0;
 }
 
-/* float(text) for text made only of digits, '.', '-', '+', 'e' and 'E' (for such text
- * float() is PyOS_string_to_double of the whole of it). Returns 0 and sets *out; -1
- * when float() would raise ValueError (no exception left set); -2 on another error
- * (set); -3 for other text (the caller asks float() itself). */
+/* After a conversion that failed with an exception set: -1 when it is float()'s
+ * ValueError (cleared: the text is not a number), else -2 (left set). */
 static int
-simple_to_double(const char *s, Py_ssize_t len, double *out)
+not_a_number(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_ValueError))
+        return -2;
+    PyErr_Clear();
+    return -1;
+}
+
+/* simple_to_double past the fast path: PyOS_string_to_double of the whole text (kept
+ * out of line: the callers' loops stay small). */
+static __attribute__((noinline)) int
+string_to_double(const char *s, Py_ssize_t len, double *out)
 {
     char buf[64];
-    if (fast_decimal(s, len, out) == 0)
-        return 0;
     if (len >= (Py_ssize_t)sizeof(buf))
         return -3;
     for (Py_ssize_t i = 0; i < len; i++) {
@@ -69,16 +122,25 @@ simple_to_double(const char *s, Py_ssize_t len, double *out)
     memcpy(buf, s, len);
     buf[len] = '\0';
     double value = PyOS_string_to_double(buf, &end, NULL);
-    if (value == -1.0 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError))
-            return -2;
-        PyErr_Clear();
-        return -1;
-    }
+    if (value == -1.0 && PyErr_Occurred())
+        return not_a_number();
     if (end != buf + len)
         return -1;
     *out = value;
     return 0;
+}
+
+/* float(text) for text made only of digits, '.', '-', '+', 'e' and 'E' (for such text
+ * float() is PyOS_string_to_double of the whole of it). Returns 0 and sets *out; -1
+ * when float() would raise ValueError (no exception left set); -2 on another error
+ * (set); -3 for other text (the caller asks float() itself). Inline: the fast path
+ * costs no call in the callers' per-line loops. */
+static inline int
+simple_to_double(const char *s, Py_ssize_t len, double *out)
+{
+    if (fast_decimal(s, len, out) == 0)
+        return 0;
+    return string_to_double(s, len, out);
 }
 
 #endif

@@ -78,11 +78,30 @@ memo_put(Stack *memo, Py_ssize_t index, Value value)
     return 0;
 }
 
-static inline uint32_t
-le32(const unsigned char *p)
+/* An opcode's unsigned little-endian argument of `width` bytes (0 to 8) at *p into *out,
+ * *p moved past it; 0 when fewer than `width` bytes are left. */
+static inline int
+take_arg(const unsigned char **p, const unsigned char *end, Py_ssize_t width, uint64_t *out)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
-        | ((uint32_t)p[3] << 24);
+    const unsigned char *s = *p;
+    if (end - s < width)
+        return 0;
+    uint64_t n = 0;
+    switch (width) { /* the widths opcodes have, read at once */
+    case 1:
+        n = s[0];
+        break;
+    case 4:
+        n = (uint64_t)s[0] | ((uint64_t)s[1] << 8) | ((uint64_t)s[2] << 16) |
+            ((uint64_t)s[3] << 24);
+        break;
+    default: /* BININT2, BINUNICODE8, FRAME, LONG1's bytes */
+        for (Py_ssize_t i = width - 1; i >= 0; i--)
+            n = (n << 8) | s[i];
+    }
+    *p = s + width;
+    *out = n;
+    return 1;
 }
 
 static inline double
@@ -139,11 +158,8 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
             continue;
         case 0x95: /* FRAME: its length must fit in what is left */
         {
-            if (end - p < 8)
-                return 0;
-            uint64_t n = (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32);
-            p += 8;
-            if (n > (uint64_t)(end - p))
+            uint64_t n;
+            if (!take_arg(&p, end, 8, &n) || n > (uint64_t)(end - p))
                 return 0;
             if (frame_end != NULL && p - 9 < frame_end)
                 return 0;
@@ -163,43 +179,25 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
         case 'r': /* LONG_BINPUT */
         case 0x94: /* MEMOIZE */
         {
-            Py_ssize_t index;
+            uint64_t index;
             /* pickle memoizes the top object; a MARK here is not one of ours */
             if (!stack->count || stack->items[stack->count - 1].kind == V_MARK)
                 return 0;
-            if (op == 'q') {
-                if (p >= end)
-                    return 0;
-                index = *p++;
-            }
-            else if (op == 'r') {
-                if (end - p < 4)
-                    return 0;
-                index = (Py_ssize_t)le32(p);
-                p += 4;
-            }
-            else {
-                index = memo->filled;
-            }
-            if (memo_put(memo, index, stack->items[stack->count - 1]))
+            if (op == 0x94)
+                index = (uint64_t)memo->filled;
+            else if (!take_arg(&p, end, op == 'q' ? 1 : 4, &index))
+                return 0;
+            if (memo_put(memo, (Py_ssize_t)index, stack->items[stack->count - 1]))
                 return PyErr_Occurred() ? -1 : 0;
             continue;
         }
         case 'h': /* BINGET */
         case 'j': /* LONG_BINGET */
         {
-            Py_ssize_t index;
-            if (op == 'h') {
-                if (p >= end)
-                    return 0;
-                index = *p++;
-            }
-            else {
-                if (end - p < 4)
-                    return 0;
-                index = (Py_ssize_t)le32(p);
-                p += 4;
-            }
+            uint64_t arg;
+            if (!take_arg(&p, end, op == 'h' ? 1 : 4, &arg))
+                return 0;
+            Py_ssize_t index = (Py_ssize_t)arg;
             if (index >= memo->count || memo->items[index].kind == V_HOLE
                 || memo->items[index].kind == V_LIST)
                 return 0;
@@ -213,31 +211,13 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
         case 'T': /* BINSTRING */
         case 'U': /* SHORT_BINSTRING */
         {
-            if (op == 0x8c || op == 'U') {
-                if (p >= end)
-                    return 0;
-                length = *p++;
-            }
-            else if (op == 0x8d) {
-                if (end - p < 8)
-                    return 0;
-                uint64_t n = (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32);
-                if (n > (uint64_t)(end - p - 8))
-                    return 0;
-                length = (Py_ssize_t)n;
-                p += 8;
-            }
-            else {
-                if (end - p < 4)
-                    return 0;
-                uint32_t n = le32(p);
-                if (op == 'T' && (n & 0x80000000u))
-                    return 0; /* negative length */
-                length = (Py_ssize_t)n;
-                p += 4;
-            }
-            if (length > end - p)
+            uint64_t n;
+            if (!take_arg(&p, end, (op == 0x8c || op == 'U') ? 1 : op == 0x8d ? 8 : 4, &n) ||
+                n > (uint64_t)(end - p))
                 return 0;
+            if (op == 'T' && (n & 0x80000000u))
+                return 0; /* negative length */
+            length = (Py_ssize_t)n;
             /* as pickle decodes: names with surrogatepass; py2 strs as encoding="utf-8" */
             value.str = PyUnicode_DecodeUTF8((const char *)p, length,
                                              (op == 'T' || op == 'U') ? "strict"
@@ -255,36 +235,30 @@ parse(const unsigned char *p, Py_ssize_t size, PyObject *batch, Py_ssize_t *bad,
             continue;
         }
         case 'K': /* BININT1 */
-            if (p >= end)
-                return 0;
-            value.a = (double)*p++;
-            break;
         case 'M': /* BININT2 */
-            if (end - p < 2)
+        {
+            uint64_t n;
+            if (!take_arg(&p, end, op == 'K' ? 1 : 2, &n))
                 return 0;
-            value.a = (double)((unsigned)p[0] | ((unsigned)p[1] << 8));
-            p += 2;
+            value.a = (double)n;
             break;
+        }
         case 'J': /* BININT */
-            if (end - p < 4)
+        {
+            uint64_t n;
+            if (!take_arg(&p, end, 4, &n))
                 return 0;
-            value.a = (double)(int32_t)le32(p);
-            p += 4;
+            value.a = (double)(int32_t)(uint32_t)n;
             break;
+        }
         case 0x8a: /* LONG1: little-endian two's complement, at most 8 bytes here */
         {
-            if (p >= end)
+            uint64_t n, bits;
+            if (!take_arg(&p, end, 1, &n) || n > 8 || !take_arg(&p, end, (Py_ssize_t)n, &bits))
                 return 0;
-            length = *p++;
-            if (length > 8 || length > end - p)
-                return 0;
-            uint64_t bits = 0;
-            for (Py_ssize_t i = length - 1; i >= 0; i--)
-                bits = (bits << 8) | p[i];
-            if (length && length < 8 && (p[length - 1] & 0x80))
-                bits |= ~(uint64_t)0 << (8 * length); /* sign-extend */
+            if (n && n < 8 && (bits >> (8 * n - 1)) & 1)
+                bits |= ~(uint64_t)0 << (8 * n); /* sign-extend */
             value.a = (double)(int64_t)bits;
-            p += length;
             break;
         }
         case 'G': /* BINFLOAT */

@@ -39,12 +39,8 @@ to_double(const char *start, Py_ssize_t len, double *out)
         return -2;
     PyObject *number = PyFloat_FromString(text);
     Py_DECREF(text);
-    if (number == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError))
-            return -2;
-        PyErr_Clear();
-        return -1;
-    }
+    if (number == NULL)
+        return not_a_number();
     *out = PyFloat_AS_DOUBLE(number);
     Py_DECREF(number);
     return 0;

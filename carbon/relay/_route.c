@@ -94,46 +94,6 @@ write_u64(char *p, uint64_t v)
     return p + width;
 }
 
-/* Eight ASCII digits at s as their value, or -1 if any is not a digit. */
-static inline int64_t
-eight_digits(const char *s)
-{
-    uint64_t v;
-    memcpy(&v, s, 8);
-    if ((v & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
-        ((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL)
-        return -1;
-    v -= 0x3030303030303030ULL; /* little-endian: the first digit in the low byte */
-    v = v * 10 + (v >> 8);
-    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
-         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
-    return (int64_t)(uint32_t)v;
-}
-
-/* The value of 1 to 18 ASCII digits (8 at a time), or -1 if len is out of range or a
- * byte is not a digit. */
-static inline int
-all_digits(const char *s, Py_ssize_t len, uint64_t *out)
-{
-    if (len < 1 || len > 18)
-        return -1;
-    uint64_t v = 0;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        int64_t eight = eight_digits(s + i);
-        if (eight < 0)
-            return -1;
-        v = v * 100000000u + (uint64_t)eight;
-    }
-    for (; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 /* round-half-even(v * 10**10) for a finite v with |v| < 2**53 (what a correctly
  * rounded "%.10f" prints): v is m * 2**e exactly, so v * 10**10 = m * 10**10 * 2**e is
  * rounded in 128-bit integers. */
@@ -451,6 +411,31 @@ typedef struct {
     uint32_t offset;
 } Slot;
 
+/* *data (PyMem, *cap bytes) made to hold `need` bytes, its size doubling from 64 KiB.
+ * 0, or -1 with MemoryError (also when it would pass `limit`: a generation's names,
+ * whose offsets are 32-bit). */
+static int
+reserve_bytes(unsigned char **data, size_t *cap, size_t need, size_t limit)
+{
+    if (need <= *cap)
+        return 0;
+    size_t grown = *cap ? *cap : 65536;
+    while (need > grown)
+        grown *= 2;
+    if (grown > limit) {
+        PyErr_SetString(PyExc_MemoryError, "RouteTable: generation over 4 GB");
+        return -1;
+    }
+    unsigned char *more = PyMem_Realloc(*data, grown);
+    if (!more) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = more;
+    *cap = grown;
+    return 0;
+}
+
 typedef struct {
     Slot *slots;
     size_t mask, count;
@@ -547,22 +532,8 @@ generation_add(Generation *g, const unsigned char *name, uint32_t len, uint64_t 
             return -1;
     }
     size_t need = 5 + (size_t)len;
-    if (g->used + need > g->capacity) {
-        size_t capacity = g->capacity ? g->capacity : 65536;
-        while (g->used + need > capacity)
-            capacity *= 2;
-        if (capacity > UINT32_MAX) {
-            PyErr_SetString(PyExc_MemoryError, "RouteTable: generation over 4 GB");
-            return -1;
-        }
-        unsigned char *arena = PyMem_Realloc(g->arena, capacity);
-        if (!arena) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        g->arena = arena;
-        g->capacity = capacity;
-    }
+    if (reserve_bytes(&g->arena, &g->capacity, g->used + need, UINT32_MAX) < 0)
+        return -1;
     unsigned char *entry = g->arena + g->used;
     memcpy(entry, &len, 4);
     entry[4] = (unsigned char)code;
@@ -836,19 +807,7 @@ RouteTable_clear(RouteTable *t, PyObject *unused)
 static int
 out_reserve(OutBuf *b, size_t more)
 {
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 65536;
-    while (b->len + more > cap)
-        cap *= 2;
-    unsigned char *data = PyMem_Realloc(b->data, cap);
-    if (!data) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->data = data;
-    b->cap = cap;
-    return 0;
+    return reserve_bytes(&b->data, &b->cap, b->len + more, SIZE_MAX);
 }
 
 /* bytes.split()'s ASCII whitespace */
@@ -941,10 +900,7 @@ read_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, LineReco
             r->value = scaled_value(value);
             r->negative = signbit(value) != 0;
         }
-        uint64_t whole_stamp; /* the usual timestamp: digits only */
-        int rc = all_digits((const char *)field[2], flen[2], &whole_stamp) == 0
-                     ? (stamp = (double)whole_stamp, 0) /* rounded as float() rounds */
-                     : parse_number((const char *)field[2], flen[2], &stamp);
+        int rc = parse_number((const char *)field[2], flen[2], &stamp);
         if (rc == -2)
             return -2;
         /* a timestamp meaning now, and ones past what this writes exactly */

@@ -18,6 +18,7 @@ when done.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import compress
 from typing import Any, Callable
 
@@ -123,17 +124,10 @@ class RelaySink:
         if self.stopped:
             self._spool_late(batch)
             return
-        clients = self.clients
         now = self.reactor.seconds()
-        for dest, points in self.router.route_batch(batch).items():
-            client = clients.get(dest)
-            if client is None:
-                self._unroutable(len(points), points[0][0])
-                continue
+        for client, points in self._shares(batch):
             client.enqueue(points)
-            if client.queued >= client.high:
-                client.flush()
-            client.check(now)
+            self._queued(client, now)
         self.schedule_flush()
 
     def put_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
@@ -192,19 +186,31 @@ class RelaySink:
 
     def _queue(self, client: DestinationClient, prepared: Any, count: int, now: float) -> None:
         client.enqueue_prepared(prepared, count)
+        self._queued(client, now)
+
+    @staticmethod
+    def _queued(client: DestinationClient, now: float) -> None:
+        """After queueing to ``client``: sent at once past its high mark, then checked."""
         if client.queued >= client.high:
             client.flush()
         client.check(now)
 
     def _spool_late(self, batch: Batch) -> None:
         """Points arriving after stop() finished go straight to the spools."""
-        for dest, points in self.router.route_batch(batch).items():
-            client = self.clients.get(dest)
-            if client is None:
-                self._unroutable(len(points), points[0][0])
-                continue
+        for client, points in self._shares(batch):
             client.enqueue(points)
             client.finish()
+
+    def _shares(self, batch: Batch) -> Iterator[tuple[DestinationClient, Batch]]:
+        """(client, points) for each destination's share of ``batch``; a share no client
+        takes is counted unroutable."""
+        clients = self.clients
+        for dest, points in self.router.route_batch(batch).items():
+            client = clients.get(dest)
+            if client is None:
+                self._unroutable(len(points), points[0][0])
+            else:
+                yield client, points
 
     def _unroutable(self, count: int, example: str) -> None:
         self.stats.increment("relayUnroutable", count)

@@ -92,6 +92,26 @@ def test_min_and_max_keep_the_first_of_equal_values_like_builtins():
     assert math.copysign(1, AGGREGATION_METHODS["max"].compute([-0.0, 0.0])) == -1
 
 
+
+@pytest.mark.parametrize("name", sorted(AGGREGATION_METHODS))
+@settings(max_examples=60, deadline=None)
+@given(chunks=st.lists(st.lists(st.one_of(finite, st.sampled_from(
+    [0.0, -0.0, math.nan, math.inf, -math.inf])), max_size=8), max_size=8))
+def test_add_many_equals_add_one_by_one(name, chunks):
+    """The staged path's add_many gives the accumulator add gives, value by value
+    (NaN, infinities and signed zeros kept where builtin min/max/sum keep them)."""
+    one, many = AGGREGATION_METHODS[name].new(), AGGREGATION_METHODS[name].new()
+    for chunk in chunks:
+        for value in chunk:
+            one.add(value)
+        many.add_many(chunk)
+        assert (one.n, one.dirty) == (many.n, many.dirty)
+        if one.n:
+            a, b = one.value(), many.value()
+            assert (math.isnan(a) and math.isnan(b)) or (
+                a == b and math.copysign(1, a) == math.copysign(1, b))
+
+
 RULES = "\n".join("out.%s (60) = %s in.*" % (name, name) for name in sorted(AGGREGATION_METHODS))
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from carbon.formats import plaintext
+from tests.core.number_texts import NUMBER_EDGES, number_text
 
 native = plaintext._native_parse_lines
 
@@ -75,3 +76,20 @@ def test_same_as_python_on_float_reprs(pairs, resolution):
 def test_rejects_non_bytes_lines_with_type_error():
     with pytest.raises(TypeError):
         native(["a 1 2"], 0.0, 0)
+
+
+def test_number_edges_read_as_float_reads_them():
+    """Each edge text as value and as timestamp, alone and after other fields."""
+    lines = [b"m %s 1" % text for text in NUMBER_EDGES]
+    lines += [b"m 1 %s" % text for text in NUMBER_EDGES]
+    lines += [b"m %s %s" % (text, text) for text in NUMBER_EDGES]
+    same(lines)
+    same(lines, resolution=60)
+    native_batch, _ = native([b"m 1 %s" % text for text in NUMBER_EDGES], 0.0, 0)
+    assert len(native_batch) > len(NUMBER_EDGES) // 2  # most of them are numbers
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(number_text(), number_text()), min_size=1, max_size=20))
+def test_same_as_python_on_number_texts(pairs):
+    same([b"m %s %s" % pair for pair in pairs])

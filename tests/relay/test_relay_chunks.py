@@ -18,6 +18,7 @@ from carbon.relay.chunks import ChunkRouter
 from carbon.relay.index import RouteIndex
 from carbon.routers import make_router, parse_destinations
 from carbon.relay._route import format_text, format_value, position
+from tests.core.number_texts import NUMBER_EDGES, number_text
 from test_relay_lines import (CANON_STAMPS, CANON_VALUES, ENDINGS, NAMES, OTHER_STAMPS,
                               OTHER_VALUES, SEPARATORS, BAD_NAMES)
 from test_relay_routers import CASES, _settings
@@ -137,6 +138,39 @@ def test_pickle_items_are_what_the_tuple_path_pickles(lines):
         assert (items or []) == expected and count == len(expected)
         assert encode_pickle_items(items or [])[0] == encode_pickle_items(expected)[0]
 
+
+
+def _routes_as_parsed(lines: list[bytes]) -> object:
+    """Each line alone through the C path: declined only where the parse path must
+    decide, else the bytes parse_lines + encode_line make. Returns the routed reads."""
+    dests = parse_destinations(DESTS)
+    chunks = _chunk_router(ROUTER, dests)
+    routed_all = []
+    for line in lines:
+        routed = chunks.route(line + b"\n", 0)
+        points, bad = parse_lines([line], now=-1.5)
+        if routed is None:
+            assert bad or any(-2.0 < p[1] <= -1.0 or abs(p[1]) >= 9e18 or abs(p[2]) >= 9e15
+                              for p in points), line
+        else:
+            assert not bad and _received(routed, dests) == _expected(line + b"\n", ROUTER, dests)
+        routed_all.append(routed)
+    return routed_all
+
+
+def test_number_edges_route_as_parsed():
+    values = _routes_as_parsed([b"a.b %s 1700000000" % text for text in NUMBER_EDGES])
+    stamps = _routes_as_parsed([b"a.b 0.7362519846152 %s" % text for text in NUMBER_EDGES])
+    for text, routed in zip(NUMBER_EDGES, stamps, strict=True):
+        if text.isdigit() and len(text) <= 19 and int(text) < 9e18:
+            assert routed is not None, text  # digit timestamps stay on the C path
+    assert sum(r is not None for r in values) > len(NUMBER_EDGES) // 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(number_text(), number_text()), min_size=1, max_size=10))
+def test_number_texts_route_as_parsed(pairs):
+    _routes_as_parsed([b"a.b %s %s" % pair for pair in pairs])
 
 # Name bytes that are not whitespace to bytes.split(), control bytes below 0x20 among
 # them (the C splitter screens 16 bytes at a time for bytes <= 0x20, then looks each up).

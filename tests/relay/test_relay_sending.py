@@ -307,6 +307,29 @@ def test_unroutable_points_are_counted(tmp_path):
     run_reactor(body)
 
 
+def test_points_after_stop_go_to_the_spools_and_unroutable_ones_are_counted(tmp_path):
+    @defer.inlineCallbacks
+    def body(reactor):
+        sink = CountingSink(reactor)
+        sink.listen()
+        rules = tmp_path / "relay-rules.conf"
+        rules.write_text("[one]\npattern = ^relay\\.test\\.m1\n"
+                         "destinations = 127.0.0.1:%d:a\n"
+                         "[d]\ndefault = true\ndestinations = 127.0.0.1:1:z\n" % sink.port)
+        settings = relay_settings(tmp_path, [sink.port], RELAY_METHOD="rules")
+        settings["relay-rules"] = str(rules)
+        relay = Relay(reactor, settings)
+        relay.sink.start()
+        yield relay.sink.stop()
+        relay.sink.put_many(make_points(20, names=20))  # m1, m10..m19 match [one]
+        client = next(iter(relay.sink.clients.values()))
+        assert client.spool.points == 11 and not client.queue.queued
+        assert relay.stats.get("relayUnroutable") == 9
+        yield sink.stop()
+
+    run_reactor(body)
+
+
 def test_dynamic_router_moves_a_dead_destination_out_and_back(tmp_path):
     points = make_points(4000)
     dead = free_port()

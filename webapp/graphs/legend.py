@@ -59,3 +59,15 @@ def add_legend(fig: Any, artists: list, labels: list[str], columns: int, font_si
                ncol=columns, frameon=False, fontsize=font_size, labelcolor=fg,
                borderaxespad=0.0, columnspacing=SPACING_EM, handlelength=HANDLE_EM,
                handletextpad=PAD_EM, bbox_to_anchor=(0.5, anchor_y))
+
+
+def place_legend(fig: Any, artists: list, labels: list[str], font_size: float, fg: Any,
+                 width: float, height: float, margin: float) -> float:
+    """The legend of ``labels`` at the bottom of a ``width`` x ``height`` figure, inside
+    its ``margin``, in as many columns as fit; returns the pixels it takes below the
+    plot (its rows and a 4 px gap), 0 without labels."""
+    if not labels:
+        return 0.0
+    columns = legend_columns(labels, font_size, width - 2 * margin)
+    add_legend(fig, artists, labels, columns, font_size, fg, margin / float(height))
+    return legend_height(math.ceil(len(labels) / columns), font_size) + 4

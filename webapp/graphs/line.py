@@ -13,8 +13,9 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
-from webapp.graphs.legend import add_legend, legend_columns, legend_height, text_width
-from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
+from webapp.graphs.legend import place_legend, text_width
+from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
+                                    title_height, title_size)
 from webapp.graphs.time_axis import choose_row, times
 from webapp.storage import packed
 
@@ -251,9 +252,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     ax.xaxis_date(tz)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     if not series_list:
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
-                fontsize=font_size * 1.5, transform=ax.transAxes)
+        draw_no_data(ax, fg, font_size)
         return
     left = [s for s in series_list if not s.options.get('secondYAxis')]
     right = [s for s in series_list if s.options.get('secondYAxis')]
@@ -382,7 +381,7 @@ class _Frame:
         self.right = margin + (36 if right_axis else 14) * labels
         self.top = margin + 7 * labels
         if options.has('title') and not options.bool('graphOnly'):
-            self.top += title_size(options.float('fontSize')) * 1.5 + 4
+            self.top += title_height(options.float('fontSize'))
         self.bottom = margin + 20 * labels
 
     def fit_y_labels(self, left: list[str], right: list[str], options: GraphOptions,
@@ -435,12 +434,8 @@ def _legend(fig: Figure, handles: list, options: GraphOptions, fg: tuple, font_s
         seen.add(name)
         artists.append(Line2D([], [], **artist) if isinstance(artist, dict) else artist)
         labels.append(name)
-    columns = legend_columns(labels, font_size, frame.width - 2 * frame.margin)
-    rows = math.ceil(len(labels) / columns) if labels else 0
-    frame.apply(fig, legend_height(rows, font_size) + 4 if labels else 0)
-    if labels:
-        add_legend(fig, artists, labels, columns, font_size, fg,
-                   frame.margin / float(frame.height))
+    frame.apply(fig, place_legend(fig, artists, labels, font_size, fg, frame.width,
+                                  frame.height, frame.margin))
 
 
 def _data_limits(series_list: list, options: GraphOptions) -> tuple[float, float]:

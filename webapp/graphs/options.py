@@ -102,3 +102,15 @@ def color_list(options: GraphOptions) -> list[tuple[float, float, float, float]]
 def title_size(font_size: float) -> float:
     """graphite-web's title (and vtitle) size: the font size plus its natural log, floored."""
     return font_size + math.floor(math.log(font_size)) if font_size > 1 else font_size
+
+
+def title_height(font_size: float) -> float:
+    """Pixels the title takes above the plot: one and a half title lines and a 4 px gap."""
+    return title_size(font_size) * 1.5 + 4
+
+
+def draw_no_data(ax: Any, fg: Any, font_size: float) -> None:
+    """An empty graph: the axes hidden and 'No Data' in their middle, in ``fg``."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
+            fontsize=font_size * 1.5, transform=ax.transAxes)

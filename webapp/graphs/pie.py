@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from matplotlib.figure import Figure
 
-from webapp.graphs.legend import add_legend, legend_columns, legend_height
-from webapp.graphs.options import GraphOptions, color_list, parse_color, title_size
+from webapp.graphs.legend import place_legend
+from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
+                                    title_height, title_size)
 
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
@@ -50,11 +50,9 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     if options.has('title'):
         fig.suptitle(options.str('title'), color=fg, fontsize=title_size(font_size),
                      y=1.0 - margin / height, va='top')
-        top += title_size(font_size) * 1.5 + 4
+        top += title_height(font_size)
     if not slices:
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, 'No Data', ha='center', va='center', color=fg,
-                fontsize=font_size * 1.5, transform=ax.transAxes)
+        draw_no_data(ax, fg, font_size)
         return
     colors = color_list(options)
     slice_colors = []
@@ -80,9 +78,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     ax.set_ylim(-1 / 0.95, 1 / 0.95)
     bottom = margin
     if not options.bool('hideLegend'):
-        labels = [label for label, _ in slices]
-        columns = legend_columns(labels, font_size, width - 2 * margin)
-        add_legend(fig, wedges[0], labels, columns, font_size, fg, margin / height)
-        bottom += legend_height(math.ceil(len(labels) / columns), font_size) + 4
+        bottom += place_legend(fig, wedges[0], [label for label, _ in slices], font_size, fg,
+                               width, height, margin)
     room_w, room_h = max(1.0, width - 2 * margin), max(1.0, height - top - bottom)
     ax.set_position((margin / width, bottom / height, room_w / width, room_h / height))
