@@ -170,8 +170,12 @@ class WhisperDatabase:
         if error is not None:
             raise error
 
-    # create_many takes each file's first points (written in the create's own write)
-    writes_on_create = True
+    @property
+    def writes_on_create(self) -> bool:
+        """Whether ``create_many`` takes each file's first points (written in the
+        create's own write): this class's does; a subclass that overrides it says so
+        itself."""
+        return type(self).create_many is WhisperDatabase.create_many
 
     def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
                                                   float | None, str | None]],

@@ -20,8 +20,8 @@ backend says a create finds the file (``found_by_create``). The storage backend'
 the GIL for all of its file-system calls (carbon.storage.whisper_create); backends
 without them are called once a metric.
 
-Without a create limit and with a backend that ``writes_on_create`` (whisper), the
-creator takes the batch's cached points (``pop_raw_for_write``, still visible to
+Without a create limit and an update limit, and with a backend that ``writes_on_create``
+(whisper), the creator takes the batch's cached points (``pop_raw_for_write``, still visible to
 carbonlink) and the backend writes them in each file's create (one write: header,
 zeroes, points), reported ``Written``; points it could not write that way go back
 to the cache, to be written by the writer as usual, and so do the points of a file
@@ -69,7 +69,7 @@ class Creator:
 
     def __init__(self, database: Any, schemas: SchemaFiles, settings: Any, log: CarbonLog,
                  limiter: Any = None, on_wait: Callable[[], None] = lambda: None,
-                 cache: Any = None) -> None:
+                 cache: Any = None, updates: Any = None) -> None:
         self.database = database
         self.schemas = schemas
         self.settings = settings
@@ -77,9 +77,12 @@ class Creator:
         # MAX_CREATES_PER_MINUTE's limiter (a rate-limiter plugin)
         self.tokens = CreateTokens(limiter if limiter is not None else Unlimited())
         self.on_wait = on_wait  # a metric starts waiting for a create token
-        # the MetricCache whose points a create may write (None: never), and the
-        # journal told when they are on disk (set by the writer)
+        # the MetricCache whose points a create may write (None: never) while
+        # MAX_UPDATES_PER_SECOND's limiter (``updates``) is unlimited (a write by the
+        # create pays no update token), and the journal told when they are on disk
+        # (set by the writer)
         self.cache = cache
+        self.updates = updates if updates is not None else Unlimited()
         self.journal: Any = None
         self.cond = threading.Condition()
         self.pending: deque[str] = deque()  # submitted, not looked for yet: oldest first
@@ -205,7 +208,8 @@ class Creator:
         EXISTED (its create fails without touching it): one file-system lookup a metric
         instead of a stat and then the create's own."""
         cache = self.cache
-        if cache is None or not getattr(self.database, "writes_on_create", False):
+        if cache is None or not getattr(self.database, "writes_on_create", False) \
+                or not getattr(self.updates, "unlimited", False):
             errors = self._create(metrics, log_after=True)
             return [EXISTED if isinstance(error, FileExistsError) else error
                     for error in errors]

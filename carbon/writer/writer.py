@@ -91,7 +91,7 @@ class Writer:
         # write never waits for a create; ``known`` metrics have files (no stat needed:
         # a file deleted since shows as FileNotFoundError on write).
         self.creator = Creator(database, schemas, settings, log, self.create_limiter,
-                               self._create_waits, cache)
+                               self._create_waits, cache, self.update_limiter)
         self.known: set[str] = set()
         # creator outcomes taken in one go and not handled yet (still busy), and metrics
         # claimed for the creator and not handed over yet (both under choose_lock)

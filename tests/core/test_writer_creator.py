@@ -457,3 +457,17 @@ def test_a_failed_create_with_points_keeps_them_on_a_full_disk(harness, tmp_path
     while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
         h.writer.write_some()
     assert h.stored("full.one") == expected()
+
+
+def test_with_an_update_limit_a_create_writes_no_points(harness) -> None:
+    """A write made by a create would pay no update token: with MAX_UPDATES_PER_SECOND
+    the creator leaves the points in the cache, for the writer at its rate."""
+    h = harness(MAX_UPDATES_PER_SECOND=1000.0)
+    h.add(["limited.one"])
+    assert h.writer.write_one()  # handed to the creator
+    assert h.writer.write_one()  # the creator makes the file
+    assert os.path.exists(h.database.get_filesystem_path("limited.one"))
+    assert h.cache.get("limited.one") == sorted(expected().items())
+    while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
+        h.writer.write_some()
+    assert h.stored("limited.one") == expected()
