@@ -10,7 +10,8 @@ a 1-second archive, a 10 MB body, a client that never finishes sending) must get
   each file's chosen archive before it is read; past it, 400.
 * ``FIND_MAX_ENTRIES``: directory entries one find may look at; past it, 400.
 * ``MAX_REQUEST_SECONDS``: evaluation time of one render request, checked between
-  steps (file reads, function calls); past it, 400.
+  steps (file reads, targets, function calls, and before the answer is written);
+  past it, 400.
 * ``CLIENT_REQUEST_TIMEOUT``: seconds a client has to send a whole request (line,
   headers and body); past it, 408 and the connection is closed (``server``).
 * ``WRITE_ALLOWED_ADDRESSES`` / ``WRITE_TOKEN``: who may call the endpoints that

@@ -325,3 +325,20 @@ def test_read_many_second_archive_past_the_header_read(tmp_path: Any) -> None:
     assert time_info == want[0] and time_info[2] == 60
     assert [repr(v) for v in packed.to_list(values)] == [repr(v) for v in want[1]]
     assert any(v is not None for v in want[1])
+
+
+@pytest.mark.parametrize('cells', [7, 40, 1 << 16])
+def test_json_groups_of_printed_cells_give_the_same_bytes(decimal_tree: tuple[str, int],
+                                                          make_web_settings: Any,
+                                                          monkeypatch: Any, cells: int) -> None:
+    """maxDataPoints rows are grouped by the cells they print (BLOCK_CELLS): however the
+    series are split into groups (here 1-2 series a group, several, all of them), the
+    body is the list path's."""
+    from webapp.render import jsonfmt
+    root, base = decimal_tree
+    monkeypatch.setattr(jsonfmt, 'BLOCK_CELLS', cells)
+    params = {'format': 'json', 'from': base - 5400, 'until': base, 'now': base,
+              'target': ['dec.*.load', 'grp.*.*'], 'maxDataPoints': 20}
+    fast, slow = render_with_and_without_packed(make_web_settings(WHISPER_DIR=root), params)
+    assert fast[0] == slow[0] == 200 and fast[2] == slow[2]
+    assert len(json.loads(fast[2])[0]['datapoints']) <= 20

@@ -41,6 +41,17 @@ def python_sum(values: list) -> tuple[float, int]:
     return (float(sum(present)) if present else 0.0), len(present)
 
 
+def check_means(means: Any, kept: list[list], vpp: int, xff: Any) -> None:
+    """Bucket means as graphite-web's average consolidation makes them: sum() / count,
+    None (NaN here) without a value or below the xFilesFactor."""
+    for r, values in enumerate(kept):
+        assert len(means[r]) == -(-len(values) // vpp)
+        for b, mean in enumerate(means[r].tolist()):
+            total, n = python_sum(values[b * vpp:(b + 1) * vpp])
+            wanted = total / n if n and n / vpp >= (xff or 0.0) else math.nan
+            assert same(mean, wanted), (r, b, mean, wanted)
+
+
 def finished(acc: Any, comp: Any) -> list[float]:
     with np.errstate(all='ignore'):
         return pysum.result(np, acc, comp).tolist()
@@ -85,6 +96,9 @@ def test_sums_and_buckets_match_python(files: list, archives: list, start: int, 
             for b in range(len(buckets[r])):
                 total, n = python_sum(kept[b * vpp:(b + 1) * vpp])
                 assert count[r][b] == n and same(buckets[r][b], total)
+        xff = data.draw(st.sampled_from([None, 0.0, 0.3, 0.5, 1.0]))
+        check_means(packed.consolidate_means(rows, drop, vpp, pysum.COMPENSATED, xff),
+                    [values[drop:] for values in expected], vpp, xff)
         assert not rows[0].block.loaded          # nothing above read the whole block
         assert [packed.to_list(r) for r in rows] == expected    # each row read alone
         assert packed.stack_rows(rows) is not None and rows[0].block.loaded
@@ -132,6 +146,32 @@ def test_file_changed_after_its_header_was_read(tmp_path: Any) -> None:
 
 
 
+def test_ring_of_many_files_with_unreadable_ones(tmp_path: Any) -> None:
+    """Sums of many files (one thread loads them into a ring, the other adds them): files
+    cut short or removed after their header was read add nothing, the others add in row
+    order, for every group."""
+    points = 1200
+    paths = [str(tmp_path / ('f%02d.wsp' % i)) for i in range(40)]
+    for i, path in enumerate(paths):
+        write_dense(path, points, i)
+    from_time = NOW - points
+    expected = [whisper.fetch(p, from_time, NOW, now=NOW)[1] for p in paths]
+    rows = [answer[0][1] for answer in whisper_read.read_many(paths, from_time, NOW, NOW)]
+    for gone in (3, 17, 39):
+        if gone == 17:
+            os.remove(paths[gone])
+        else:
+            os.truncate(paths[gone], 100)
+        expected[gone] = [None] * points
+    targets = [i % 3 for i in range(len(rows))]
+    acc, comp, count = packed.sum_rows(rows, targets, 3, pysum.COMPENSATED)
+    sums = finished(acc, comp)
+    for g in range(3):
+        for k in range(points):
+            total, n = python_sum([expected[i][k] for i in range(len(rows)) if i % 3 == g])
+            assert count[g][k] == n and same(sums[g][k], total)
+
+
 def write_dense(path: str, points: int, seed: int) -> None:
     """A one-archive (1 s x ``points``) whisper file with nearly every slot written, slot 0
     holding a recent point so a full-range read wraps around the archive's end; about
@@ -176,6 +216,8 @@ def test_large_scans_shared_by_two_threads(tmp_path: Any) -> None:
         for b in range(len(buckets[r])):
             total, n = python_sum(values[1 + b * 1000:1 + (b + 1) * 1000])
             assert count[r][b] == n and same(buckets[r][b], total)
+    check_means(packed.consolidate_means(rows, 1, 1000, pysum.COMPENSATED, 0.5),
+                [values[1:] for values in expected], 1000, 0.5)
     assert [packed.to_list(r) for r in rows] == expected
 
 

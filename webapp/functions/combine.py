@@ -122,6 +122,8 @@ def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, 
     name = '%sSeries(%s)' % (func, format_path_expressions(series_list))
     tags = dict(series_list[0].tags)
     for series in series_list[1:]:
+        if not tags:
+            break          # nothing left to share
         tags = {k: v for k, v in tags.items() if series.tags.get(k) == v}
     tags.setdefault('name', name)
     tags['aggregatedBy'] = func

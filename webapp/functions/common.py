@@ -175,11 +175,7 @@ def rows(seriesList: Sequence[TimeSeries]) -> Iterable[tuple]:
 
 def format_path_expressions(seriesList: Iterable[TimeSeries]) -> str:
     """Comma-joined distinct pathExpressions in first-seen order."""
-    seen: list[str] = []
-    for s in seriesList:
-        if s.pathExpression not in seen:
-            seen.append(s.pathExpression)
-    return ','.join(seen)
+    return ','.join(dict.fromkeys(s.pathExpression for s in seriesList))
 
 
 def _first_arg(text: str) -> str:

@@ -81,8 +81,20 @@ def _sum_group(requestContext: dict, members: list) -> TimeSeries:
 
 def _group_by(seriesList: list, nodes: tuple) -> dict[str, list]:
     groups: dict[str, list] = {}
-    for series in seriesList:
-        groups.setdefault(agg_key(series, nodes), []).append(series)
+    if not all(type(n) is int for n in nodes):
+        for series in seriesList:
+            groups.setdefault(agg_key(series, nodes), []).append(series)
+        return groups
+    for series in seriesList:     # integer nodes of plain names: agg_key without a call
+        name = series.name
+        key = None
+        if name[-1:] != ')':
+            parts = name.split(';', 2)[0].split('.')
+            try:
+                key = '.'.join([parts[n] for n in nodes])
+            except IndexError:
+                pass
+        groups.setdefault(agg_key(series, nodes) if key is None else key, []).append(series)
     return groups
 
 

@@ -64,7 +64,10 @@ def evaluate_target(ctx: dict[str, Any], targets: Any,
     nodes = [n for n in (_as_node(t) for t in targets) if n is not None]
     prefetch(ctx, extract_path_expressions(ctx, nodes))
     series_list: list[TimeSeries] = []
+    budget = ctx.get('budget')
     for node in nodes:
+        if budget is not None:
+            budget.check_time()
         if packed and isinstance(node, PathExpr):
             series_list.extend(fetch_series(ctx, node.path, packed=True))
             continue

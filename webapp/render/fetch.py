@@ -6,6 +6,7 @@ in the request context; ``fetch_series`` answers one expression from there.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from webapp.render.attime import epoch
@@ -48,10 +49,13 @@ def fetch_series(ctx: dict[str, Any], path_expression: str,
         prefetch(ctx, [path_expression])
         cache = ctx['prefetched'][(start, end, now)]
     xff = ctx.get('xFilesFactor')
+    rows = sorted(cache.get(path_expression, []), key=itemgetter(0))
+    if packed and all(type(values) is PackedValues for _, _, values in rows) and \
+            len({row[0] for row in rows}) == len(rows):
+        return PackedSeries.fetched(rows, xff, path_expression)  # type: ignore[return-value]
     out = []
     seen = set()
-    for name, (s, e, step), values in sorted(cache.get(path_expression, []),
-                                             key=lambda item: item[0]):
+    for name, (s, e, step), values in rows:
         if name in seen:
             continue
         seen.add(name)

@@ -215,10 +215,11 @@ def _packed_matrix(group: list[PackedSeries]) -> Optional[Any]:
     np = packed.np
     first = group[0]
     vpp = first.valuesPerPoint
-    direct = packed.consolidate_rows([s.packed for s in group], first.drop, vpp,
-                                     pysum.COMPENSATED) if vpp > 1 else None
+    direct = packed.consolidate_means([s.packed for s in group], first.drop, vpp,
+                                      pysum.COMPENSATED, first.xFilesFactor) \
+        if vpp > 1 else None
     if direct is not None:       # consolidated while reading the files
-        return _bucket_means(*direct, vpp, first.xFilesFactor)
+        return direct
     arrays = packed.stack_rows([s.packed for s in group])
     if arrays is None:
         return None
@@ -272,6 +273,14 @@ def _group_key(series: Any) -> Optional[tuple]:
             list.__len__(series))
 
 
+def _packed_cells(series: PackedSeries) -> int:
+    """The cells a packed series prints: its points after ``drop``, consolidated by
+    ``valuesPerPoint`` (so a group of maxDataPoints rows holds BLOCK_CELLS printed
+    cells, and its files are read in one scan, not a few at a time)."""
+    vpp = max(1, series.valuesPerPoint)
+    return -(-max(0, len(series.packed) - series.drop) // vpp)
+
+
 def _generic(series: Any) -> bytes:
     if isinstance(series, PackedSeries):
         series.materialize()
@@ -311,7 +320,7 @@ def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
     for series in data:
         key = _group_key(series)
         size = list.__len__(series) if key is None or key[0] == 'list' else \
-            len(series.packed)
+            _packed_cells(series)
         if key is not None and key == last_key and cells + size <= BLOCK_CELLS:
             groups[-1].append(series)
             cells += size

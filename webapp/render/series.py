@@ -44,7 +44,8 @@ def parse_tags(name: str) -> dict[str, str]:
     The OpenMetrics form ``a_b{k="v"}`` is understood too.  A name that is not a valid
     tagged path, or looks like a function call, yields ``{'name': name}``.
     """
-    if not isinstance(name, str) or _FUNCTION_NAME.match(name):
+    if not isinstance(name, str) or (';' not in name and name[-1:] != '}') or \
+            _FUNCTION_NAME.match(name):
         return {'name': name}
     if name.endswith('}') and '{' in name and not name.startswith('{'):
         metric, _, rest = name[:-1].partition('{')
@@ -266,6 +267,33 @@ class PackedSeries(TimeSeries):
         super().__init__(name, start, end, step, (), **kwargs)
         self.packed = packed
         self.drop = 0
+
+    @classmethod
+    def fetched(cls, rows: list[tuple[str, tuple[int, int, int], Any]],
+                xFilesFactor: Optional[float], pathExpression: str) -> list[PackedSeries]:
+        """``PackedSeries(name, start, end, step, packed, xFilesFactor=...,
+        pathExpression=...)`` for each (name, (start, end, step), packed) of a fetch: the
+        first is built by the constructor, the others copy its attributes and set their
+        own (a wildcard's 10,000 series without 10,000 constructor calls)."""
+        if not rows:
+            return []
+        name, (start, end, step), values = rows[0]
+        first = cls(name, start, end, step, values, xFilesFactor=xFilesFactor,
+                    pathExpression=pathExpression)
+        out = [first]
+        template = first.__dict__
+        new = cls.__new__
+        for name, (start, end, step), values in rows[1:]:
+            series = new(cls)
+            attributes = series.__dict__
+            attributes.update(template)
+            tags = dict.__new__(Tags)
+            dict.update(tags, parse_tags(name))
+            attributes.update(name=name, start=start, end=end, step=step, options={},
+                              pathExpression=pathExpression or name, _tags=tags,
+                              packed=values)
+            out.append(series)
+        return out
 
     def materialize(self) -> PackedSeries:
         """Fill the list with the values (minus ``drop`` leading ones); returns self."""

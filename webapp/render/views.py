@@ -124,6 +124,8 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
         fmt = opts.get('format')
         data.extend(evaluate_target(ctx, opts['targets'], packed=fmt == 'json'))
         writer = FORMATS.get(fmt or '')
+        if ctx.get('budget') is not None:    # the answer is written in one step
+            ctx['budget'].check_time()
         if writer is not None:
             response = writer(opts, data)
     if response is None:

@@ -8,7 +8,7 @@
  * opened or read; sizes[r] (a writable int64 buffer) gets the file's size.
  *
  * scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, points,
- *      drop, vpp, compensated, out1, out2, out3) -> list
+ *      drop, vpp, compensated, out1, out2, out3[, xff]) -> list
  *
  * For row r: open paths[r], read the chosen archive's first point (at offsets[r]; the
  * archive is sizes[r] bytes), and, unless that point's timestamp is 0 (an empty archive:
@@ -24,6 +24,11 @@
  *               out3[g][i] (int64) counts the values; groups x points items each.
  *   2 (consolidate): as sum, into bucket (i - drop) // vpp of row r for i >= drop;
  *               len(paths) x ceil((points - drop) / vpp) items each.
+ *   3 (means):  mode 2's buckets finished in place: out1[r][b] = the bucket's sum (plus
+ *               its correction where that is non-zero and finite) / its count of values,
+ *               NaN where it has none or count / vpp < xff (the optional last argument,
+ *               default 0); out2 and out3 are not used. What webapp.render.pysum.finish
+ *               gives from mode 2's arrays, without them.
  *
  * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or
  * consolidating many files never holds all their points. Returns the rows that could
@@ -46,8 +51,9 @@
  *
  * All run with the GIL released. A scan of SHARED_RECORDS records or more, and headers
  * or kinds of SHARED_FILES paths or more, are shared by two threads when the machine
- * has two processors: sums split the columns (each column still adds its rows in the
- * given order, so the floats do not change), everything else splits the rows.
+ * has two processors: sums have one thread load the files into a ring of buffers while
+ * the other adds them (each column still adds its rows in the given order, so the
+ * floats do not change), everything else splits the rows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -136,11 +142,12 @@ typedef struct {
  * (short read, or ranges that do not hold ``points`` records); *empty set when the
  * archive holds no point at all. */
 static int
-load_records(const char *path, long long offset, long long size, const span *range,
-             Py_ssize_t first, Py_ssize_t count, unsigned char *buffer, int *empty)
+load_records(int dir_fd, const char *path, long long offset, long long size,
+             const span *range, Py_ssize_t first, Py_ssize_t count, unsigned char *buffer,
+             int *empty)
 {
     unsigned char base_point[RECORD];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno ? errno : EIO;
     int error = read_all(fd, (char *)base_point, RECORD, offset);
@@ -192,7 +199,9 @@ typedef struct {
 
 typedef struct {
     int mode, compensated;
+    int dir_fd;                    /* paths are relative to it (names_of) */
     Py_ssize_t drop, vpp, width;   /* width: items per output row */
+    double xff;                    /* mode 3 */
     double *out1, *out2;
     unsigned char *valid;
     long long *count;
@@ -226,13 +235,25 @@ sum_columns(const share *job, Py_ssize_t row, const unsigned char *src)
     }
 }
 
+/* a bucket's mean, or NaN where it has no value or too few for the xFilesFactor */
+static inline double
+bucket_mean(double sum, double correction, long long seen, Py_ssize_t slots, double xff)
+{
+    if (correction != 0.0 && isfinite(correction))
+        sum += correction;
+    if (seen <= 0 || !((double)seen / (double)slots >= xff))
+        return NAN;
+    return sum / (double)seen;
+}
+
 static void
 sum_buckets(const share *job, Py_ssize_t row, const unsigned char *src)
 {
     const sink *to = job->to;
+    int means = to->mode == 3;
     double *acc = to->out1 + row * to->width;
-    double *comp = to->out2 + row * to->width;
-    long long *count = to->count + row * to->width;
+    double *comp = means ? NULL : to->out2 + row * to->width;
+    long long *count = means ? NULL : to->count + row * to->width;
     long long step = to->range.step;
     long long expected = to->range.from_interval + to->drop * step;
     Py_ssize_t points = to->range.points;
@@ -241,13 +262,17 @@ sum_buckets(const share *job, Py_ssize_t row, const unsigned char *src)
      * (through the pointers every add waited for the previous store) */
     for (Py_ssize_t i = to->drop, bucket = 0; i < points; bucket++) {
         Py_ssize_t end = i + to->vpp < points ? i + to->vpp : points;
-        double sum = acc[bucket], correction = comp[bucket];
-        long long seen = count[bucket];
+        double sum = means ? 0.0 : acc[bucket], correction = means ? 0.0 : comp[bucket];
+        long long seen = means ? 0 : count[bucket];
         for (; i < end; i++, src += RECORD, expected += step) {
             if ((long long)big32(src) != expected)
                 continue;
             add_value(&sum, &correction, big_double(src + 4), to->compensated);
             seen++;
+        }
+        if (means) {
+            acc[bucket] = bucket_mean(sum, correction, seen, to->vpp, to->xff);
+            continue;
         }
         acc[bucket] = sum;
         comp[bucket] = correction;
@@ -283,10 +308,15 @@ run_share(void *arg)
     for (Py_ssize_t r = job->row_from; r < job->row_to; r++) {
         int empty = 0;
         const file_row *row = &to->rows[r];
-        int error = load_records(row->path, row->offset, row->size, &to->range, job->first,
-                                 job->columns, job->buffer, &empty);
-        if (error) {
-            job->errors[r] = error < 0 ? 1 : error + 1;
+        int error = load_records(to->dir_fd, row->path, row->offset, row->size, &to->range,
+                                 job->first, job->columns, job->buffer, &empty);
+        if (error || (empty && to->mode == 3)) {
+            if (error)
+                job->errors[r] = error < 0 ? 1 : error + 1;
+            if (to->mode == 3) {
+                for (Py_ssize_t b = 0; b < to->width; b++)
+                    to->out1[r * to->width + b] = NAN;
+            }
             if (to->mode == 0) {
                 memset(to->valid + r * to->range.points, 0, (size_t)to->range.points);
                 memset(to->out1 + r * to->range.points, 0,
@@ -312,7 +342,135 @@ run_share(void *arg)
     return NULL;
 }
 
-/* Work of this size or more is shared by two threads: sums split the columns (each
+/* Runs work(first) and work(second): on two threads when ``shared`` and the machine has
+ * two processors, else in turn (the halves are disjoint, so either order gives the same
+ * result). Called without the GIL. */
+static void
+run_pair(void *(*work)(void *), void *first, void *second, int shared)
+{
+    if (shared && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        pthread_t helper;
+        if (pthread_create(&helper, NULL, work, second) == 0) {
+            work(first);
+            pthread_join(helper, NULL);
+            return;
+        }
+    }
+    work(first);
+    work(second);
+}
+
+/* Sums on two threads: a reader loads the files, in row order, into a ring of buffers
+ * while the caller's thread adds each row, in that order, as it arrives, and loads
+ * every ADDER_LOADS-th row itself (adding is the smaller half of the work). Each file
+ * is opened once (splitting the columns opened it on both threads), and each column
+ * still adds its rows in order. The threads wake each other a batch of rows at a time. */
+#define RING_BYTES (4 << 20)
+#define RING_MAX 32
+#define RING_BATCH 8
+#define ADDER_LOADS 3
+
+typedef struct {
+    const sink *to;
+    Py_ssize_t count, slots;
+    size_t slot_bytes;
+    unsigned char *buffers;
+    int *loaded, *empty;           /* per slot: load_records' answer, empty archive */
+    Py_ssize_t produced, consumed; /* rows loaded (or left to the adder), rows added */
+    Py_ssize_t wanted;             /* the adder sleeps until this many are loaded */
+    pthread_mutex_t lock;
+    pthread_cond_t filled, freed;
+} ring;
+
+static void *
+ring_reader(void *arg)
+{
+    ring *q = arg;
+    const sink *to = q->to;
+    for (Py_ssize_t r = 0; r < q->count; r++) {
+        pthread_mutex_lock(&q->lock);
+        while (r - q->consumed >= q->slots)
+            pthread_cond_wait(&q->freed, &q->lock);
+        pthread_mutex_unlock(&q->lock);
+        if (r % ADDER_LOADS != ADDER_LOADS - 1) {
+            Py_ssize_t slot = r % q->slots;
+            const file_row *row = &to->rows[r];
+            q->loaded[slot] = load_records(to->dir_fd, row->path, row->offset, row->size,
+                                           &to->range, 0, to->range.points,
+                                           q->buffers + slot * q->slot_bytes,
+                                           &q->empty[slot]);
+        }
+        pthread_mutex_lock(&q->lock);
+        q->produced = r + 1;
+        if (q->produced >= q->wanted)
+            pthread_cond_signal(&q->filled);
+        pthread_mutex_unlock(&q->lock);
+    }
+    return NULL;
+}
+
+/* 0, or -1 when the ring cannot be set up (the caller sums some other way) */
+static int
+run_ring(const sink *to, Py_ssize_t count, unsigned char *own, int *errors)
+{
+    size_t slot_bytes = (size_t)to->range.points * RECORD;
+    Py_ssize_t slots = (Py_ssize_t)(RING_BYTES / (slot_bytes ? slot_bytes : 1));
+    slots = slots < 2 ? 2 : slots > RING_MAX ? RING_MAX : slots;
+    ring q = {to, count, slots, slot_bytes, malloc((size_t)slots * slot_bytes),
+              malloc(slots * sizeof(int)), malloc(slots * sizeof(int)), 0, 0, 0};
+    int ready = q.buffers && q.loaded && q.empty;
+    int locks = ready && pthread_mutex_init(&q.lock, NULL) == 0;
+    int filled = locks && pthread_cond_init(&q.filled, NULL) == 0;
+    int freed = filled && pthread_cond_init(&q.freed, NULL) == 0;
+    /* the reader gets at most ``slots`` rows ahead: wait for no more than that */
+    Py_ssize_t batch = RING_BATCH < slots ? RING_BATCH : slots;
+    pthread_t reader;
+    int started = freed && pthread_create(&reader, NULL, ring_reader, &q) == 0;
+    if (started) {
+        share adder = {to, 0, count, 0, to->range.points, own, errors};
+        for (Py_ssize_t r = 0; r < count; r++) {
+            int error, empty = 0;
+            const unsigned char *records = own;
+            if (r % ADDER_LOADS == ADDER_LOADS - 1) {
+                const file_row *row = &to->rows[r];
+                error = load_records(to->dir_fd, row->path, row->offset, row->size,
+                                     &to->range, 0, to->range.points, own, &empty);
+            } else {
+                pthread_mutex_lock(&q.lock);
+                while (q.produced <= r) {
+                    q.wanted = r + batch < count ? r + batch : count;
+                    pthread_cond_wait(&q.filled, &q.lock);
+                }
+                pthread_mutex_unlock(&q.lock);
+                Py_ssize_t slot = r % slots;
+                error = q.loaded[slot];
+                empty = q.empty[slot];
+                records = q.buffers + slot * slot_bytes;
+            }
+            if (error)
+                errors[r] = error < 0 ? 1 : error + 1;
+            else if (!empty)
+                sum_columns(&adder, r, records);
+            pthread_mutex_lock(&q.lock);
+            q.consumed = r + 1;
+            pthread_cond_signal(&q.freed);
+            pthread_mutex_unlock(&q.lock);
+        }
+        pthread_join(reader, NULL);
+    }
+    if (freed)
+        pthread_cond_destroy(&q.freed);
+    if (filled)
+        pthread_cond_destroy(&q.filled);
+    if (locks)
+        pthread_mutex_destroy(&q.lock);
+    free(q.buffers);
+    free(q.loaded);
+    free(q.empty);
+    return started ? 0 : -1;
+}
+
+/* Work of this size or more is shared by two threads: sums go through the ring (each
  * column still adds its rows in order), the other modes split the rows. */
 #define SHARED_RECORDS (1 << 15)
 
@@ -324,27 +482,90 @@ run_all(const sink *to, Py_ssize_t count, unsigned char *buffers, int *errors)
         {to, 0, count, 0, points, buffers, errors},
         {to, 0, 0, 0, points, buffers + (size_t)points * RECORD, errors + count},
     };
-    if ((double)count * (double)points >= SHARED_RECORDS && count > 1 &&
-            sysconf(_SC_NPROCESSORS_ONLN) > 1) {
-        if (to->mode == 1) {
-            jobs[0].columns = points / 2;
-            jobs[1].row_to = count;
-            jobs[1].first = points / 2;
-            jobs[1].columns = points - points / 2;
-        } else {
-            jobs[0].row_to = count / 2;
-            jobs[1].row_from = count / 2;
-            jobs[1].row_to = count;
-        }
-        pthread_t helper;
-        if (pthread_create(&helper, NULL, run_share, &jobs[1]) == 0) {
-            run_share(&jobs[0]);
-            pthread_join(helper, NULL);
-            return;
-        }
+    int shared = (double)count * (double)points >= SHARED_RECORDS && count > 1 &&
+        sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    if (shared && to->mode == 1 && run_ring(to, count, buffers, errors) == 0)
+        return;
+    if (shared && to->mode != 1) {
+        jobs[0].row_to = count / 2;
+        jobs[1].row_from = count / 2;
+        jobs[1].row_to = count;
     }
-    run_share(&jobs[0]);    /* the shares are disjoint: in turn gives the same result */
-    run_share(&jobs[1]);
+    run_pair(run_share, &jobs[0], &jobs[1], shared && to->mode != 1);
+}
+
+/* Paths of at least this many files are opened relative to their shared directory */
+#define SHARED_DIR_FILES 16
+
+/* The length of the longest directory prefix (up to a '/') that all ``count`` names
+ * share, and in *dir_fd a descriptor of that directory (AT_FDCWD and 0 when there is
+ * none, the batch is small or it cannot be opened). The kernel then walks only the rest
+ * of each path: a wildcard's 10,000 files share six of their nine parts. */
+static size_t
+shared_dir(const char **names, Py_ssize_t count, int *dir_fd)
+{
+    *dir_fd = AT_FDCWD;
+    if (count < SHARED_DIR_FILES)
+        return 0;
+    const char *first = names[0];
+    size_t length = strlen(first);
+    for (Py_ssize_t r = 1; r < count && length; r++) {
+        const char *other = names[r];
+        size_t i = 0;
+        while (i < length && first[i] == other[i])
+            i++;
+        length = i;
+    }
+    while (length && first[length - 1] != '/')
+        length--;
+    if (length == 0)
+        return 0;
+    char *dir = PyMem_Malloc(length + 1);
+    if (dir == NULL)
+        return 0;
+    memcpy(dir, first, length);
+    dir[length] = 0;
+    int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    PyMem_Free(dir);
+    if (fd < 0)
+        return 0;
+    *dir_fd = fd;
+    return length;
+}
+
+/* The C strings of a list of bytes paths (which must stay alive), relative to *dir_fd
+ * (see shared_dir; the caller closes it when it is not AT_FDCWD). */
+static const char **
+names_of(PyObject *keep, Py_ssize_t count, int *dir_fd)
+{
+    *dir_fd = AT_FDCWD;
+    const char **names = PyMem_Malloc((count ? count : 1) * sizeof(char *));
+    if (names == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t r = 0; r < count; r++) {
+        PyObject *path = PyList_GET_ITEM(keep, r);
+        if (!PyBytes_Check(path)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
+            PyMem_Free(names);
+            return NULL;
+        }
+        names[r] = PyBytes_AS_STRING(path);
+    }
+    size_t shared = shared_dir(names, count, dir_fd);
+    for (Py_ssize_t r = 0; shared && r < count; r++) {
+        if (names[r][shared])          /* a name that is the directory itself stays whole */
+            names[r] += shared;
+    }
+    return names;
+}
+
+static void
+close_dir(int dir_fd)
+{
+    if (dir_fd != AT_FDCWD)
+        close(dir_fd);
 }
 
 static int
@@ -364,44 +585,46 @@ scan(PyObject *self, PyObject *args)
     Py_buffer out1, out2, out3;
     PyObject *out = NULL, *keep = NULL;
     file_row *rows = NULL;
+    const char **names = NULL;
     unsigned char *buffer = NULL;
     int *errors = NULL;
 
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!LLLnnnpw*w*w*", &mode, &PyList_Type, &paths,
+    double xff = 0.0;
+
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!LLLnnnpw*w*w*|d", &mode, &PyList_Type, &paths,
                           &PyList_Type, &offsets, &PyList_Type, &sizes, &PyList_Type,
                           &targets, &range.from_interval, &range.until_interval, &range.step,
-                          &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3))
+                          &range.points, &drop, &vpp, &compensated, &out1, &out2, &out3,
+                          &xff))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
-    sink to = {mode, compensated, drop, vpp, 0, out1.buf, out2.buf, out2.buf, out3.buf,
-               range, NULL};
+    int dir_fd = AT_FDCWD;
+    sink to = {mode, compensated, AT_FDCWD, drop, vpp, 0, xff, out1.buf, out2.buf, out2.buf,
+               out3.buf, range, NULL};
     Py_ssize_t groups = 0;
     if (PyList_GET_SIZE(offsets) != count || PyList_GET_SIZE(sizes) != count ||
             (mode == 1 && PyList_GET_SIZE(targets) != count)) {
         PyErr_SetString(PyExc_ValueError, "paths, offsets, sizes and targets differ in length");
         goto done;
     }
-    if (range.points < 0 || range.step <= 0 || drop < 0 || vpp < 1 || mode < 0 || mode > 2) {
+    if (range.points < 0 || range.step <= 0 || drop < 0 || vpp < 1 || mode < 0 || mode > 3) {
         PyErr_SetString(PyExc_ValueError, "bad points, step, drop, vpp or mode");
         goto done;
     }
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
+    if (keep == NULL || (names = names_of(keep, count, &dir_fd)) == NULL)
+        goto done;
+    to.dir_fd = dir_fd;
     rows = PyMem_Calloc(count ? count : 1, sizeof(file_row));
     buffer = PyMem_Malloc(range.points ? 2 * range.points * RECORD : 1);   /* 2 threads */
     errors = PyMem_Calloc(count ? 2 * count : 1, sizeof(int));
-    if (keep == NULL || rows == NULL || buffer == NULL || errors == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+    if (rows == NULL || buffer == NULL || errors == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t r = 0; r < count; r++) {
-        PyObject *path = PyList_GET_ITEM(keep, r);
         long long target = r;
-        if (!PyBytes_Check(path)) {
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            goto done;
-        }
-        rows[r].path = PyBytes_AS_STRING(path);
+        rows[r].path = names[r];
         if (long_item(offsets, r, &rows[r].offset) < 0 || long_item(sizes, r, &rows[r].size) < 0 ||
                 (mode == 1 && long_item(targets, r, &target) < 0))
             goto done;
@@ -432,6 +655,7 @@ scan(PyObject *self, PyObject *args)
     Py_ssize_t cells = out_rows * to.width;
     int fits = mode == 0 ?
         out1.len == cells * (Py_ssize_t)sizeof(double) && out2.len == cells :
+        mode == 3 ? out1.len == cells * (Py_ssize_t)sizeof(double) :
         out1.len == cells * (Py_ssize_t)sizeof(double) &&
         out2.len == cells * (Py_ssize_t)sizeof(double) &&
         out3.len == cells * (Py_ssize_t)sizeof(long long);
@@ -455,7 +679,9 @@ scan(PyObject *self, PyObject *args)
         Py_XDECREF(failed);
     }
 done:
+    close_dir(dir_fd);
     Py_XDECREF(keep);
+    PyMem_Free(names);
     PyMem_Free(rows);
     PyMem_Free(buffer);
     PyMem_Free(errors);
@@ -486,18 +712,8 @@ static void
 parallel_for(Py_ssize_t count, Py_ssize_t shared, void (*each)(void *, Py_ssize_t),
              void *context)
 {
-    range_job jobs[2] = {{each, context, 0, count}, {each, context, count, count}};
-    if (count >= shared && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
-        jobs[0].to = jobs[1].from = count / 2;
-        pthread_t helper;
-        if (pthread_create(&helper, NULL, run_range, &jobs[1]) == 0) {
-            run_range(&jobs[0]);
-            pthread_join(helper, NULL);
-            return;
-        }
-    }
-    run_range(&jobs[0]);
-    run_range(&jobs[1]);
+    range_job jobs[2] = {{each, context, 0, count / 2}, {each, context, count / 2, count}};
+    run_pair(run_range, &jobs[0], &jobs[1], count >= shared);
 }
 
 /* batches of this many files or more are looked at by two threads */
@@ -505,6 +721,7 @@ parallel_for(Py_ssize_t count, Py_ssize_t shared, void (*each)(void *, Py_ssize_
 
 typedef struct {
     const char **names;
+    int dir_fd;
     Py_ssize_t limit;
     char *heads;             /* limit bytes a file */
     Py_ssize_t *got;         /* bytes read, or -errno */
@@ -517,7 +734,7 @@ read_head(void *context, Py_ssize_t r)
     head_batch *batch = context;
     char *dst = batch->heads + r * batch->limit;
     batch->sizes[r] = 0;
-    int fd = open(batch->names[r], O_RDONLY | O_CLOEXEC);
+    int fd = openat(batch->dir_fd, batch->names[r], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         batch->got[r] = -(errno ? errno : EIO);
         return;
@@ -533,33 +750,13 @@ read_head(void *context, Py_ssize_t r)
     close(fd);
 }
 
-static const char **
-names_of(PyObject *keep, Py_ssize_t count)
-{
-    const char **names = PyMem_Malloc((count ? count : 1) * sizeof(char *));
-    if (names == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t r = 0; r < count; r++) {
-        PyObject *path = PyList_GET_ITEM(keep, r);
-        if (!PyBytes_Check(path)) {
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            PyMem_Free(names);
-            return NULL;
-        }
-        names[r] = PyBytes_AS_STRING(path);
-    }
-    return names;
-}
-
 static PyObject *
 read_heads(PyObject *self, PyObject *args)
 {
     PyObject *paths, *keep = NULL, *out = NULL;
     Py_ssize_t limit;
     Py_buffer sizes;
-    head_batch batch = {NULL, 0, NULL, NULL, NULL};
+    head_batch batch = {NULL, AT_FDCWD, 0, NULL, NULL, NULL};
     if (!PyArg_ParseTuple(args, "O!nw*", &PyList_Type, &paths, &limit, &sizes))
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
@@ -568,7 +765,7 @@ read_heads(PyObject *self, PyObject *args)
         goto done;
     }
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
-    if (keep == NULL || (batch.names = names_of(keep, count)) == NULL)
+    if (keep == NULL || (batch.names = names_of(keep, count, &batch.dir_fd)) == NULL)
         goto done;
     batch.limit = limit;
     batch.heads = PyMem_Malloc((size_t)(count ? count : 1) * (size_t)limit);
@@ -603,6 +800,7 @@ read_heads(PyObject *self, PyObject *args)
             PyList_SET_ITEM(out, r, item);
     }
 done:
+    close_dir(batch.dir_fd);
     Py_XDECREF(keep);
     PyMem_Free(batch.names);
     PyMem_Free(batch.heads);
@@ -621,22 +819,24 @@ kind_of_mode(mode_t mode)
     return S_ISDIR(mode) ? KIND_DIR : S_ISREG(mode) ? KIND_FILE : 0;
 }
 
-/* flags of a path: lstat, and stat through a symlink */
+/* flags of ``name`` in the directory ``dir_fd`` (AT_FDCWD: a path): lstat, and stat
+ * through a symlink */
 static int
-path_kind(const char *path)
+entry_kind(int dir_fd, const char *name)
 {
     struct stat info;
-    if (lstat(path, &info) != 0)
+    if (fstatat(dir_fd, name, &info, AT_SYMLINK_NOFOLLOW) != 0)
         return 0;
     if (!S_ISLNK(info.st_mode))
         return kind_of_mode(info.st_mode);
-    if (stat(path, &info) != 0)
+    if (fstatat(dir_fd, name, &info, 0) != 0)
         return KIND_LINK;
     return KIND_LINK | kind_of_mode(info.st_mode);
 }
 
 typedef struct {
     const char **names;
+    int dir_fd;
     char *kinds;
 } kind_batch;
 
@@ -644,7 +844,7 @@ static void
 kind_at(void *context, Py_ssize_t r)
 {
     kind_batch *batch = context;
-    batch->kinds[r] = (char)path_kind(batch->names[r]);
+    batch->kinds[r] = (char)entry_kind(batch->dir_fd, batch->names[r]);
 }
 
 static PyObject *
@@ -655,8 +855,8 @@ path_kinds(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(paths);
     keep = PyList_GetSlice(paths, 0, count);   /* the names stay alive without the GIL */
-    kind_batch batch = {NULL, NULL};
-    if (keep == NULL || (batch.names = names_of(keep, count)) == NULL)
+    kind_batch batch = {NULL, AT_FDCWD, NULL};
+    if (keep == NULL || (batch.names = names_of(keep, count, &batch.dir_fd)) == NULL)
         goto done;
     out = PyBytes_FromStringAndSize(NULL, count);
     if (out == NULL)
@@ -666,6 +866,7 @@ path_kinds(PyObject *self, PyObject *args)
     parallel_for(count, SHARED_FILES, kind_at, &batch);
     Py_END_ALLOW_THREADS
 done:
+    close_dir(batch.dir_fd);
     Py_XDECREF(keep);
     PyMem_Free(batch.names);
     return out;
@@ -710,27 +911,11 @@ list_one(const char *path, listing *into)
         if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))
             continue;
         int kind;
-        struct stat info;
         switch (entry->d_type) {
         case DT_DIR: kind = KIND_DIR; break;
         case DT_REG: kind = KIND_FILE; break;
         case DT_LNK:
-            kind = KIND_LINK;
-            if (fstatat(dir_fd, name, &info, 0) == 0)
-                kind |= kind_of_mode(info.st_mode);
-            break;
-        case DT_UNKNOWN:
-            kind = 0;
-            if (fstatat(dir_fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0) {
-                if (S_ISLNK(info.st_mode)) {
-                    kind = KIND_LINK;
-                    if (fstatat(dir_fd, name, &info, 0) == 0)
-                        kind |= kind_of_mode(info.st_mode);
-                } else {
-                    kind = kind_of_mode(info.st_mode);
-                }
-            }
-            break;
+        case DT_UNKNOWN: kind = entry_kind(dir_fd, name); break;
         default: kind = 0;
         }
         size_t length = strlen(name) + 1;
@@ -820,7 +1005,7 @@ static PyMethodDef methods[] = {
      "path_kinds(paths) -> bytes of kind flags (1 dir, 2 file, 4 symlink)"},
     {"scan", scan, METH_VARARGS,
      "scan(mode, paths, offsets, sizes, targets, from_interval, until_interval, step, "
-     "points, drop, vpp, compensated, out1, out2, out3) -> [(row, errno), ...]"},
+     "points, drop, vpp, compensated, out1, out2, out3[, xff]) -> [(row, errno), ...]"},
     {"read_heads", read_heads, METH_VARARGS,
      "read_heads(paths, limit, sizes) -> [header bytes or errno]"},
     {NULL, NULL, 0, NULL},

@@ -86,10 +86,9 @@ class FileBlock:
     def arrays(self) -> tuple[Any, Any]:
         """(values, valid) of every row, read once."""
         if self._arrays is None:
-            values = np.zeros((len(self.names), self.points))
-            valid = np.zeros((len(self.names), self.points), dtype=bool)
-            self.run(0, list(range(len(self.names))), [], 0, 1, False, values, valid,
-                     bytearray())
+            rows = list(range(len(self.names)))
+            values, valid, failed = self.read(rows)
+            self._log(rows, failed)
             values.flags.writeable = False
             valid.flags.writeable = False
             self._arrays = (values, valid)
@@ -97,20 +96,35 @@ class FileBlock:
 
     def row_arrays(self, row: int) -> tuple[Any, Any]:
         """(values, valid) of one row, read from its file alone."""
-        values = np.zeros((1, self.points))
-        valid = np.zeros((1, self.points), dtype=bool)
-        self.run(0, [row], [], 0, 1, False, values, valid, bytearray())
+        values, valid, failed = self.read([row])
+        self._log([row], failed)
         return values[0], valid[0]
 
+    def read(self, rows: list[int]) -> tuple[Any, Any, list]:
+        """(values, valid, failures) of the given rows read from their files: float64 and
+        bool arrays, one row each, and (index in ``rows``, errno or 0 for a short read)
+        of each file that could not be read (its row left empty)."""
+        values = np.zeros((len(rows), self.points))
+        valid = np.zeros((len(rows), self.points), dtype=bool)
+        return values, valid, self._scan(0, rows, [], 0, 1, False, values, valid,
+                                         bytearray())
+
     def run(self, mode: int, rows: list[int], targets: list[int], drop: int, vpp: int,
-            compensated: bool, out1: Any, out2: Any, out3: Any) -> None:
+            compensated: bool, out1: Any, out2: Any, out3: Any, xff: float = 0.0) -> None:
         """``scan`` over the given rows; a file that cannot be read any more (changed
         since its header was read) adds nothing and is logged."""
+        self._log(rows, self._scan(mode, rows, targets, drop, vpp, compensated,
+                                   out1, out2, out3, xff))
+
+    def _scan(self, mode: int, rows: list[int], targets: list[int], drop: int, vpp: int,
+              compensated: bool, out1: Any, out2: Any, out3: Any, xff: float = 0.0) -> list:
         start, end, step = self.time_info
-        failed = self.scan(mode, [self.names[r] for r in rows],
-                           [self.offsets[r] for r in rows], [self.sizes[r] for r in rows],
-                           targets, start, end, step, self.points, drop, vpp, compensated,
-                           out1, out2, out3)
+        return self.scan(mode, [self.names[r] for r in rows],
+                         [self.offsets[r] for r in rows], [self.sizes[r] for r in rows],
+                         targets, start, end, step, self.points, drop, vpp, compensated,
+                         out1, out2, out3, xff)
+
+    def _log(self, rows: list[int], failed: list) -> None:
         for index, error in failed:
             log.warning("failed fetch of whisper file %s: %s",
                         os.fsdecode(self.names[rows[index]]),
@@ -157,6 +171,20 @@ def consolidate_rows(rows: Sequence[PackedValues], drop: int, vpp: int,
     count = np.zeros(acc.shape, dtype=np.int64)
     block.run(2, [r.row for r in rows], [], drop, vpp, compensated, acc, comp, count)
     return acc, comp, count
+
+
+def consolidate_means(rows: Sequence[PackedValues], drop: int, vpp: int, compensated: bool,
+                      xff: Optional[float]) -> Optional[Any]:
+    """Each row's bucket means read from the files, NaN where a bucket has no value or
+    too few for ``xff``: what ``webapp.render.pysum.finish`` makes of
+    :func:`consolidate_rows`' sums, computed in the same pass; None as there."""
+    block = _file_block(rows)
+    if block is None or drop < 0 or vpp < 1:
+        return None
+    means = np.empty((len(rows), -(-max(0, block.points - drop) // vpp)))
+    block.run(3, [r.row for r in rows], [], drop, vpp, compensated, means, bytearray(),
+              bytearray(), 0.0 if xff is None else float(xff))
+    return means
 
 
 class PackedValues:

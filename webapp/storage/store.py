@@ -175,6 +175,8 @@ class Store:
         results = self._parallel(lambda r: r.fetch(patterns, start, end, now, context), local,
                                  self.settings.FETCH_TIMEOUT, context, local_only,
                                  'fetch %s' % ', '.join(patterns))
+        if len(results) == 1 and not aliases:
+            return results[0]    # one source: its (pathExpression, name) pairs are distinct
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         for batch in results:
             for result in batch:

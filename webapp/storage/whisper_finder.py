@@ -59,14 +59,21 @@ class WhisperLeaf(Node):
 
     def read(self, start: int, end: int, now: Optional[int]) -> tuple[Optional[tuple], dict]:
         """(``whisper.fetch`` result or None, file header)."""
-        try:
-            if self.fs_path.endswith('.gz'):
-                with gzip.open(self.fs_path, 'rb') as fh:
-                    return whisper_read.file_fetch(fh, start, end, now)
-            return whisper_read.fetch(self.fs_path, start, end, now)
-        except (OSError, EOFError, whisper_read.WhisperError) as err:
-            log.warning("failed fetch of whisper file %s: %s", self.fs_path, err)
-            return None, {}
+        return read_leaf(self.fs_path, start, end, now)
+
+
+def read_leaf(fs_path: str, start: int, end: int, now: Optional[int]
+              ) -> tuple[Optional[tuple], dict]:
+    """(``whisper.fetch`` result or None, file header) of a plain or gzipped whisper file;
+    (None, {}) when it cannot be read (logged)."""
+    try:
+        if fs_path.endswith('.gz'):
+            with gzip.open(fs_path, 'rb') as fh:
+                return whisper_read.file_fetch(fh, start, end, now)
+        return whisper_read.fetch(fs_path, start, end, now)
+    except (OSError, EOFError, whisper_read.WhisperError) as err:
+        log.warning("failed fetch of whisper file %s: %s", fs_path, err)
+        return None, {}
 
 
 def _join(a: str, b: str) -> str:
@@ -94,8 +101,24 @@ def _kinds(base: str, paths: list[str]) -> dict[str, int]:
     """Kind flags (IS_DIR, IS_FILE, IS_LINK) of ``base + path`` for each path."""
     if not paths:
         return {}
-    return dict(zip(paths, _points.path_kinds([os.fsencode(base + p) for p in paths]),
+    return dict(zip(paths, _points.path_kinds(whisper_read.fs_names([base + p for p in paths])),
                     strict=True))
+
+
+def _split_listing(listing: Optional[tuple[list[str], bytes]]
+                   ) -> Optional[tuple[dict[str, bool], dict[str, bool]]]:
+    """(subdirectories, files) of a ``_points.list_dirs`` listing, each name -> whether it
+    is a symlink; None for a directory that could not be listed."""
+    if listing is None:
+        return None
+    subdirs: dict[str, bool] = {}
+    files: dict[str, bool] = {}
+    for name, flag in zip(*listing, strict=True):
+        if flag & IS_DIR:
+            subdirs[name] = bool(flag & IS_LINK)
+        elif flag & IS_FILE:
+            files[name] = bool(flag & IS_LINK)
+    return subdirs, files
 
 
 def _rel(path: str, base: str) -> str:
@@ -139,8 +162,15 @@ class WhisperFinder:
     # --- find ---------------------------------------------------------------------------
     def find_nodes(self, pattern: str, leaves_only: bool = False) -> list[Node]:
         """Nodes matching ``pattern`` (duplicates across brace variants removed)."""
+        return [WhisperLeaf(metric, fs_path, real) if fs_path is not None else
+                Node(metric, False) for metric, fs_path, real in self._matches(pattern,
+                                                                             leaves_only)]
+
+    def _matches(self, pattern: str, leaves_only: bool) -> list[tuple[str, Any, str]]:
+        """(metric, file path, carbon's name) of each leaf and (metric, None, metric) of
+        each branch matching ``pattern``, in find order, duplicates removed."""
         clean = pattern.replace('\\', '')
-        out: dict[Any, Node] = {}
+        out: dict[Any, tuple[str, Any, str]] = {}
         if ';' in pattern and not pattern.startswith('_tagged.'):
             names = [pattern]
             try:
@@ -153,7 +183,7 @@ class WhisperFinder:
                     for ext in ('.wsp', '.wsp.gz'):
                         fs_path = join(self.root, rel + ext)
                         if pattern not in out and isfile(fs_path):
-                            out[pattern] = WhisperLeaf(pattern, fs_path, name)
+                            out[pattern] = (pattern, fs_path, name)
             return list(out.values())
         parts = clean.split('.')
         if not isdir(self.root):
@@ -164,19 +194,24 @@ class WhisperFinder:
             found = self._find_levels(parts, leaves_only, seen)
         else:
             found = self._find_paths(self.root, parts, 0, leaves_only, seen)
+        root = self.root if self.root.endswith(os.sep) else self.root + os.sep
+        sep = os.sep
         for rel, is_dir, link in found:
-            head, _, tail = rel.rpartition(os.sep)
-            if tail.startswith('.'):
+            head, _, tail = rel.rpartition(sep)
+            if tail[:1] == '.':
                 continue
-            metric = (head + os.sep + tail.split('.')[0] if head else tail.split('.')[0]) \
-                .replace(os.sep, '.')
-            if rel.endswith('.wsp') or rel.endswith('.wsp.gz'):
-                if not is_dir and (metric, True) not in out:
-                    absolute = _join(self.root, rel)
+            metric = tail.split('.', 1)[0]
+            if head:
+                metric = (head + sep + metric).replace(sep, '.')
+            if not is_dir:
+                if (rel.endswith('.wsp') or rel.endswith('.wsp.gz')) and \
+                        (metric, True) not in out:
+                    absolute = rel if rel[:1] == sep else root + rel
                     real = real_metric_path(absolute, metric) if link else metric
-                    out[(metric, True)] = WhisperLeaf(metric, absolute, real)
-            elif is_dir and not leaves_only and (metric, False) not in out:
-                out[(metric, False)] = Node(metric, False)
+                    out[(metric, True)] = (metric, absolute, real)
+            elif not leaves_only and (metric, False) not in out and \
+                    not (rel.endswith('.wsp') or rel.endswith('.wsp.gz')):
+                out[(metric, False)] = (metric, None, metric)
         return list(out.values())
 
     def _count_entries(self, seen: list[int], entries: int) -> None:
@@ -199,33 +234,29 @@ class WhisperFinder:
             listed: dict[str, Any] = {}
             if any(wild for _, wild in variants):
                 listed = dict(zip([rel for rel, _ in nodes], _points.list_dirs(
-                    [os.fsencode(base + rel) for rel, _ in nodes]), strict=True))
+                    whisper_read.fs_names([base + rel for rel, _ in nodes])), strict=True))
             kinds = self._literal_kinds(base, nodes, variants, depth == last, leaves_only)
             following: list[tuple[str, bool]] = []
+            final = depth == last
             for rel, crossed in nodes:
+                # the node's listing split into subdirectories and files, once for all
+                # its brace variants (None: it cannot be listed)
+                split = _split_listing(listed[rel]) if listed else None
+                if listed and split is None:
+                    log.warning("cannot list %s", base + rel)
                 for variant, wild in variants:
-                    subdirs: dict[str, bool] = {}
+                    subdirs: dict[str, bool]
                     files: dict[str, bool] = {}
-                    matching: list[str] = []
                     if wild:
-                        listing = listed[rel]
-                        if listing is None:
-                            log.warning("cannot list %s", base + rel)
-                        else:
-                            names, flags = listing
-                            self._count_entries(seen, len(names))
-                            for name, flag in zip(names, flags, strict=True):
-                                if flag & IS_DIR:
-                                    subdirs[name] = bool(flag & IS_LINK)
-                                elif flag & IS_FILE:
-                                    files[name] = bool(flag & IS_LINK)
-                            matching = match_entries(list(subdirs), variant)
+                        subdirs, files = split or ({}, {})
+                        if split is not None:
+                            self._count_entries(seen, len(listed[rel][0]))
+                        matching = match_entries(list(subdirs), variant)
                     else:
                         flag = kinds.get(rel + variant, 0)
-                        if flag & IS_DIR:
-                            matching = [variant]
-                            subdirs[variant] = bool(flag & IS_LINK)
-                    if depth < last:
+                        subdirs = {variant: bool(flag & IS_LINK)} if flag & IS_DIR else {}
+                        matching = list(subdirs)
+                    if not final:
                         following.extend((rel + sub + os.sep, crossed or subdirs.get(sub, True))
                                          for sub in matching)
                         continue
@@ -341,46 +372,47 @@ class WhisperFinder:
 
         The carbonlink bulk query for all leaves runs while the files are read.
         """
-        leaves: list[tuple[str, WhisperLeaf]] = []
+        leaves: list[tuple[str, str, str, str]] = []   # (pattern, metric, file, real name)
         for pattern in patterns:
-            for node in self.find_nodes(pattern, leaves_only=True):
-                if isinstance(node, WhisperLeaf):
-                    leaves.append((pattern, node))
+            leaves.extend([(pattern, metric, fs_path, real) for metric, fs_path, real
+                           in self._matches(pattern, True) if fs_path is not None])
         if not leaves:
             return []
         pending: Optional[Future] = None
         if self.carbonlink is not None and self.carbonlink.hosts:
-            names = sorted({leaf.real_path for _, leaf in leaves})
+            names = sorted({leaf[3] for leaf in leaves})
             pending = self.carbonlink.query_bulk_async(names)
-        results = []
-        plain = [leaf.fs_path for _, leaf in leaves if not leaf.fs_path.endswith('.gz')]
+        out = []
+        merges = []          # (answer, real name, header) of each answer, for cached points
+        plain = [leaf[2] for leaf in leaves if not leaf[2].endswith('.gz')]
         read = iter(whisper_read.read_many(plain, start, end, now, context.get('budget')))
-        for pattern, leaf in leaves:
-            if leaf.fs_path.endswith('.gz'):
-                data, header = leaf.read(start, end, now)
+        for pattern, metric, fs_path, real in leaves:
+            if fs_path.endswith('.gz'):
+                data, header = read_leaf(fs_path, start, end, now)
             else:
                 answer = next(read)
                 if isinstance(answer, Exception):
-                    log.warning("failed fetch of whisper file %s: %s", leaf.fs_path, answer)
+                    log.warning("failed fetch of whisper file %s: %s", fs_path, answer)
                     continue
                 data, header = answer
             if data is None:
                 continue
-            results.append((pattern, leaf, data, header))
-        cached: dict[str, list] = {}
+            result = {'pathExpression': pattern, 'name': metric, 'path': metric,
+                      'time_info': tuple(data[0]), 'values': data[1]}
+            out.append(result)
+            if pending is not None:
+                merges.append((result, real, header))
         if pending is not None:
             cached = self.carbonlink.wait(pending)
-        out = []
-        for pattern, leaf, (time_info, values), header in results:
-            points = cached.get(leaf.real_path)
-            if points:
+            for result, real, header in merges:
+                points = cached.get(real)
+                if not points:
+                    continue
+                time_info = result['time_info']
                 try:
-                    values = merge_with_cache(points, time_info[0], time_info[2],
-                                              to_list(values),
-                                              header['aggregationMethod'],
-                                              header['archives'][0]['secondsPerPoint'])
+                    result['values'] = merge_with_cache(
+                        points, time_info[0], time_info[2], to_list(result['values']),
+                        header['aggregationMethod'], header['archives'][0]['secondsPerPoint'])
                 except (ValueError, TypeError, KeyError) as err:
-                    log.warning("cannot merge cache for %s: %s", leaf.path, err)
-            out.append({'pathExpression': pattern, 'name': leaf.path, 'path': leaf.path,
-                        'time_info': tuple(time_info), 'values': values})
+                    log.warning("cannot merge cache for %s: %s", result['name'], err)
         return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import sys
 import time
 from typing import Any, BinaryIO, Optional
 
@@ -51,8 +52,7 @@ def file_fetch(fh: BinaryIO, from_time: int, until_time: Optional[int] = None,
         return None, header
     time_info, base, chunk = _locate(archive, from_time, until_time,
                                      lambda off, size: _file_read(fh, off, size), fh.name)
-    return (time_info, _decode_list(time_info, chunk) if base else
-            [None] * ((time_info[1] - time_info[0]) // time_info[2])), header
+    return (time_info, _values(time_info, base, chunk)), header
 
 
 def read_info(path: str) -> dict:
@@ -138,6 +138,14 @@ def _ranges(archive: dict[str, Any], from_time: int, until_time: int, read: Any,
                                       (offset, until_offset - offset)]
 
 
+def _values(time_info: tuple[int, int, int], base: int, data: bytes) -> list:
+    """whisper.fetch's value list of a range read at ``base`` (0: the archive is empty,
+    every slot None)."""
+    if not base:
+        return [None] * ((time_info[1] - time_info[0]) // time_info[2])
+    return _decode_list(time_info, data)
+
+
 def _decode_list(time_info: tuple[int, int, int], data: bytes) -> list:
     from_interval, _, step = time_info
     points = len(data) // POINT_SIZE
@@ -219,49 +227,73 @@ def _choice(head: bytes, path: str, from_time: int, until_time: Optional[int],
     return header, archive, start, end, time_info, (until_interval - from_interval) // step
 
 
+def fs_names(paths: list[str]) -> list[bytes]:
+    """``os.fsencode`` of each path, without a call per path."""
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    return [path.encode(encoding, errors) for path in paths]
+
+
+def _kind_of(head: Any, path: str, from_time: int, until_time: Optional[int],
+             now: Optional[int]) -> tuple:
+    """(header, archive or None, (time_info, points), datapoints to read, (offset, size)
+    of the archive, whether whisper could have written that layout) of a file's header
+    bytes (an int: the errno of a file that could not be read, raised as OSError)."""
+    if type(head) is int:
+        raise OSError(head, os.strerror(head), path)
+    header, archive, start, end, time_info, points = \
+        _choice(head, path, from_time, until_time, now)
+    if archive is None:
+        return header, None, None, 0, None, False
+    offset, size = archive['offset'], archive['size']
+    return (header, archive, (time_info, points), (end - start) // time_info[2] + 1,
+            (offset, size), size > 0 and points * POINT_SIZE <= size)
+
+
 def _read_direct(paths: list[str], from_time: int, until_time: Optional[int],
                  now: Optional[int], budget: Any) -> list[Any]:
     """read_many with the C reader: every header in one call; files of one header (so
     one archive choice) and time range become rows of one unread FileBlock. A file
     shorter than its chosen archive is read at once (its error, if any, returned)."""
-    names = [os.fsencode(path) for path in paths]
+    names = fs_names(paths)
     sizes = packed.np.zeros(len(paths), dtype=packed.np.int64)
     heads = _points.read_heads(names, _HEAD_READ, sizes)
     file_sizes = sizes.tolist()
     out: list[Any] = [None] * len(paths)
+    # per distinct complete header: (header, archive or None, (time_info, points),
+    # datapoints, (offset, size) of the archive, whether whisper could have written it)
     known: dict[bytes, tuple] = {}
     spans: list[Any] = [None] * len(paths)     # (offset, size) of each chosen archive
     lazy: dict[tuple, list[int]] = {}
     eager: dict[tuple, list[int]] = {}
+    spent = 0                                  # datapoints of the files so far
+    room = budget.max_points - budget.points if budget is not None else float('inf')
     for i, head in enumerate(heads):
-        path = paths[i]
-        if budget is not None:
+        if budget is not None and not i & 255:
             budget.check_time()
-        try:
-            if type(head) is int:
-                raise OSError(head, os.strerror(head), path)
-            choice = known.get(head)
-            if choice is None:
-                choice = _choice(head, path, from_time, until_time, now)
-                if whisper_format.header_size(head) == len(head):
-                    known[head] = choice
-            header, archive, start, end, time_info, points = choice
-            if archive is None:
-                out[i] = (None, header)
+        kind = known.get(head) if type(head) is bytes else None
+        if kind is None:
+            try:
+                kind = _kind_of(head, paths[i], from_time, until_time, now)
+            except (OSError, WhisperError) as err:
+                out[i] = err
                 continue
-            if budget is not None:  # before reading: bounded memory per request
-                budget.spend_points((end - start) // time_info[2] + 1, path)
-        except (OSError, WhisperError) as err:
-            out[i] = err
+            if whisper_format.header_size(head) == len(head):
+                known[head] = kind
+        header, archive, key, cost, span, layout = kind
+        if archive is None:
+            out[i] = (None, header)
             continue
-        offset, size = archive['offset'], archive['size']
-        if size <= 0 or points * POINT_SIZE > size:    # not a layout whisper writes
-            out[i] = _read_one(path, from_time, until_time, now)
+        spent += cost
+        if spent > room:       # before reading: bounded memory per request
+            budget.spend_points(spent, paths[i])
+        if not layout:         # not a layout whisper writes
+            out[i] = _read_one(paths[i], from_time, until_time, now)
             continue
-        out[i] = (time_info, header)
-        spans[i] = (offset, size)
-        key = (time_info, points)
-        (eager if file_sizes[i] < offset + size else lazy).setdefault(key, []).append(i)
+        out[i] = (key[0], header)
+        spans[i] = span
+        (eager if file_sizes[i] < span[0] + span[1] else lazy).setdefault(key, []).append(i)
+    if budget is not None:
+        budget.spend_points(spent, paths[-1] if paths else '')
     for (time_info, points), members in lazy.items():
         block = packed.FileBlock(_points.scan, [names[i] for i in members],
                                  [spans[i][0] for i in members],
@@ -304,9 +336,7 @@ def read_many(paths: list[str], from_time: int, until_time: Optional[int],
             continue
         time_info, base, data = raw
         if not packed.ENABLED:
-            values = _decode_list(time_info, data) if base else \
-                [None] * ((time_info[1] - time_info[0]) // time_info[2])
-            out.append(((time_info, values), header))
+            out.append(((time_info, _values(time_info, base, data)), header))
             continue
         points = len(data) // POINT_SIZE if base else \
             (time_info[1] - time_info[0]) // time_info[2]
@@ -330,21 +360,17 @@ def _read_one(path: str, from_time: int, until_time: Optional[int],
     if raw is None:
         return None, header
     time_info, base, data = raw
-    values = _decode_list(time_info, data) if base else \
-        [None] * ((time_info[1] - time_info[0]) // time_info[2])
-    return (time_info, values), header
+    return (time_info, _values(time_info, base, data)), header
 
 
 def _read_block(names: list[bytes], spans: list[Any], members: list[int],
                 time_info: tuple[int, int, int], points: int, out: list[Any]) -> None:
     """Read the ``members`` files at once into one Block; a file that cannot be read (cut
     short) gets its error in ``out``."""
-    np = packed.np
-    values = np.zeros((len(members), points))
-    valid = np.zeros((len(members), points), dtype=bool)
-    failed = _points.scan(0, [names[i] for i in members], [spans[i][0] for i in members],
-                          [spans[i][1] for i in members], [], time_info[0], time_info[1],
-                          time_info[2], points, 0, 1, False, values, valid, bytearray())
+    files = packed.FileBlock(_points.scan, [names[i] for i in members],
+                             [spans[i][0] for i in members], [spans[i][1] for i in members],
+                             time_info, points)
+    values, valid, failed = files.read(list(range(len(members))))
     block = packed.Block(values, valid, time_info)
     for row, i in enumerate(members):
         out[i] = ((time_info, packed.PackedValues(block, row)), out[i][1])
