@@ -325,12 +325,8 @@ def new_run(dirs: RunDirs, prefix: str, metrics: int
         return base, None
     _, total = file_plan(archives(), None, None)
     fs = FreshFileSystem(base, image_bytes(metrics, total), metrics)
+    fs.mount()  # removes what it made if it fails
     LOAD["mounted"].append(fs)
-    try:
-        fs.mount()
-    except BaseException:
-        fs.remove()
-        raise
     return base, fs
 
 
@@ -341,6 +337,7 @@ def finish(base: Path, dirs: RunDirs, fs: FreshFileSystem | None = None) -> None
     next run starts after a sync."""
     if fs is not None:
         fs.remove()
+        LOAD["mounted"].remove(fs)
         settle()
     elif LOAD["delete_runs"]:
         shutil.rmtree(base, ignore_errors=True)
@@ -496,6 +493,9 @@ def main() -> None:
     parser.add_argument("--add-rows", type=Path, action="append", default=[],
                         help="runs saved by --save-rows from an earlier invocation of the "
                              "same load, counted in the means (and --growth) with these")
+    parser.add_argument("--no-runs", action="store_true",
+                        help="run nothing: the tables (and --growth) of the --add-rows "
+                             "runs alone (several locked invocations of one load)")
     args = parser.parse_args()
     LOAD.update(connections=args.connections, tidy=args.tidy_values, timeout=args.timeout,
                 reference_timeout=args.reference_timeout, delete_runs=args.delete_runs,
@@ -620,17 +620,18 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
     if args.memory_only:
         print_memory(args, dirs)
         return 0
-    if args.floor:
+    runs = not args.no_runs
+    if args.floor and runs:
         rows.append(run_floor(args.points, args.metrics, dirs))
         print(rows[-1], flush=True)
-    for impl, strategy in run_order(args):
+    for impl, strategy in run_order(args) if runs else []:
         journals = (abba(False, True) if args.journal_ab and impl == "ours"
                     else (JOURNAL["value"],))
         for journal in journals:
             JOURNAL["value"] = journal
             rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
             print(rows[-1], flush=True)
-    if args.floor and not args.floor_once:
+    if args.floor and not args.floor_once and runs:
         rows.append(run_floor(args.points, args.metrics, dirs))
         print(rows[-1], flush=True)
     if args.save_rows:
@@ -667,7 +668,7 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
             print("%s: journal off %s points/s, on %s points/s (mean of %d each): cost %.1f%%"
                   % (strategy, format(int(mean_off), ","), format(int(mean_on), ","),
                      len(on), 100 * (1 - mean_on / mean_off)))
-    if not args.no_memory:
+    if not args.no_memory and runs:
         print_memory(args, dirs)
     return sum(1 for r in rows if r["missing"])
 

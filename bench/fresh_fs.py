@@ -35,26 +35,25 @@ class FreshFileSystem:
         self.files = files
         self.device: str | None = None
 
-    def __enter__(self) -> FreshFileSystem:
-        self.mount()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
     def mount(self) -> None:
+        """Make the image, its file system and loop device, and mount it; on failure
+        what was made is removed before the error is raised."""
         for tool in ("mkfs.ext4", "losetup", "mount", "umount"):
             if shutil.which(tool) is None:
                 raise RuntimeError("--fresh-fs needs %s (e2fsprogs, util-linux) and root"
                                    % tool)
-        with open(self.image, "wb") as image:
-            image.truncate(self.size_bytes)
-        subprocess.run([*MKFS, *inode_option(self.size_bytes, self.files), str(self.image)],
-                       check=True)
-        self.device = subprocess.run(
-            ["losetup", "--direct-io=on", "--find", "--show", str(self.image)],
-            check=True, capture_output=True, text=True).stdout.strip()
-        subprocess.run(["mount", self.device, str(self.folder)], check=True)
+        try:
+            with open(self.image, "wb") as image:
+                image.truncate(self.size_bytes)
+            subprocess.run([*MKFS, *inode_option(self.size_bytes, self.files),
+                            str(self.image)], check=True)
+            self.device = subprocess.run(
+                ["losetup", "--direct-io=on", "--find", "--show", str(self.image)],
+                check=True, capture_output=True, text=True).stdout.strip()
+            subprocess.run(["mount", self.device, str(self.folder)], check=True)
+        except BaseException:
+            self.remove()
+            raise
 
     def remove(self) -> None:
         """Unmount (writing back what is dirty), detach and delete the image."""

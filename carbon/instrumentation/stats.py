@@ -43,6 +43,12 @@ class Stats:
         sample.count += 1
         sample.total += value
 
+    def append_many(self, name: str, values: list[float]) -> None:
+        """``append`` of each value, at once."""
+        sample = self.samples[name]
+        sample.count += len(values)
+        sample.total += sum(values)
+
     def max(self, name: str, value: float) -> None:
         """Keep the interval's largest ``value`` (the reference's instrumentation.max)."""
         if value > self.counters.get(name, float("-inf")):

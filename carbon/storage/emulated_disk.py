@@ -66,10 +66,17 @@ class EmulatedDiskDatabase(WhisperDatabase):
         self.device.wait(self.profile.ios_per_update)
         return dropped
 
+    writes_on_create = True  # create_many below takes the points and pays their I/Os
+
     def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                  float | None, str | None]]
-                    ) -> list[Exception | None]:
-        errors = super().create_many(requests)
-        made = sum(1 for error in errors if error is None)
-        self.device.wait(made * self.profile.ios_per_create)
+                                                  float | None, str | None]],
+                    points: Sequence[array] | None = None, now: int | None = None
+                    ) -> list[Exception | float | None]:
+        errors = super().create_many(requests, points, now)
+        made = sum(1 for error in errors if error is None or type(error) is float)
+        written = [index for index, error in enumerate(errors) if type(error) is float]
+        delay = self.device.wait(made * self.profile.ios_per_create
+                                 + len(written) * self.profile.ios_per_update)
+        for index in written:
+            errors[index] += delay / max(made, 1)  # type: ignore[operator]
         return errors

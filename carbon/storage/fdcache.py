@@ -23,7 +23,8 @@ _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 
 
 class Handle:
-    """An open file: descriptor, identity (device, inode), cached header, last use."""
+    """An open file: descriptor, identity (device, inode; 0, 0 until ``identify``
+    for a file this process created), cached header, last use."""
 
     __slots__ = ("fd", "dev", "ino", "header", "used", "cached", "fresh", "in_use")
 
@@ -38,6 +39,13 @@ class Handle:
         self.fresh = False
         # held for a batch: dropping it from the cache leaves it open for ``release``
         self.in_use = False
+
+    def identify(self) -> None:
+        """Learn the descriptor's identity if not known yet (a new file's is asked for
+        only when a later use checks that its path still names it)."""
+        if not self.ino:
+            st = os.fstat(self.fd)
+            self.dev, self.ino = st.st_dev, st.st_ino
 
 
 def effective_capacity(requested: int) -> int:
@@ -83,6 +91,7 @@ class FdCache:
             except OSError:
                 self.discard(path)  # deleted: let its space go
                 raise
+            handle.identify()
             if st.st_ino == handle.ino and st.st_dev == handle.dev:
                 self._handles.move_to_end(path)
                 handle.used = now
@@ -116,10 +125,17 @@ class FdCache:
         handle.used = time.monotonic()
         return handle
 
-    def adopt_known(self, path: str, fd: int, dev: int, ino: int) -> Handle:
-        """Take over a new file's ``fd`` whose identity is known (set up as this cache
-        would: no fstat, no fadvise); the caller must ``release`` it."""
-        return self._keep(path, Handle(fd, dev, ino, time.monotonic()))
+    def adopt_new(self, path: str, fd: int) -> Handle:
+        """Take over the ``fd`` of a file this process has just made (set up as this
+        cache would: no fadvise; its identity is learnt when first checked); the
+        caller must ``release`` it."""
+        return self._keep(path, Handle(fd, 0, 0, time.monotonic()))
+
+    def room(self) -> int:
+        """How many descriptors opened now would be kept (free slots, else one if the
+        oldest is idle)."""
+        free = self.capacity - len(self._handles)
+        return free if free > 0 else int(self.has_room())
 
     def adopt_for_use(self, path: str, fd: int) -> Handle:
         """Take over ``fd`` like ``adopt`` but hand it back for an immediate use;

@@ -16,7 +16,9 @@ first write after our own create) and reopens when the path names another file
 (device, inode), e.g. after whisper-resize renamed a new file into place. The header
 is re-read with every write, in the same ``pread`` as the first archive's base point,
 so in-place edits (whisper-set-aggregation-method, whisper-set-xfilesfactor) are seen
-at once. Nothing is written to a replaced or deleted file.
+at once; not by the first write after our own create, which knows the header it wrote
+and that every archive is empty. Nothing is written to a replaced or deleted file.
+``create_many`` can also write each new file's first points in its create.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from carbon import tags
 from carbon.plugins import STORAGE_BACKENDS
 from carbon.storage.fdcache import FdCache, Handle, effective_capacity
 from carbon.storage.whisper_create import (
-    CreateOptions, NewFile, create_many, exists_many, file_plan,
+    CreateOptions, create_many, exists_many, file_plan,
 )
 from carbon.storage.whisper_format import (
     AGGREGATION_METHODS, Header, aggregate, pack_metadata, parse_header,
@@ -168,17 +170,31 @@ class WhisperDatabase:
         if error is not None:
             raise error
 
+    @property
+    def writes_on_create(self) -> bool:
+        """Whether ``create_many`` takes each file's first points (written in the
+        create's own write): this class's does; a subclass that overrides it says so
+        itself."""
+        return type(self).create_many is WhisperDatabase.create_many
+
     def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                  float | None, str | None]]
-                    ) -> list[Exception | None]:
+                                                  float | None, str | None]],
+                    points: Sequence[array] | None = None, now: int | None = None
+                    ) -> list[Exception | float | None]:
         """Create files for (metric, retentions, xff, method) requests in one batch
         (see carbon.storage.whisper_create); per request None or its error.
 
-        Each new descriptor and its parsed header are kept for the write that follows,
-        which then needs no stat, open or header parse.
+        With ``points`` (per request the metric's cached points, as ``write_batch``
+        takes them) a file whose first update ``write_batch`` would make is created
+        with those points in its first write (header, zeroes and points: the bytes
+        that update would leave), and its entry is the seconds its share of the batch
+        took instead of None; its descriptor is closed unless the descriptor cache has
+        room (``now``: the update's clock, as ``write_batch``'s). Other new
+        descriptors and their parsed headers are kept for the write that follows,
+        which then needs no stat, open or header read.
         """
-        errors: list[Exception | None] = [None] * len(requests)
-        items: list[tuple[str, bytes, int]] = []
+        errors: list[Exception | float | None] = [None] * len(requests)
+        items: list[tuple] = []
         where: list[int] = []
         plans: dict[tuple, tuple[bytes, int] | Exception] = {}  # metrics share schemas
         for index, (metric, retentions, xff, method) in enumerate(requests):
@@ -197,25 +213,62 @@ class WhisperDatabase:
             where.append(index)
         if not items:
             return errors
+        started = time.time()
+        images: list[bytes | None] = [None] * len(items)
+        if points is not None and self.native_write:
+            images = self._first_images(items, [points[index] for index in where],
+                                        int(time.time()) if now is None else now)
+            with self._lock:
+                room = self._fds.room()
+            full = []
+            for (path, header, total), image in zip(items, images, strict=True):
+                keep = image is None or room > 0
+                room -= image is not None and keep
+                full.append((path, header, total, image, keep))
+            items = full
         results = create_many(items, self.create_options, use_native=self.native_create)
+        took = (time.time() - started) / len(items)
         with self._lock:
-            for index, (path, header, _), result in zip(where, items, results, strict=True):
+            for index, item, image, result in zip(where, items, images, results, strict=True):
                 if isinstance(result, Exception):
                     errors[index] = result
                     continue
-                self._adopt_new(path, header, result)
+                if image is not None:
+                    errors[index] = took
+                if result is not None:
+                    self._adopt_new(item[0], item[1], result.fd, image is None)
         return errors
 
-    def _adopt_new(self, path: str, raw: bytes, new: NewFile) -> None:
-        """Keep a new file's descriptor and parsed header for its first write."""
-        handle = self._fds.adopt_known(path, new.fd, new.dev, new.ino)
+    def _first_images(self, items: list[tuple], points: list[array | None], now: int
+                      ) -> list[bytes | None]:
+        """Per new file, its first bytes with ``points`` written (or None: no points,
+        or an update ``write_batch`` would leave to ``write``)."""
+        images: list[bytes | None] = [None] * len(items)
+        wanted = [index for index, pairs in enumerate(points) if pairs is not None and pairs]
+        if not wanted:
+            return images
+        options = () if self.python_sums is None else (self.python_sums,)
+        made = update_native.first_images(
+            [(items[index][1], items[index][2], points[index]) for index in wanted],
+            now, aggregate, *options)
+        for index, image in zip(wanted, made, strict=True):
+            images[index] = image
+        return images
+
+    def _adopt_new(self, path: str, raw: bytes, fd: int, fresh: bool) -> None:
+        """Keep a new file's descriptor and parsed header for its next write (``fresh``:
+        nothing written since the create, so its first write needs no read)."""
+        handle = self._fds.adopt_new(path, fd)
         header = self._headers.get(raw)
         if header is None:
             header = parse_header(raw, path)
             remember_header(self._headers, header)
         handle.header = header
-        handle.fresh = True
+        handle.fresh = fresh
         if not handle.cached:
+            if not fresh:
+                self._fds.release(handle)  # written already: nothing waits for it
+                return
             old = self._created.pop(path, None)
             if old is not None:
                 self._fds.release(old)
@@ -251,9 +304,12 @@ class WhisperDatabase:
                     handle, check = self._batch_handle(path)
                     where.append(index)
                     handles.append(handle)
+                    # a file made by us and not written since: header known, archives
+                    # empty (nothing to read)
+                    empty = handle.header.raw if handle and handle.fresh and handle.header else None
                     calls.append((fs_path, handle.fd if handle else -1,
                                   handle.dev if handle else 0, handle.ino if handle else 0,
-                                  check, points))
+                                  check, points, empty))
                 options = () if self.python_sums is None else (self.python_sums,)
                 results = update_native.update_files(
                     calls, now, self.lock_writes, self.autoflush, self.fadvise_random,
@@ -265,9 +321,9 @@ class WhisperDatabase:
                         self._fds.release(handle)
         taken: list[float | None] = [None] * len(items)
         for index, (status, seconds), handle in zip(where, results, handles, strict=True):
+            if handle is not None:
+                handle.fresh = False  # written (or maybe in part): read it from now on
             if not status:
-                if handle is not None:
-                    handle.fresh = False
                 taken[index] = seconds
         return taken
 
@@ -282,6 +338,8 @@ class WhisperDatabase:
             handle = self._fds.peek(path)
             if handle is not None:
                 check = not handle.fresh
+                if check:
+                    handle.identify()
             elif self._fds.has_room():
                 try:
                     handle = self._fds.get(path)
@@ -370,7 +428,11 @@ class WhisperDatabase:
             raise ValueError('Unsupported metadata key "%s"' % key)
         path = self.get_filesystem_path(metric)
         with self._lock:
+            created = self._created.pop(path, None)
+            if created is not None:  # its first write would take the old header as known
+                self._fds.release(created)
             handle = self._fds.get(path)
+            handle.fresh = False
             fd = handle.fd
             ok = False
             try:

@@ -4,9 +4,9 @@
 with the GIL released for the whole batch (a thread that makes four file-system calls a
 file and has to win the GIL back after each one is starved by a busy thread), or with
 the pure-Python ``create_one`` loop when the accelerator is not built. Both behave alike:
-missing parent directories are made, and each file gets a ``NewFile`` (descriptor,
-device, inode) or the exception for that file alone; a file that fails half-way is
-removed.
+missing parent directories are made, and each file gets a ``NewFile`` (its descriptor),
+None (made with its first points and closed: ``image``, ``keep``) or the exception for
+that file alone; a file that fails half-way is removed.
 """
 
 from __future__ import annotations
@@ -58,11 +58,10 @@ class CreateOptions(NamedTuple):
 
 
 class NewFile(NamedTuple):
-    """A created file's open read-write descriptor (the caller closes it) and identity."""
+    """A created file's open read-write descriptor (the caller closes it; its identity
+    is ``os.fstat``'s when someone needs it)."""
 
     fd: int
-    dev: int
-    ino: int
 
 
 def file_plan(archives: Sequence[tuple[int, int]], xff: float | None,
@@ -79,8 +78,13 @@ def file_plan(archives: Sequence[tuple[int, int]], xff: float | None,
 
 
 def create_one(path: str, header: bytes, total: int, options: CreateOptions,
-               makedirs: bool = True) -> NewFile:
-    """Create one file (what the accelerator does for each item), or raise."""
+               makedirs: bool = True, image: bytes | None = None,
+               keep: bool = True) -> NewFile | None:
+    """Create one file (what the accelerator does for each item), or raise. ``image``
+    (the header, zeroes and first points: ``_whisper_writer.first_images``) is written
+    instead of the header; without ``keep`` the descriptor is closed (None)."""
+    if image is not None:
+        header = image
     try:
         try:
             fd = os.open(path, _FLAGS, 0o666)
@@ -97,49 +101,56 @@ def create_one(path: str, header: bytes, total: int, options: CreateOptions,
             fcntl.flock(fd, fcntl.LOCK_EX)
         if options.fadvise_random:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        _write_all(fd, header, 0)
         remaining = total - len(header)
-        if options.use_fallocate:
-            if remaining > 0:
-                os.posix_fallocate(fd, len(header), remaining)
+        # a body fallocated: the whole file first, then the header written into it (the
+        # same bytes and blocks, less work for this thread than allocating around a
+        # page just written)
+        allocated = False
+        if options.use_fallocate and remaining > 0:
+            os.posix_fallocate(fd, 0, total)
+            allocated = True
+        elif not options.sparse and SMALL_BODY < remaining:
+            allocated = _reserve_zeroes(fd, 0, total)
+        _write_all(fd, header, 0)
+        if allocated or remaining <= 0:
+            pass  # zeroes already (or nothing left)
         elif options.sparse:
             _write_all(fd, b"\x00", total - 1)
-        elif SMALL_BODY < remaining and _reserve_zeroes(fd, len(header), remaining):
-            pass  # allocated zero blocks: the same bytes and reserved space as writing zeroes
         else:
             pos = len(header)
-            while remaining > 0:
-                chunk = _ZEROES if remaining > len(_ZEROES) else _ZEROES[:remaining]
+            while pos < total:
+                chunk = _ZEROES[:min(len(_ZEROES), total - pos)]
                 _write_all(fd, chunk, pos)
                 pos += len(chunk)
-                remaining -= len(chunk)
         if options.autoflush:
             os.fsync(fd)
         if options.lock:
             import fcntl
             fcntl.flock(fd, fcntl.LOCK_UN)
-        st = os.fstat(fd)
     except BaseException:
         os.close(fd)
         os.unlink(path)
         raise
-    return NewFile(fd, st.st_dev, st.st_ino)
+    if not keep:
+        os.close(fd)
+        return None
+    return NewFile(fd)
 
 
-def create_many(items: Sequence[tuple[str, bytes, int]], options: CreateOptions,
-                makedirs: bool = True, use_native: bool = True
-                ) -> list[NewFile | Exception]:
-    """Create files from (path, header, total) items; per item a NewFile or its error.
+def create_many(items: Sequence[tuple], options: CreateOptions, makedirs: bool = True,
+                use_native: bool = True) -> list[NewFile | None | Exception]:
+    """Create files from (path, header, total[, image, keep]) items (see ``create_one``);
+    per item a NewFile, None (made and closed) or its error.
 
     With the accelerator the whole batch is one call with the GIL released.
     """
-    if native is None or not use_native or any("\0" in path for path, _, _ in items):
-        return [_attempt(path, header, total, options, makedirs)
-                for path, header, total in items]
+    if native is None or not use_native or any("\0" in item[0] for item in items):
+        return [_attempt(item, options, makedirs) for item in items]
     results = native.create_files(items, options.mode, options.lock, options.fadvise_random,
                                   options.autoflush, makedirs)
-    return [NewFile(*result) if type(result) is tuple else _error(result, path)
-            for result, (path, _, _) in zip(results, items, strict=True)]
+    return [NewFile(*result) if type(result) is tuple
+            else None if result is None else _error(result, item[0])
+            for result, item in zip(results, items, strict=True)]
 
 
 def exists_many(paths: Sequence[str], use_native: bool = True) -> list[bool]:
@@ -149,10 +160,11 @@ def exists_many(paths: Sequence[str], use_native: bool = True) -> list[bool]:
     return [code == 0 for code in native.stat_files(paths)]
 
 
-def _attempt(path: str, header: bytes, total: int, options: CreateOptions,
-             makedirs: bool) -> NewFile | Exception:
+def _attempt(item: tuple, options: CreateOptions, makedirs: bool
+             ) -> NewFile | None | Exception:
+    path, header, total, *rest = item
     try:
-        return create_one(path, header, total, options, makedirs)
+        return create_one(path, header, total, options, makedirs, *rest)
     except Exception as exc:
         return exc
 

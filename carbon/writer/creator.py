@@ -4,8 +4,9 @@ The writer hands over a metric whose file it does not know to exist (``submit``)
 on writing others. The metric's points stay in the cache (visible to carbonlink, counted
 in MAX_CACHE_SIZE) and the metric is ``busy`` (the writer does not pick it) until the
 creator has looked for its file and, if there is none and a create token is free
-(``may_create``), created it. The outcome then waits in ``ready`` for the writer: None
-(created), EXISTED or the create's error.
+(MAX_CREATES_PER_MINUTE's limiter), created it. The outcome then waits in ``ready`` for
+the writer: None (created), ``Written`` (created with its points), EXISTED or the
+create's error.
 
 A metric with no file and no create token (MAX_CREATES_PER_MINUTE) is held aside in
 ``waiting``, still busy, and reported once (``on_wait``): the creator takes it up again,
@@ -18,6 +19,13 @@ backend says a create finds the file (``found_by_create``). The storage backend'
 ``exists_many`` and ``create_many`` handle a whole batch in one call each that releases
 the GIL for all of its file-system calls (carbon.storage.whisper_create); backends
 without them are called once a metric.
+
+Without a create limit and an update limit, and with a backend that ``writes_on_create``
+(whisper), the creator takes the batch's cached points (``pop_raw_for_write``, still visible to
+carbonlink) and the backend writes them in each file's create (one write: header,
+zeroes, points), reported ``Written``; points it could not write that way go back
+to the cache, to be written by the writer as usual, and so do the points of a file
+that existed or failed. Points arriving meanwhile stay in the cache.
 """
 
 from __future__ import annotations
@@ -25,20 +33,30 @@ from __future__ import annotations
 import threading
 from collections import deque
 import time
-from typing import Any, Callable, Union
+from typing import Any, Callable, Iterable, NamedTuple, Union
 
 from carbon.config.schemas import SchemaFiles
 from carbon.logs import CarbonLog
+from carbon.writer.ratelimit import CreateTokens, Unlimited
 
-__all__ = ["Creator", "EXISTED", "Outcome"]
+__all__ = ["Creator", "EXISTED", "Outcome", "Written"]
 
 EXISTED = "existed"
 _NO_TOKEN = "no token"  # an outcome that is never handed out: the metric waits
-Outcome = Union[None, str, Exception]
+
+
+class Written(NamedTuple):
+    """A file created with the metric's points in it: how many, and the seconds its
+    share of the create took (the points are on disk and out of the cache)."""
+
+    points: int
+    seconds: float
+
+
+Outcome = Union[None, str, Exception, Written]
 
 BATCH_SIZE = 256  # files a batch at most
 MAX_READY = 1024  # outcomes not yet taken by the writer: the creator waits beyond this
-INF = float("inf")
 MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate changes)
 
 
@@ -50,16 +68,22 @@ class Creator:
     """
 
     def __init__(self, database: Any, schemas: SchemaFiles, settings: Any, log: CarbonLog,
-                 may_create: Callable[[], bool],
-                 tokens: Callable[[], tuple[float, float]] = lambda: (INF, 0.0),
-                 on_wait: Callable[[], None] = lambda: None) -> None:
+                 limiter: Any = None, on_wait: Callable[[], None] = lambda: None,
+                 cache: Any = None, updates: Any = None) -> None:
         self.database = database
         self.schemas = schemas
         self.settings = settings
         self.log = log
-        self.may_create = may_create
-        self.tokens = tokens  # (create tokens free now, seconds until the next is)
+        # MAX_CREATES_PER_MINUTE's limiter (a rate-limiter plugin)
+        self.tokens = CreateTokens(limiter if limiter is not None else Unlimited())
         self.on_wait = on_wait  # a metric starts waiting for a create token
+        # the MetricCache whose points a create may write (None: never) while
+        # MAX_UPDATES_PER_SECOND's limiter (``updates``) is unlimited (a write by the
+        # create pays no update token), and the journal told when they are on disk
+        # (set by the writer)
+        self.cache = cache
+        self.updates = updates if updates is not None else Unlimited()
+        self.journal: Any = None
         self.cond = threading.Condition()
         self.pending: deque[str] = deque()  # submitted, not looked for yet: oldest first
         self.waiting: deque[str] = deque()  # no file, no token yet: oldest first
@@ -101,8 +125,13 @@ class Creator:
     def release(self, metric: str) -> None:
         """A metric taken with ``take_ready_many`` is no longer busy (only the thread
         that submits and takes metrics changes ``busy``)."""
+        self.release_many((metric,))
+
+    def release_many(self, metrics: Iterable[str]) -> None:
+        """``release`` of each metric."""
         busy = self.busy
-        busy.discard(metric)
+        for metric in metrics:
+            busy.discard(metric)
         if not busy:
             busy.clear()  # an emptied set keeps its table (sized for its peak) else
 
@@ -111,7 +140,7 @@ class Creator:
         handle a batch here."""
         if not self.alive():
             if not self.handle_batch() and self.waiting and not self.ready:
-                time.sleep(min(timeout, max(self.tokens()[1], 0.0)))
+                time.sleep(min(timeout, max(self.tokens.seconds_until(), 0.0)))
             return
         with self.cond:
             if not self.ready and self.busy:
@@ -131,7 +160,7 @@ class Creator:
         with self.cond:
             pending = self.pending
             batch = [pending.popleft() for _ in range(min(self.batch_size, len(pending)))]
-            free = self.tokens()[0] if not batch and self.waiting else 0.0
+            free = self.tokens.free() if not batch and self.waiting else 0.0
             if free >= 1.0:  # as many as there are tokens for (each is looked for again)
                 retried = True
                 while self.waiting and len(batch) < min(self.batch_size, free):
@@ -157,7 +186,7 @@ class Creator:
         return len(done)
 
     def _outcomes(self, metrics: list[str]) -> list[Outcome]:
-        if self.tokens()[0] == INF and hasattr(self.database, "create_many"):
+        if self.tokens.unlimited() and hasattr(self.database, "create_many"):
             found_by_create = getattr(self.database, "found_by_create", None)
             if found_by_create is not None and all(map(found_by_create, metrics)):
                 return self._create_or_find(metrics)
@@ -167,7 +196,7 @@ class Creator:
             return [exc] * len(metrics)
         outcomes: list[Outcome] = [EXISTED if present else _NO_TOKEN for present in found]
         wanted = [index for index, present in enumerate(found)
-                  if not present and self.may_create()]
+                  if not present and self.tokens.take()]
         if wanted:
             errors = self._create([metrics[index] for index in wanted])
             for index, error in zip(wanted, errors, strict=True):
@@ -178,8 +207,30 @@ class Creator:
         """Without a create limit: create every file at once, an existing one reported
         EXISTED (its create fails without touching it): one file-system lookup a metric
         instead of a stat and then the create's own."""
-        errors = self._create(metrics, log_after=True)
-        return [EXISTED if isinstance(error, FileExistsError) else error for error in errors]
+        cache = self.cache
+        if cache is None or not getattr(self.database, "writes_on_create", False) \
+                or not getattr(self.updates, "unlimited", False):
+            errors = self._create(metrics, log_after=True)
+            return [EXISTED if isinstance(error, FileExistsError) else error
+                    for error in errors]
+        journal = self.journal
+        mark = journal.mark() if journal is not None else 0
+        points = cache.pop_raw_for_write(metrics)
+        errors = self._create(metrics, log_after=True, points=points)  # never raises
+        outcomes: list[Outcome] = []
+        written: list[str] = []
+        for metric, raw, error in zip(metrics, points, errors, strict=True):
+            if type(error) is float:
+                written.append(metric)
+                outcomes.append(Written(len(raw) >> 1, error))
+                continue
+            if raw:  # not on disk: back to the cache, for the writer
+                cache.restore_raw(metric, raw)
+            outcomes.append(EXISTED if isinstance(error, FileExistsError) else error)
+        cache.written(*metrics)
+        if journal is not None and written:
+            journal.done(written, mark)
+        return outcomes
 
     def _exists(self, metrics: list[str]) -> list[bool]:
         exists_many = getattr(self.database, "exists_many", None)
@@ -187,12 +238,13 @@ class Creator:
             return exists_many(metrics)
         return [self.database.exists(metric) for metric in metrics]
 
-    def _create(self, metrics: list[str], log_after: bool = False
-                ) -> list[Exception | None]:
-        """Create the files; LOG_CREATES lines before each create, or with ``log_after``
-        after them for the files created (an existing one is not logged)."""
+    def _create(self, metrics: list[str], log_after: bool = False, points: Any = None
+                ) -> list[Exception | float | None]:
+        """Create the files (with ``points``: see ``WhisperDatabase.create_many``);
+        LOG_CREATES lines before each create, or with ``log_after`` after them for the
+        files created (an existing one is not logged)."""
         try:
-            return self._create_all(metrics, log_after)
+            return self._create_all(metrics, log_after, points)
         except Exception as exc:  # a broken backend or schema must not stop the creator
             return [exc] * len(metrics)
 
@@ -205,7 +257,8 @@ class Creator:
         self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
                          % (metric, storage.value, xff, method))
 
-    def _create_all(self, metrics: list[str], log_after: bool) -> list[Exception | None]:
+    def _create_all(self, metrics: list[str], log_after: bool, points: Any = None
+                    ) -> list[Exception | float | None]:
         matched = [(metric, *self.schemas.for_metric(metric)) for metric in metrics]
         log_creates = self.settings.LOG_CREATES
         if log_creates and not log_after:
@@ -215,7 +268,7 @@ class Creator:
                     for metric, storage, aggregation in matched]
         create_many = getattr(self.database, "create_many", None)
         if create_many is not None:
-            errors = create_many(requests)
+            errors = create_many(requests) if points is None else create_many(requests, points)
         else:
             errors = [self._create_one(*request) for request in requests]
         if log_creates and log_after:
@@ -242,7 +295,7 @@ class Creator:
                     if not self.waiting:
                         self.cond.wait()
                         continue
-                    wait = self.tokens()[1]
+                    wait = self.tokens.seconds_until()
                     if wait <= 0.0:
                         break
                     self.cond.wait(min(wait, MAX_TOKEN_WAIT))

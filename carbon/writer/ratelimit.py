@@ -88,6 +88,37 @@ class Unlimited(TokenBucket):
         return None
 
 
+class CreateTokens:
+    """What the creator asks a create limiter (any RATE_LIMITERS plugin): take a token
+    without waiting, tokens free now, seconds until one is. A plugin without
+    ``available``/``seconds_until`` says one token free now, so it is tried again
+    soon (the creator sleeps 0.05 s after a pass with no token)."""
+
+    __slots__ = ("limiter",)
+
+    def __init__(self, limiter: TokenBucket) -> None:
+        self.limiter = limiter
+
+    def unlimited(self) -> bool:
+        return getattr(self.limiter, "unlimited", False)
+
+    def take(self) -> bool:
+        return self.limiter.take(blocking=False)
+
+    def free(self) -> float:
+        if self.unlimited():
+            return float("inf")
+        available = getattr(self.limiter, "available", None)
+        return available() if available is not None and hasattr(
+            self.limiter, "seconds_until") else 1.0
+
+    def seconds_until(self) -> float:
+        if self.unlimited():
+            return 0.0
+        until = getattr(self.limiter, "seconds_until", None)
+        return until() if until is not None and hasattr(self.limiter, "available") else 0.0
+
+
 def make_limiter(name: str, per_second: float, capacity: float | None = None) -> TokenBucket:
     """A limiter allowing ``per_second`` operations a second (burst ``capacity``)."""
     cls = RATE_LIMITERS.get(name)

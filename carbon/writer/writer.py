@@ -16,7 +16,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import EXISTED, Creator, Outcome
+from carbon.writer.creator import EXISTED, Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
 
 INF = float("inf")
@@ -76,7 +76,6 @@ class Writer:
         self.disk_errors = IntervalLog(log.msg, "writes refused by the disk (points kept)",
                                        samples=1)
         self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
-        self.journal: Any = None  # carbon.cache.journal.Journal: told what is on disk
         self.stop_event = threading.Event()
         self.idle_event = threading.Event()
         self.tag_feed: Any = None
@@ -91,8 +90,8 @@ class Writer:
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
         # a file deleted since shows as FileNotFoundError on write).
-        self.creator = Creator(database, schemas, settings, log, self._may_create,
-                               self._create_tokens, self._create_waits)
+        self.creator = Creator(database, schemas, settings, log, self.create_limiter,
+                               self._create_waits, cache, self.update_limiter)
         self.known: set[str] = set()
         # creator outcomes taken in one go and not handled yet (still busy), and metrics
         # claimed for the creator and not handed over yet (both under choose_lock)
@@ -100,6 +99,15 @@ class Writer:
         self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
+
+    @property
+    def journal(self) -> Any:
+        """carbon.cache.journal.Journal, told what is on disk (by the creator too)."""
+        return self.creator.journal
+
+    @journal.setter
+    def journal(self, journal: Any) -> None:
+        self.creator.journal = journal
 
     # -- one step -------------------------------------------------------
     def _choose(self) -> tuple[str | bool, bool]:
@@ -118,6 +126,9 @@ class Writer:
         if not returned and creator.ready:
             returned.extend(creator.take_ready_many(BATCH_SIZE))
         if returned:
+            if type(returned[0][1]) is Written:
+                self._book_written()
+                return True, False
             metric, outcome = returned.popleft()
             creator.release(metric)
             if outcome is not None and outcome is not EXISTED:
@@ -148,6 +159,37 @@ class Writer:
                 continue
             return metric, submitted
         return False, submitted
+
+    def _book_written(self) -> None:
+        """The metrics at the front of ``returned`` whose files were made with their
+        points (``Written``): released, counted (creates, committedPoints,
+        updateTimes), known, logged (LOG_CREATES is the creator's; LOG_UPDATES here) and
+        given to the tag feed; all at once, on the writer's thread, while the creator's
+        thread makes the next files."""
+        returned = self.returned
+        written: list[tuple[str, Written]] = []
+        while returned and type(returned[0][1]) is Written:
+            written.append(returned.popleft())  # type: ignore[arg-type]
+        self.creator.release_many(metric for metric, _ in written)
+        stats = self.stats
+        stats.increment("creates", len(written))
+        stats.increment("committedPoints", sum(outcome.points for _, outcome in written))
+        stats.append_many("updateTimes", [outcome.seconds for _, outcome in written])
+        known = self.known
+        if len(known) + len(written) > self.known_limit:
+            for metric, _ in written:
+                self._known(metric)
+        else:
+            known.update(metric for metric, _ in written)
+        feed = self.tag_feed
+        if feed is not None:
+            for metric, _ in written:
+                feed.created(metric)
+                feed.updated(metric)
+        if self.settings.LOG_UPDATES:
+            for metric, outcome in written:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
+                                 % (outcome.points, metric, outcome.seconds))
 
     def _submit(self) -> None:
         """Hand the metrics claimed for the creator over, in one call."""
@@ -207,21 +249,6 @@ class Writer:
         if len(self.known) >= self.known_limit:
             self.known.clear()
         self.known.add(metric)
-
-    def _may_create(self) -> bool:
-        return self.create_limiter.take(blocking=False)
-
-    def _create_tokens(self) -> tuple[float, float]:
-        """(create tokens free now, seconds until one is); a limiter plugin without
-        ``available``/``seconds_until`` is tried every 0.05 s."""
-        limiter = self.create_limiter
-        if getattr(limiter, "unlimited", False):
-            return INF, 0.0
-        available = getattr(limiter, "available", None)
-        until = getattr(limiter, "seconds_until", None)
-        if available is None or until is None:
-            return 1.0, 0.0
-        return available(), until()
 
     def _create_waits(self) -> None:
         """A new metric waits for a create token (its points stay cached)."""
@@ -302,8 +329,6 @@ class Writer:
                 times = batch(list(zip(metrics, taken, strict=True)))
             except Exception as exc:  # the metric-by-metric path below still stores them
                 self.errors.record("batch write: %s" % exc)
-        stats, log, feed = self.stats, self.log, self.tag_feed
-        log_updates = self.settings.LOG_UPDATES
         committed = 0
         kept: set[str] = set()
         for metric, raw, took in zip(metrics, taken, times, strict=True):
@@ -321,21 +346,28 @@ class Writer:
                 count = len(raw) >> 1
             if not count:
                 continue
-            if feed is not None:
-                feed.updated(metric)
             committed += count
-            stats.append("updateTimes", took)
-            if log_updates:
-                if waited > 0.001:
-                    log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
-                                "%.5f seconds" % (count, metric, took, waited))
-                else:
-                    log.updates("wrote %d datapoints for %s in %.5f seconds"
-                                % (count, metric, took))
-                waited = 0.0
+            self._committed(metric, count, took, waited)
+            waited = 0.0
         if committed:
-            stats.increment("committedPoints", committed)
+            self.stats.increment("committedPoints", committed)
         return kept
+
+    def _committed(self, metric: str, count: int, took: float, waited: float) -> None:
+        """``count`` points of ``metric`` are on disk (``took`` seconds, after waiting
+        ``waited`` for a token): the tag feed, updateTimes and LOG_UPDATES."""
+        if not count:
+            return
+        if self.tag_feed is not None:
+            self.tag_feed.updated(metric)
+        self.stats.append("updateTimes", took)
+        if self.settings.LOG_UPDATES:
+            if waited > 0.001:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
+                                 "%.5f seconds" % (count, metric, took, waited))
+            else:
+                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
+                                 % (count, metric, took))
 
     def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
@@ -438,7 +470,8 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            while (self.cache or self.creator.ready or self.returned) \
+            creator = self.creator  # busy: points the creator may be writing
+            while (self.cache or creator.busy or creator.ready or self.returned) \
                     and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():

@@ -16,6 +16,7 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.writer.creator import Written
 from carbon.writer.writer import Writer
 from tests.support import read_whisper, wait_for
 
@@ -37,10 +38,11 @@ class TagRecorder:
 
 
 class Harness:
-    def __init__(self, root: Path, strategy: str = "sorted", **overrides: object) -> None:
+    def __init__(self, root: Path, strategy: str = "sorted", retentions: str = "60s:1d",
+                 database: type = WhisperDatabase, **overrides: object) -> None:
         (root / "conf").mkdir(parents=True, exist_ok=True)
         (root / "conf" / "storage-schemas.conf").write_text(
-            "[default]\npattern = .*\nretentions = 60s:1d\n")
+            "[default]\npattern = .*\nretentions = %s\n" % retentions)
         values = dict(LOCAL_DATA_DIR=str(root / "whisper"), LOG_CREATES=True,
                       MAX_UPDATES_PER_SECOND=float("inf"),
                       MAX_CREATES_PER_MINUTE=float("inf"))
@@ -50,7 +52,7 @@ class Harness:
         self.log = CarbonLog(logdir=str(root / "log"))
         self.cache = MetricCache()
         self.stats = Stats()
-        self.database = WhisperDatabase(self.settings)
+        self.database = database(self.settings)
         self.writer = Writer(self.cache, make_strategy(strategy, self.cache, self.settings),
                              self.database, SchemaFiles(str(root / "conf")), self.settings,
                              self.stats, self.log)
@@ -105,7 +107,10 @@ def test_points_of_a_metric_being_created_stay_in_the_cache(harness) -> None:
     assert h.cache.size == size  # and they count in MAX_CACHE_SIZE
     assert h.writer.write_one()  # only creates left: the creator handles a batch
     assert os.path.exists(h.database.get_filesystem_path("new.one"))
-    assert h.cache.get("new.one") == sorted(expected().items())
+    # the new file was made with its points in its first write: on disk, out of the
+    # cache; the file that existed has its points back in the cache, for the writer
+    assert h.stored("new.one") == expected() and h.cache.get("new.one") == []
+    assert h.cache.get("old.one") == sorted(expected().items())
     assert h.writer.write_one() and h.writer.write_one()
     assert h.stored("new.one") == expected() and h.stored("old.one") == expected()
     assert not h.cache and h.cache.size == 0 and not h.writer.creator.busy
@@ -304,7 +309,9 @@ def test_new_metrics_go_to_the_creator_a_batch_at_a_time(harness) -> None:
     assert len(creator.ready) == 200 and creator.busy == set(metrics)
     taken = creator.take_ready_many(3)
     assert [metric for metric, _ in taken] == metrics[:3]
-    assert all(outcome is None for _, outcome in taken)
+    # made with their points (on disk, out of the cache): the writer only books them
+    assert all(type(outcome) is Written and outcome.points == 3 for _, outcome in taken)
+    assert not h.cache and all(h.stored(metric) == expected() for metric in metrics)
     assert metrics[0] in creator.busy  # until released
     creator.release(metrics[0])
     assert metrics[0] not in creator.busy
@@ -313,7 +320,7 @@ def test_new_metrics_go_to_the_creator_a_batch_at_a_time(harness) -> None:
     takes: list[int] = []
     take_many = creator.take_ready_many
     creator.take_ready_many = lambda limit: takes.append(limit) or take_many(limit)
-    while h.cache:
+    while creator.ready or h.writer.returned:
         assert h.writer.write_some()
     assert takes and all(limit == BATCH_SIZE for limit in takes) and len(takes) <= 4
     assert not creator.busy and not creator.ready and not h.writer.returned
@@ -366,3 +373,101 @@ def test_emptied_cache_and_creator_sets_give_their_tables_back(harness) -> None:
     assert sys.getsizeof(h.cache.writing) == sys.getsizeof({})
     assert sys.getsizeof(h.writer.creator.busy) == sys.getsizeof(set())
     assert all(h.stored(metric) == expected(1) for metric in metrics[::300])
+
+
+def test_a_new_file_takes_its_points_in_its_create_then_later_ones_as_whisper(
+        harness, tmp_path) -> None:
+    """A three-archive file made by the creator with points spanning archives in its
+    create's write, then written again by the writer: byte for byte whisper 1.1.10's
+    create + update_many with the same points."""
+    import sys
+
+    import whisper
+    h = harness(retentions="60s:2h,300s:6h,900s:1d", LOG_CREATES=False)
+    h.database.python_sums = sys.version_info >= (3, 12)
+    reference = str(tmp_path / "reference.wsp")
+    whisper.create(reference, [(60, 120), (300, 72), (900, 96)], 0.5, "average")
+    start = int(time.time()) // 900 * 900 - 1800
+    rounds = [[(start + 60 * k, 1.25 * k) for k in range(25)],  # archive 0, 300 and 900 s
+              [(start + 60 * k, -0.5 * k) for k in range(20, 31)]]  # overlaps, new ones
+    for number, points in enumerate(rounds):
+        h.cache.add_batch([("spans.one", float(t), v) for t, v in points])
+        whisper.update_many(reference, points)
+        while h.cache or h.writer.creator.ready or h.writer.returned \
+                or h.writer.creator.busy:
+            h.writer.write_some()
+        if number == 0:
+            assert h.stats.get("creates") == 1 and h.stats.get("committedPoints") == 25
+        with open(h.database.get_filesystem_path("spans.one"), "rb") as ours, \
+                open(reference, "rb") as theirs:
+            assert ours.read() == theirs.read(), number
+    assert h.stats.get("committedPoints") == 36 and h.tags.seen.count("spans.one") == 2
+
+
+class WatchedCreates(WhisperDatabase):
+    """The real backend; while a batch is being created it records what carbonlink
+    answers for its metrics and lets ``arrive`` points reach the cache meanwhile."""
+
+    cache: MetricCache
+    arrive: list = []
+
+    def create_many(self, requests, points=None, now=None):
+        self.seen = {request[0]: self.cache.get(request[0]) for request in requests}
+        self.cache.add_batch(self.arrive)
+        return super().create_many(requests, points, now)
+
+
+def test_points_stay_visible_during_the_create_and_late_ones_are_written(
+        harness) -> None:
+    h = harness(database=WatchedCreates, LOG_CREATES=False)
+    h.database.cache = h.cache
+    h.database.arrive = [("late.one", float(NOW - 30), 7.0)]
+    h.add(["late.one"])
+    while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
+        h.writer.write_some()
+    # carbonlink answered the popped points while the file was being made
+    assert h.database.seen == {"late.one": sorted(expected().items())}
+    # the late point stayed cached and was written after the create, into its interval
+    assert h.stored("late.one") == {**expected(), NOW - 60: 7.0}
+    assert h.stats.get("committedPoints") == 4 and not h.cache.writing
+
+
+def test_a_failed_create_with_points_keeps_them_on_a_full_disk(harness, tmp_path) -> None:
+    """The points a create took go back to the cache when it fails: kept (and written
+    later) when the disk is in trouble, dropped as carbon does for another error."""
+    import errno
+
+    class FullDisk(WhisperDatabase):
+        full = True
+
+        def create_many(self, requests, points=None, now=None):
+            if self.full:
+                return [OSError(errno.ENOSPC, "No space left on device")] * len(requests)
+            return super().create_many(requests, points, now)
+
+    h = harness(database=FullDisk, LOG_CREATES=False)
+    h.add(["full.one"])
+    h.writer.write_some()
+    h.writer.write_some()
+    h.writer.write_some()
+    assert h.cache.get("full.one") == sorted(expected().items()) and not h.cache.writing
+    assert h.stats.get("errors") == 1
+    h.database.full = False
+    h.writer.retry_at = 0.0
+    while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
+        h.writer.write_some()
+    assert h.stored("full.one") == expected()
+
+
+def test_with_an_update_limit_a_create_writes_no_points(harness) -> None:
+    """A write made by a create would pay no update token: with MAX_UPDATES_PER_SECOND
+    the creator leaves the points in the cache, for the writer at its rate."""
+    h = harness(MAX_UPDATES_PER_SECOND=1000.0)
+    h.add(["limited.one"])
+    assert h.writer.write_one()  # handed to the creator
+    assert h.writer.write_one()  # the creator makes the file
+    assert os.path.exists(h.database.get_filesystem_path("limited.one"))
+    assert h.cache.get("limited.one") == sorted(expected().items())
+    while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
+        h.writer.write_some()
+    assert h.stored("limited.one") == expected()
