@@ -51,11 +51,13 @@ read_digits(const char *s, Py_ssize_t len, Py_ssize_t *i, uint64_t *v, int room)
     return digits;
 }
 
-/* [+-]digits with at most 19 digits, or [+-]digits[.digits] with at most 15 in all,
- * as float() reads it: up to 19 digits are exact in a uint64 and its conversion to
- * double is correctly rounded; with a fraction, 15 digits are exact in a double and so
- * is 10^k for k <= 22, so one IEEE division is correctly rounded (the fast path of
- * correct decimal conversion). Digits are read 8 at a time. Returns 0 when it applied. */
+/* [+-]digits with at most 19 digits, or [+-]digits[.digits] with at most 19 digits
+ * after any leading zeros, as float() reads it: up to 19 digits are exact in a uint64 and
+ * its conversion to double is correctly rounded; with a fraction of k <= 22 digits, a
+ * mantissa <= 2^53 is exact in a double and so is 10^k, so one IEEE division is correctly
+ * rounded (Clinger's fast path; repr's 16-17 digit values mostly qualify). Leading zeros
+ * of an all-zero integer part and of the fraction add no significant digit. Digits are
+ * read 8 at a time. Returns 0 when it applied. */
 static inline int
 fast_decimal(const char *s, Py_ssize_t len, double *out)
 {
@@ -81,11 +83,20 @@ fast_decimal(const char *s, Py_ssize_t len, double *out)
         value = (double)mantissa;
     }
     else {
-        if (s[i] != '.' || digits > 15)
+        if (s[i] != '.')
             return -1;
         i++;
-        int fraction = read_digits(s, len, &i, &mantissa, 15 - digits);
-        if (fraction < 0 || i != len || digits + fraction == 0)
+        int room = 19 - digits, zeros = 0;
+        if (mantissa == 0) { /* 0.000123...: the zeros only move the point */
+            room = 19;
+            while (i < len && s[i] == '0')
+                i++, zeros++;
+        }
+        int fraction = read_digits(s, len, &i, &mantissa, room);
+        if (fraction < 0 || i != len || digits + zeros + fraction == 0)
+            return -1;
+        fraction += zeros;
+        if (mantissa > (1ULL << 53) || fraction > 22)
             return -1;
         value = (double)mantissa / POW10[fraction];
     }

@@ -1,6 +1,7 @@
 """Number texts at the edges of the C number reader (carbon/formats/_number.h): digit
-counts around its 8-at-a-time steps and its 15- and 19-digit limits, leading zeros,
-signs, decimals, exponents, and texts it leaves to float() (overflow to the slow path)."""
+counts around its 8-at-a-time steps and its 19-digit limit, decimals around the fast
+path's mantissa bound 2**53 and 10**22, leading zeros, signs, exponents, and texts it
+leaves to float() (overflow to the slow path)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,22 @@ NUMBER_EDGES = [
     # exponents
     b"12345678e1", b"1.5e10", b"1E+5", b"12345678E-8", b"1e400", b"-1e400", b"1e-400",
     b"1234567890123456789e0", b"5e",
+] + [
+    # decimals around 2**53 (the fast path's mantissa bound) with the point in every place
+    sign + digits[:point] + b"." + digits[point:] + tail
+    for digits in (b"9007199254740991", b"9007199254740992", b"9007199254740993",
+                   b"9007199254740994", b"90071992547409921", b"12345678901234567",
+                   b"99999999999999999")
+    for point in range(len(digits) + 1)
+    for sign, tail in ((b"", b""), (b"-", b""), (b"+", b"0"))
+] + [
+    # leading zeros before significant digits, 10**22 and 10**23 as the divisor
+    b"0.0001234567890123456", b"0.00012345678901234567", b"-0.0009007199254740993",
+    b"000.9007199254740992", b"0." + b"0" * 6 + b"9007199254740992", b"0." + b"0" * 7 +
+    b"9007199254740992", b".0000009007199254740993", b"0.0000000000000000000001",
+    b"0.00000000000000000000001", b"0.0000000000000000000000", b"-.0", b"0.",
+    b"73.62519846152341", b"-0.7362519846152341", b"99.99999999999999", b"1.0000000000000002",
+    b"4503599627370495.5", b"9007199254740992.0", b"9007199254740992.00",
 ]
 
 
@@ -46,3 +63,12 @@ def number_text(draw: st.DrawFn) -> bytes:
         text += draw(st.sampled_from(["e", "E"])) + draw(st.sampled_from(["", "-", "+"])) + str(
             draw(st.integers(0, 400)))
     return text.encode()
+
+
+@st.composite
+def float_repr(draw: st.DrawFn) -> bytes:
+    """repr of a float of any magnitude from 1e-25 to 1e25 (its shortest round trip, as
+    carbon senders write values), with as many significant digits as it needs."""
+    mantissa = draw(st.floats(min_value=1.0, max_value=10.0, exclude_max=True))
+    value = mantissa * 10.0 ** draw(st.integers(-25, 25))
+    return repr(-value if draw(st.booleans()) else value).encode()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from carbon.formats import plaintext
-from tests.core.number_texts import NUMBER_EDGES, number_text
+from tests.core.number_texts import NUMBER_EDGES, float_repr, number_text
 
 native = plaintext._native_parse_lines
 
@@ -92,4 +92,11 @@ def test_number_edges_read_as_float_reads_them():
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.tuples(number_text(), number_text()), min_size=1, max_size=20))
 def test_same_as_python_on_number_texts(pairs):
+    same([b"m %s %s" % pair for pair in pairs])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(float_repr(), float_repr()), min_size=1, max_size=20))
+def test_same_as_python_on_full_precision_reprs(pairs):
+    """repr of floats of every magnitude (16-17 digits, around the 2**53 bound)."""
     same([b"m %s %s" % pair for pair in pairs])

@@ -18,7 +18,7 @@ from carbon.relay.chunks import ChunkRouter
 from carbon.relay.index import RouteIndex
 from carbon.routers import make_router, parse_destinations
 from carbon.relay._route import format_text, format_value, position
-from tests.core.number_texts import NUMBER_EDGES, number_text
+from tests.core.number_texts import NUMBER_EDGES, float_repr, number_text
 from test_relay_lines import (CANON_STAMPS, CANON_VALUES, ENDINGS, NAMES, OTHER_STAMPS,
                               OTHER_VALUES, SEPARATORS, BAD_NAMES)
 from test_relay_routers import CASES, _settings
@@ -171,6 +171,12 @@ def test_number_edges_route_as_parsed():
 @given(st.lists(st.tuples(number_text(), number_text()), min_size=1, max_size=10))
 def test_number_texts_route_as_parsed(pairs):
     _routes_as_parsed([b"a.b %s %s" % pair for pair in pairs])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(float_repr(), min_size=1, max_size=10))
+def test_float_reprs_route_as_parsed(values):
+    _routes_as_parsed([b"a.b %s 1700000000" % value for value in values])
 
 # Name bytes that are not whitespace to bytes.split(), control bytes below 0x20 among
 # them (the C splitter screens 16 bytes at a time for bytes <= 0x20, then looks each up).
