@@ -65,6 +65,21 @@ class ChannelReader:
         self.channel.close()
 
 
+def install_sighup(reactor: Any, daemon: Any, log: Any, index: int) -> None:
+    """SIGHUP reloads the worker's rules and lists (in the reactor thread, queued until it
+    runs). The master starts a worker with SIGHUP blocked: one it passed on while the
+    worker was starting is pending and becomes one reload as soon as it is unblocked here,
+    before the receivers start."""
+    def reload() -> None:
+        log.msg("relay worker %d: SIGHUP, re-reading rules and lists" % index)
+        daemon.reload()
+
+    try:
+        signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+
+
 def worker_main(argv: list[str] | None = None) -> None:
     """Entry point of a worker process (started by WorkerPool; settings on stdin)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -86,8 +101,7 @@ def worker_main(argv: list[str] | None = None) -> None:
 
     log_twisted_errors(log)
     daemon = RelayDaemon(settings, log, reactor)
-    # before the receivers start: the master passes SIGHUP on to every live worker
-    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(daemon.reload))
+    install_sighup(reactor, daemon, log, index)
     daemon.start()
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
     reactor.addReader(ChannelReader(reactor, channel, {

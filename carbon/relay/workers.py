@@ -98,11 +98,18 @@ class WorkerPool:
     def _spawn(self, index: int) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = "from carbon.relay.worker_process import worker_main; worker_main()"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(theirs.fileno()), str(index),
-             "fg" if self.foreground else "bg"],
-            stdin=subprocess.PIPE, pass_fds=[theirs.fileno()])
-        theirs.close()
+        # The worker inherits our signal mask: SIGHUP blocked until it has a handler, so
+        # a reload passed on while it starts stays pending instead of ending it. Blocked
+        # here for the fork and exec only.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code, str(theirs.fileno()), str(index),
+                 "fg" if self.foreground else "bg"],
+                stdin=subprocess.PIPE, pass_fds=[theirs.fileno()])
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            theirs.close()
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(dict(self.settings), default=str).encode())
         proc.stdin.close()

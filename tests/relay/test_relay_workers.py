@@ -1,9 +1,11 @@
 """RELAY_WORKERS = 2 as real processes: connections dealt out to both, every line
 delivered once and in each sender's order, per-worker spools kept across a restart,
-workers stopped with the master (SIGTERM) and gone when the master dies (SIGKILL)."""
+workers stopped with the master (SIGTERM) and gone when the master dies (SIGKILL), a
+SIGHUP that reaches a starting worker kept pending until it can reload."""
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import signal
@@ -16,8 +18,11 @@ from twisted.internet import defer
 
 from countsink import CountingSink
 from harness import run_reactor, sleep, wait_for
-from relayutil import free_port
+from relayutil import free_port, relay_settings
 from test_relay_daemon import _accepting, _send_lines, _start
+
+from carbon.logs import CarbonLog
+from carbon.relay.workers import READY, WorkerPool
 
 
 def _write_conf(base: Path, line_port: int, dest_port: int, pickle_port: int) -> None:
@@ -146,6 +151,65 @@ def test_workers_share_connections_and_lose_nothing(tmp_path):
                     os.kill(child, signal.SIGKILL)
                 except OSError:
                     pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def test_sighup_while_a_worker_starts_is_one_reload(tmp_path):
+    """A SIGHUP passed on to a worker that is still importing (right after the master
+    started or replaced it) waits until its handler is in place: the worker lives,
+    reloads once and relays what it is handed afterwards."""
+    dest_port = free_port()
+    settings = relay_settings(tmp_path / "storage", [dest_port], instance="a",
+                              LOG_DIR=str(tmp_path / "log"), DESTINATION_PROTOCOL="line")
+    pool = WorkerPool(settings, 2, CarbonLog(None, stream=io.StringIO()), None,
+                      foreground=False)
+    lines = ["hup.m%d %d %d\n" % (i, i, 1_700_000_000 + i) for i in range(500)]
+
+    @defer.inlineCallbacks
+    def body(reactor):
+        sink = CountingSink(reactor, "line", port=dest_port)
+        sink.listen()
+        pool.reactor = reactor
+        pool._spawn(1)  # as the master starts (and restarts) a worker
+        proc, channel = pool.workers[1]
+        os.kill(proc.pid, signal.SIGHUP)  # long before it can have installed a handler
+        assert signal.SIGHUP not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        channel.settimeout(20)
+        try:
+            ready = channel.recv(16)
+        except OSError:
+            ready = b""
+        if ready != READY:
+            proc.wait(10)
+        assert ready == READY and proc.poll() is None, "worker ended: %s" % proc.returncode
+        console = tmp_path / "log" / "w1" / "console.log"
+        said = "relay worker 1: SIGHUP, re-reading rules and lists"
+        yield wait_for(reactor, lambda: console.exists() and said in console.read_text(),
+                       timeout=10, what="the pending SIGHUP's reload")
+        with socket.socket() as listener:  # a connection handed over as the master does
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            client = socket.create_connection(listener.getsockname())
+            conn, _ = listener.accept()
+            with conn:
+                pool.dispatch(conn, "line", None)
+        with client:
+            client.sendall("".join(lines).encode())
+        yield wait_for(reactor, lambda: len(sink.points) == len(lines), timeout=20,
+                       what="lines relayed by the worker")
+        assert console.read_text().count(said) == 1
+        assert proc.poll() is None
+        yield pool.stop()
+        assert proc.returncode == 0
+        yield sink.stop()
+
+    try:
+        run_reactor(body, timeout=60)
+    finally:
+        for proc, channel in pool.workers.values():
+            channel.close()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
