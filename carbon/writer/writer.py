@@ -175,12 +175,7 @@ class Writer:
         stats.increment("creates", len(written))
         stats.increment("committedPoints", sum(outcome.points for _, outcome in written))
         stats.append_many("updateTimes", [outcome.seconds for _, outcome in written])
-        known = self.known
-        if len(known) + len(written) > self.known_limit:
-            for metric, _ in written:
-                self._known(metric)
-        else:
-            known.update(metric for metric, _ in written)
+        self._known_many([metric for metric, _ in written])
         feed = self.tag_feed
         if feed is not None:
             for metric, _ in written:
@@ -188,8 +183,7 @@ class Writer:
                 feed.updated(metric)
         if self.settings.LOG_UPDATES:
             for metric, outcome in written:
-                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
-                                 % (outcome.points, metric, outcome.seconds))
+                self._log_update(metric, outcome.points, outcome.seconds, 0.0)
 
     def _submit(self) -> None:
         """Hand the metrics claimed for the creator over, in one call."""
@@ -249,6 +243,14 @@ class Writer:
         if len(self.known) >= self.known_limit:
             self.known.clear()
         self.known.add(metric)
+
+    def _known_many(self, metrics: list[str]) -> None:
+        """``_known`` of each metric (one set update while they fit)."""
+        if len(self.known) + len(metrics) > self.known_limit:
+            for metric in metrics:
+                self._known(metric)
+        else:
+            self.known.update(metrics)
 
     def _create_waits(self) -> None:
         """A new metric waits for a create token (its points stay cached)."""
@@ -362,12 +364,16 @@ class Writer:
             self.tag_feed.updated(metric)
         self.stats.append("updateTimes", took)
         if self.settings.LOG_UPDATES:
-            if waited > 0.001:
-                self.log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
-                                 "%.5f seconds" % (count, metric, took, waited))
-            else:
-                self.log.updates("wrote %d datapoints for %s in %.5f seconds"
-                                 % (count, metric, took))
+            self._log_update(metric, count, took, waited)
+
+    def _log_update(self, metric: str, count: int, took: float, waited: float) -> None:
+        """carbon's LOG_UPDATES line for one write (with the wait for a token if any)."""
+        if waited > 0.001:
+            self.log.updates("wrote %d datapoints for %s in %.5f seconds after waiting "
+                             "%.5f seconds" % (count, metric, took, waited))
+        else:
+            self.log.updates("wrote %d datapoints for %s in %.5f seconds"
+                             % (count, metric, took))
 
     def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
