@@ -4,9 +4,12 @@ Every archive of the new owner's file is filled from the source archive with the
 step: a timestamp the new owner already holds keeps its value (new points win), a gap is
 filled from the source, nothing newer is overwritten. Points are written in place at
 their whisper slot, so a carbon-cache writing the same file keeps its own points.
-Verification counts, per archive, the source points present in the result and compares
-the last timestamps. Slots are read as whole numpy arrays (a 1-year, 1-minute archive
-has 525,600 of them).
+Verification counts, per archive, the source points present in the result at the slot
+whisper reads them from and compares the last timestamps. The merge holds flock(LOCK_EX)
+on the new owner's file from its read to its verification: a cache writing with
+WHISPER_LOCK_WRITES (carbon-cluster turns it on) waits, so the two never place points
+from different first slots into an archive both found empty. Slots are read as whole
+numpy arrays (a 1-year, 1-minute archive has 525,600 of them).
 
 A source travels sparse (``segments``): the header, each archive's first record (the
 slot whisper places every other point from) and the runs of records inside the
@@ -15,6 +18,7 @@ archive's retention; the rest of a whisper file is zeros or expired points.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import struct
 import tempfile
@@ -31,6 +35,9 @@ RECORD = numpy.dtype([("t", ">u4"), ("v", ">f8")])  # one whisper point, 12 byte
 # A sparse source is sent whole when its runs are this many or more (a file of
 # scattered points: the list would cost more than the bytes it saves).
 MAX_SEGMENTS = 4096
+# How long a merge waits for a file another process is creating (the cache opens it,
+# then writes its header) before it calls the file broken.
+CREATE_WAIT_SECONDS = 5.0
 
 Buffer = bytes | bytearray | memoryview
 
@@ -153,14 +160,40 @@ def fill_file(target: str, source: Buffer, now: int | None = None,
         if result.created:  # the source's own bytes: nothing to compare
             return _self_verified(target, source, now, result)
     with open(target, "r+b") as handle:
-        data = handle.read()
-        for index, archive in enumerate(archives(data)):
-            match = [a for a in src_archives if a.step == archive.step]
-            if not match:
-                result.skipped_archives.append(index)
-                continue
-            result.filled += _fill_archive(handle, data, archive, source, match[0], now)
-    return verify(target, source, now, result)
+        data = _locked_read(handle, target)
+        try:
+            for index, archive in enumerate(archives(data)):
+                match = [a for a in src_archives if a.step == archive.step]
+                if not match:
+                    result.skipped_archives.append(index)
+                    continue
+                result.filled += _fill_archive(handle, data, archive, source, match[0], now)
+            return verify(_read_all(handle), source, now, result)
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _read_all(handle: BinaryIO) -> bytes:
+    handle.seek(0)
+    return handle.read()
+
+
+def _locked_read(handle: BinaryIO, target: str) -> bytes:
+    """The file's bytes under LOCK_EX (kept on return), once its header is complete: a
+    file the cache has just opened is empty or zeros until its header's write."""
+    deadline = time.monotonic() + CREATE_WAIT_SECONDS
+    while True:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        data = _read_all(handle)
+        try:
+            archives(data)
+            return data
+        except ValueError:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            if time.monotonic() >= deadline:
+                raise ValueError("%s: not a whisper file after %.0f s" % (
+                    target, CREATE_WAIT_SECONDS)) from None
+            time.sleep(0.02)
 
 
 def _self_verified(target: str, source: Buffer, now: int, result: MergeResult
@@ -201,7 +234,7 @@ def _create_from(target: str, source: Buffer, parts: list[tuple[int, int]] | Non
 def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: Buffer,
                   src_archive: Archive, now: int) -> int:
     src_stamps, src_slots = window_slots(source, src_archive, now)
-    have, _ = window_slots(data, archive, now)
+    have = in_place(data, archive, now)  # a point at another slot reads as missing
     keep = ~numpy.isin(src_stamps, have)
     if not keep.any():
         return 0
@@ -225,13 +258,22 @@ def _fill_archive(handle: BinaryIO, data: bytes, archive: Archive, source: Buffe
     return len(slots)
 
 
-def verify(target: str, source: Buffer, now: int, result: MergeResult | None = None
+def in_place(data: Buffer, archive: Archive, now: int) -> numpy.ndarray:
+    """Timestamps of the archive's points inside its window that sit at the slot whisper
+    reads them from (counted from the timestamp in the first slot)."""
+    stamps, slots = window_slots(data, archive, now)
+    base = POINT.unpack_from(data, archive.offset)[0]
+    if base and len(stamps):
+        stamps = stamps[(stamps - base) // archive.step % archive.points == slots]
+    return stamps
+
+
+def verify(data: Buffer, source: Buffer, now: int, result: MergeResult | None = None
            ) -> MergeResult:
-    """Count the source's points present in ``target`` (every archive with a matching
-    step) and compare the finest archives' last timestamps."""
+    """Count the source's points present in a merged file's bytes ``data`` (every
+    archive with a matching step, each point at its slot) and compare the finest
+    archives' last timestamps."""
     result = result if result is not None else MergeResult()
-    with open(target, "rb") as handle:
-        data = handle.read()
     src_archives = archives(source)
     finest = min(src_archives, key=lambda a: a.step)
     result.source_points = result.present_points = 0
@@ -240,7 +282,7 @@ def verify(target: str, source: Buffer, now: int, result: MergeResult | None = N
         match = [a for a in src_archives if a.step == archive.step]
         if not match:
             continue
-        have, _ = window_slots(data, archive, now)
+        have = in_place(data, archive, now)
         wanted = distinct(window_slots(source, match[0], now)[0])
         result.source_points += len(wanted)
         result.present_points += int(numpy.isin(wanted, have).sum())

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import whisper
 
 from carbon.cluster import generate
 from carbon.cluster.agent import shuffled, unshuffled
-from carbon.cluster.merge import archives, fill_file, from_segments, records, segments
+from carbon.cluster.merge import (POINT, archives, fill_file, from_segments, records, segments,
+                                  verify)
 from carbon.cluster.rebalance import Rates, estimate, owners, plan, ring
 from carbon.cluster.router import RebalancingRouter
 from carbon.cluster.spec import load_cluster
@@ -48,6 +51,7 @@ def test_cluster_file_and_generated_configs(tmp_path: Path) -> None:
     assert "[cache:b]\nLINE_RECEIVER_PORT = 2203\nPICKLE_RECEIVER_PORT = 2204" in conf
     assert "DESTINATIONS = 127.0.0.2:2104:a, 127.0.0.2:2204:b, 127.0.0.3:2104:a" in conf
     assert "REPLICATION_FACTOR = 2" in conf
+    assert conf.count("WHISPER_LOCK_WRITES = True") == 2  # [cache] and [relay]
     web: dict = {}
     exec((folder / "local_settings.py").read_text(), web)  # noqa: S102 - our own output
     assert web["CARBONLINK_HOSTS"] == ["127.0.0.2:7102:a", "127.0.0.2:7202:b"]
@@ -56,6 +60,9 @@ def test_cluster_file_and_generated_configs(tmp_path: Path) -> None:
     relay = load_settings("carbon-relay", "a", str(folder / "carbon.conf"),
                           graphite_root=str(tmp_path))
     assert relay.RELAY_METHOD == "consistent-hashing" and relay.REPLICATION_FACTOR == 2
+    cache = load_settings("carbon-cache", "b", str(folder / "carbon.conf"),
+                          graphite_root=str(tmp_path))
+    assert cache.WHISPER_LOCK_WRITES is True
 
 
 @pytest.mark.parametrize("text, key", [
@@ -157,6 +164,78 @@ def test_merge_against_carbonate_whisper_fill(tmp_path: Path) -> None:
     assert set(theirs) == set(expected)
     overwritten = [ts for ts in theirs if theirs[ts] != expected[ts]]
     assert overwritten and all(ts in dict(new) for ts in overwritten)
+
+
+def _merge_in_thread(target: Path, source: bytes, now: int) -> tuple[threading.Thread, list]:
+    results: list = []
+
+    def merge() -> None:
+        results.append(fill_file(str(target), source, now))
+    thread = threading.Thread(target=merge)
+    thread.start()
+    return thread, results
+
+
+def test_merge_waits_for_the_cache_holding_the_file(tmp_path: Path) -> None:
+    """A cache that has just created the file (header only, as under an update limit)
+    holds WHISPER_LOCK_WRITES's lock while it writes its first point: the merge waits for
+    it, then places the old copy's points from the slot that point took."""
+    now = int(time.time()) // 60 * 60
+    old = [(now - 60 * k, 1.0 + k / 7) for k in range(5, 50)]
+    _file(tmp_path / "old.wsp", old)
+    target = tmp_path / "new.wsp"
+    whisper.create(str(target), [(60, 300), (600, 100)], xFilesFactor=0)
+    with open(target, "r+b") as cache:
+        fcntl.flock(cache.fileno(), fcntl.LOCK_EX)
+        thread, results = _merge_in_thread(target, (tmp_path / "old.wsp").read_bytes(), now)
+        thread.join(0.3)
+        assert thread.is_alive()
+        whisper.update_many(str(target), [(now, 2.0)])
+        fcntl.flock(cache.fileno(), fcntl.LOCK_UN)
+    thread.join(10)
+    assert results and results[0].verified
+    assert _points(target, now - 299 * 60, now, now) == dict(old + [(now, 2.0)])
+
+
+def test_merge_waits_for_a_file_being_created(tmp_path: Path) -> None:
+    """The cache has opened the file but not written its header yet (zero bytes): the
+    merge waits for the header instead of failing the batch."""
+    now = int(time.time()) // 60 * 60
+    old = [(now - 60 * k, 3.5) for k in range(1, 30)]
+    _file(tmp_path / "old.wsp", old)
+    whisper.create(str(tmp_path / "empty.wsp"), [(60, 300), (600, 100)], xFilesFactor=0)
+    target = tmp_path / "new.wsp"
+    target.touch()
+    thread, results = _merge_in_thread(target, (tmp_path / "old.wsp").read_bytes(), now)
+    thread.join(0.3)
+    assert thread.is_alive() and not results
+    target.write_bytes((tmp_path / "empty.wsp").read_bytes())
+    thread.join(10)
+    assert results and results[0].verified and not results[0].created
+    assert _points(target, now - 299 * 60, now, now) == dict(old)
+
+
+def test_points_away_from_their_slot_count_as_missing_and_are_mended(tmp_path: Path) -> None:
+    """Records placed from another first slot than the file's (the race two unlocked
+    writers of an empty archive can run) are not readable: verification says so, and a
+    merge writes them where whisper reads them."""
+    now = int(time.time()) // 60 * 60
+    old = [(now - 60 * k, float(k)) for k in range(3, 40)]
+    _file(tmp_path / "old.wsp", old)
+    target = tmp_path / "new.wsp"
+    _file(target, [(now, -1.0)])  # the cache's point: first slot holds `now`
+    first = archives(target.read_bytes())[0]
+    low = min(ts for ts, _ in old)
+    with open(target, "r+b") as handle:  # the old points placed from `low` instead
+        for ts, value in old[:-1]:  # (the oldest's slot is the cache's point's)
+            handle.seek(first.offset + (ts - low) // 60 % first.points * POINT.size)
+            handle.write(POINT.pack(ts, value))
+    source = (tmp_path / "old.wsp").read_bytes()
+    before = verify(target.read_bytes(), source, now)
+    assert not before.verified and before.present_points < before.source_points
+    assert fill_file(str(target), source, now).verified
+    got = _points(target, now - 299 * 60, now, now)
+    assert got == dict(old + [(now, -1.0)])
 
 
 def test_router_double_writes_until_moved(tmp_path: Path) -> None:
