@@ -193,6 +193,24 @@ class WhisperDatabase:
         descriptors and their parsed headers are kept for the write that follows,
         which then needs no stat, open or header read.
         """
+        job = self.prepare_create_many(requests, points, now)
+        job.run()
+        return job.finish()
+
+    @property
+    def overlaps_creates(self) -> bool:
+        """Whether ``prepare_create_many`` may stand for ``create_many`` (a subclass that
+        overrides ``create_many`` is called as such)."""
+        return type(self).create_many is WhisperDatabase.create_many
+
+    def prepare_create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
+                                                          float | None, str | None]],
+                            points: Sequence[array] | None = None, now: int | None = None
+                            ) -> CreateJob:
+        """``create_many`` in three steps: this one (headers, first images), the job's
+        ``run`` (the file-system calls alone: any thread, while this one prepares the
+        next batch) and its ``finish`` (adopting descriptors: the preparing thread)."""
+        started = time.time()
         errors: list[Exception | float | None] = [None] * len(requests)
         items: list[tuple] = []
         where: list[int] = []
@@ -211,11 +229,8 @@ class WhisperDatabase:
                 continue
             items.append((self.get_filesystem_path(metric), *plan))
             where.append(index)
-        if not items:
-            return errors
-        started = time.time()
         images: list[bytes | None] = [None] * len(items)
-        if points is not None and self.native_write:
+        if items and points is not None and self.native_write:
             images = self._first_images(items, [points[index] for index in where],
                                         int(time.time()) if now is None else now)
             with self._lock:
@@ -226,10 +241,23 @@ class WhisperDatabase:
                 room -= image is not None and keep
                 full.append((path, header, total, image, keep))
             items = full
-        results = create_many(items, self.create_options, use_native=self.native_create)
-        took = (time.time() - started) / len(items)
+        return CreateJob(self, errors, items, where, images, time.time() - started)
+
+    def _book_created(self, job: CreateJob) -> list[Exception | float | None]:
+        """``CreateJob.finish``: per request its error, the seconds a file made with its
+        points took, or None; new descriptors adopted."""
+        errors = job.errors
+        if not job.items:
+            return errors
+        results = job.results
+        if isinstance(results, Exception):
+            for index in job.where:
+                errors[index] = results
+            return errors
+        took = job.seconds / len(job.items)
         with self._lock:
-            for index, item, image, result in zip(where, items, images, results, strict=True):
+            for index, item, image, result in zip(job.where, job.items, job.images, results,
+                                                  strict=True):
                 if isinstance(result, Exception):
                     errors[index] = result
                     continue
@@ -473,3 +501,39 @@ class WhisperDatabase:
                 self._fds.release(handle)
             self._created.clear()
             self._fds.close()
+
+
+class CreateJob:
+    """A batch of creates ``prepare_create_many`` made ready: ``run`` makes the files,
+    ``finish`` (after ``run``, on the preparing thread) books them."""
+
+    def __init__(self, database: WhisperDatabase, errors: list[Exception | float | None],
+                 items: list[tuple], where: list[int], images: list[bytes | None],
+                 seconds: float) -> None:
+        self.database = database
+        self.errors = errors  # per request; the schema errors already in
+        self.items = items  # (path, header, total[, image, keep]) of the files to make
+        self.where = where  # each item's request
+        self.images = images
+        self.seconds = seconds  # preparing and making them, for the Written outcomes
+        self.results: list[Any] | Exception | None = None
+
+    def run(self) -> None:
+        """The file-system calls (carbon.storage.whisper_create.create_many); touches no
+        state of the database."""
+        if not self.items:
+            return
+        started = time.time()
+        try:
+            self.results = create_many(self.items, self.database.create_options,
+                                       use_native=self.database.native_create)
+        except Exception as exc:  # a broken item fails its batch, never the thread
+            self.results = exc
+        self.seconds += time.time() - started
+
+    def finish(self) -> list[Exception | float | None]:
+        """Per request None (created), the seconds its share took (created with its
+        points) or its error."""
+        if self.items and self.results is None:
+            self.run()
+        return self.database._book_created(self)

@@ -26,13 +26,20 @@ carbonlink) and the backend writes them in each file's create (one write: header
 zeroes, points), reported ``Written``; points it could not write that way go back
 to the cache, to be written by the writer as usual, and so do the points of a file
 that existed or failed. Points arriving meanwhile stay in the cache.
+
+On that path the creator thread overlaps batches (``overlaps_creates`` backends): a
+second thread makes one batch's files (system calls only, the GIL released) while the
+creator prepares the next (schemas, first images) and books the one before, so the file
+system is never left waiting for Python. A batch's outcomes are handed out once its
+files are made, as before.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import deque
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterable, NamedTuple, Union
 
 from carbon.config.schemas import SchemaFiles
@@ -43,6 +50,17 @@ __all__ = ["Creator", "EXISTED", "Outcome", "Written"]
 
 EXISTED = "existed"
 _NO_TOKEN = "no token"  # an outcome that is never handed out: the metric waits
+
+
+class _InFlight(NamedTuple):
+    """A batch whose files another thread is making (``_start_overlapped``)."""
+
+    metrics: list[str]
+    matched: list[tuple]
+    points: list[Any]
+    job: Any
+    made: Future
+    mark: int
 
 
 class Written(NamedTuple):
@@ -93,6 +111,8 @@ class Creator:
         self.max_ready = MAX_READY
         self.stopping = False
         self.thread: threading.Thread | None = None
+        self.overlap: ThreadPoolExecutor | None = None  # makes files (creator thread only)
+        self.inflight: _InFlight | None = None
 
     # -- writer side ------------------------------------------------------------------
     def claim(self, metric: str) -> None:
@@ -167,6 +187,11 @@ class Creator:
                     batch.append(self.waiting.popleft())
         if not batch:
             return 0
+        started = self._start_overlapped(batch) if not retried else None
+        self._post_inflight()
+        if started is not None:
+            self.inflight = started
+            return len(batch)
         outcomes = self._outcomes(batch)
         done = [(metric, outcome) for metric, outcome in zip(batch, outcomes, strict=True)
                 if outcome is not _NO_TOKEN]
@@ -217,6 +242,55 @@ class Creator:
         mark = journal.mark() if journal is not None else 0
         points = cache.pop_raw_for_write(metrics)
         errors = self._create(metrics, log_after=True, points=points)  # never raises
+        return self._booked(metrics, points, errors, mark)
+
+    def _start_overlapped(self, metrics: list[str]) -> _InFlight | None:
+        """``_create_or_find`` with the cached points, its files made on the overlap
+        thread; None where that path does not apply (no overlap thread, a create or
+        update limit, a backend that finds files otherwise or cannot split a create)."""
+        database, cache = self.database, self.cache
+        if self.overlap is None or cache is None or not self.tokens.unlimited() \
+                or not getattr(self.updates, "unlimited", False) \
+                or not getattr(database, "overlaps_creates", False) \
+                or not getattr(database, "writes_on_create", False):
+            return None
+        found_by_create = getattr(database, "found_by_create", None)
+        if found_by_create is None or not all(map(found_by_create, metrics)):
+            return None
+        try:
+            matched = self._matched(metrics)
+        except Exception:  # a broken schema: the plain path reports it per metric
+            return None
+        journal = self.journal
+        mark = journal.mark() if journal is not None else 0
+        points = cache.pop_raw_for_write(metrics)
+        try:
+            job = database.prepare_create_many(self._requests(matched), points)
+        except Exception as exc:  # e.g. memory for the images: nothing made
+            job = _Failed(exc, len(metrics))
+        return _InFlight(metrics, matched, points, job, self.overlap.submit(job.run), mark)
+
+    def _post_inflight(self) -> None:
+        """Wait for the batch in flight's files, then hand its outcomes out."""
+        inflight, self.inflight = self.inflight, None
+        if inflight is None:
+            return
+        inflight.made.result()  # run() keeps its errors for finish()
+        errors = inflight.job.finish()
+        if self.settings.LOG_CREATES:
+            for match, error in zip(inflight.matched, errors, strict=True):
+                if not isinstance(error, FileExistsError):
+                    self._log_create(*match)
+        outcomes = self._booked(inflight.metrics, inflight.points, errors, inflight.mark)
+        with self.cond:
+            self.ready.extend(zip(inflight.metrics, outcomes, strict=True))
+            self.cond.notify_all()
+
+    def _booked(self, metrics: list[str], points: list[Any],
+                errors: list[Exception | float | None], mark: int) -> list[Outcome]:
+        """Outcomes of a create that took the metrics' cached points: points on disk are
+        done in the journal, the others go back to the cache."""
+        cache, journal = self.cache, self.journal
         outcomes: list[Outcome] = []
         written: list[str] = []
         for metric, raw, error in zip(metrics, points, errors, strict=True):
@@ -259,13 +333,12 @@ class Creator:
 
     def _create_all(self, metrics: list[str], log_after: bool, points: Any = None
                     ) -> list[Exception | float | None]:
-        matched = [(metric, *self.schemas.for_metric(metric)) for metric in metrics]
+        matched = self._matched(metrics)
         log_creates = self.settings.LOG_CREATES
         if log_creates and not log_after:
             for match in matched:
                 self._log_create(*match)
-        requests = [(metric, storage.value, *aggregation.value)
-                    for metric, storage, aggregation in matched]
+        requests = self._requests(matched)
         create_many = getattr(self.database, "create_many", None)
         if create_many is not None:
             errors = create_many(requests) if points is None else create_many(requests, points)
@@ -277,6 +350,16 @@ class Creator:
                     self._log_create(*match)
         return errors
 
+    def _matched(self, metrics: list[str]) -> list[tuple]:
+        """(metric, storage schema, aggregation schema) of each metric."""
+        return [(metric, *self.schemas.for_metric(metric)) for metric in metrics]
+
+    @staticmethod
+    def _requests(matched: list[tuple]) -> list[tuple]:
+        """The backend's (metric, retentions, xff, method) create requests."""
+        return [(metric, storage.value, *aggregation.value)
+                for metric, storage, aggregation in matched]
+
     def _create_one(self, metric: str, retentions: Any, xff: Any,
                     method: Any) -> Exception | None:
         try:
@@ -287,11 +370,17 @@ class Creator:
 
     # -- thread -----------------------------------------------------------------------
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            self._post_inflight()
+
+    def _run(self) -> None:
         while True:
             with self.cond:
                 while not self.stopping and len(self.ready) >= self.max_ready:
                     self.cond.wait()
-                while not self.stopping and not self.pending:
+                while not self.stopping and not self.pending and self.inflight is None:
                     if not self.waiting:
                         self.cond.wait()
                         continue
@@ -301,7 +390,10 @@ class Creator:
                     self.cond.wait(min(wait, MAX_TOKEN_WAIT))
                 if self.stopping:
                     return
-            if not self.handle_batch():
+                idle = not self.pending and self.inflight is not None
+            if idle:  # nothing new to prepare: book the batch in flight
+                self._post_inflight()
+            elif not self.handle_batch():
                 time.sleep(0.05)  # no token after all (a limiter that cannot tell)
 
     def alive(self) -> bool:
@@ -311,6 +403,8 @@ class Creator:
         if self.alive():
             return
         self.stopping = False
+        if getattr(self.database, "overlaps_creates", False):
+            self.overlap = ThreadPoolExecutor(1, thread_name_prefix="carbon-creator-files")
         self.thread = threading.Thread(target=self.run, name="carbon-creator", daemon=True)
         self.thread.start()
 
@@ -321,3 +415,19 @@ class Creator:
             self.cond.notify_all()
         if self.thread is not None:
             self.thread.join(timeout)
+        if self.overlap is not None and not self.alive():
+            self.overlap.shutdown()
+            self.overlap = None
+
+
+class _Failed:
+    """A CreateJob stand-in for a batch whose preparation failed: every request fails."""
+
+    def __init__(self, error: Exception, count: int) -> None:
+        self.error, self.count = error, count
+
+    def run(self) -> None:
+        pass
+
+    def finish(self) -> list[Exception | float | None]:
+        return [self.error] * self.count

@@ -4,6 +4,7 @@ batches while their points stay in the cache; throttling, failures, drain, delet
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -471,3 +472,78 @@ def test_with_an_update_limit_a_create_writes_no_points(harness) -> None:
     while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
         h.writer.write_some()
     assert h.stored("limited.one") == expected()
+
+
+class SlowFiles(WhisperDatabase):
+    """The real backend; each batch's files are made 50 ms late, and while they are
+    being made it records what carbonlink answers and whether the creator prepared
+    another batch meanwhile."""
+
+    cache: MetricCache
+
+    def __init__(self, settings) -> None:
+        super().__init__(settings)
+        self.making = 0
+        self.prepared_while_making = 0
+        self.threads: set[str] = set()
+        self.seen: dict = {}
+        self.lock = threading.Lock()
+
+    def prepare_create_many(self, requests, points=None, now=None):
+        with self.lock:
+            self.prepared_while_making += self.making > 0
+        job = super().prepare_create_many(requests, points, now)
+        run, metrics = job.run, [request[0] for request in requests]
+
+        def slow_run() -> None:
+            with self.lock:
+                self.making += 1
+            self.threads.add(threading.current_thread().name)
+            self.seen.update((metric, self.cache.get(metric)) for metric in metrics)
+            time.sleep(0.05)
+            run()
+            with self.lock:
+                self.making -= 1
+        job.run = slow_run
+        return job
+
+
+def test_the_creator_prepares_a_batch_while_another_one_s_files_are_made(harness) -> None:
+    """Files are made on their own thread while the creator prepares the next batch; the
+    points stay visible meanwhile and every one is stored once the batches are booked."""
+    h = harness(database=SlowFiles, LOG_CREATES=False)
+    h.database.cache = h.cache
+    h.writer.creator.batch_size = 32
+    metrics = ["overlap.m%03d.x" % i for i in range(320)]
+    h.add(metrics)
+    h.writer.start()
+    wait_for(lambda: not h.cache and not h.writer.creator.busy, timeout=60,
+             what="cache drained")
+    assert h.database.threads == {"carbon-creator-files_0"}
+    assert h.database.prepared_while_making >= 3
+    assert h.database.seen == {metric: sorted(expected().items()) for metric in metrics}
+    for metric in metrics:
+        assert h.stored(metric) == expected()
+    assert h.stats.get("creates") == 320 and h.stats.get("committedPoints") == 960
+    assert h.stats.get("errors") == 0 and not h.cache.writing
+
+
+def test_stopping_the_creator_books_the_batch_in_flight(harness) -> None:
+    """A stop while a batch's files are being made waits for them and hands the batch's
+    outcomes out; the metrics not started yet stay pending and are made afterwards."""
+    h = harness(database=SlowFiles, LOG_CREATES=False)
+    h.database.cache = h.cache
+    h.writer.creator.batch_size = 16
+    metrics = ["stop.m%03d.x" % i for i in range(160)]
+    h.add(metrics)
+    h.writer.start()
+    wait_for(lambda: h.database.making > 0, timeout=30, what="a batch in flight")
+    h.writer.stop(10)
+    creator = h.writer.creator
+    assert not creator.alive() and creator.inflight is None and creator.overlap is None
+    assert creator.ready or creator.pending or h.writer.returned
+    while h.cache or creator.ready or h.writer.returned or creator.busy:
+        h.writer.write_some()
+    for metric in metrics:
+        assert h.stored(metric) == expected()
+    assert h.stats.get("creates") == 160 and not h.cache.writing
