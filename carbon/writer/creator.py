@@ -28,10 +28,10 @@ to the cache, to be written by the writer as usual, and so do the points of a fi
 that existed or failed. Points arriving meanwhile stay in the cache.
 
 On that path the creator thread overlaps batches (``overlaps_creates`` backends): a
-second thread makes one batch's files (system calls only, the GIL released) while the
-creator prepares the next (schemas, first images) and books the one before, so the file
-system is never left waiting for Python. A batch's outcomes are handed out once its
-files are made, as before.
+second thread makes the batches' files (system calls only, the GIL released), up to
+IN_FLIGHT handed over at a time, while the creator prepares the next (schemas, first
+images) and books the ones made, so the file system is not left waiting for Python. A
+batch's outcomes are handed out once its files are made, as before.
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ class Written(NamedTuple):
 Outcome = Union[None, str, Exception, Written]
 
 BATCH_SIZE = 256  # files a batch at most
-MAX_READY = 1024  # outcomes not yet taken by the writer: the creator waits beyond this
+# outcomes not yet taken by the writer: the creator waits beyond this (the writer may be
+# busy handing over a burst of new metrics while the first batches' outcomes wait)
+MAX_READY = 8192
+IN_FLIGHT = 2  # batches handed to the file thread and not booked yet: one made, one next
 MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate changes)
 
 
@@ -112,7 +115,7 @@ class Creator:
         self.stopping = False
         self.thread: threading.Thread | None = None
         self.overlap: ThreadPoolExecutor | None = None  # makes files (creator thread only)
-        self.inflight: _InFlight | None = None
+        self.inflight: deque[_InFlight] = deque()  # oldest first
 
     # -- writer side ------------------------------------------------------------------
     def claim(self, metric: str) -> None:
@@ -188,10 +191,13 @@ class Creator:
         if not batch:
             return 0
         started = self._start_overlapped(batch) if not retried else None
-        self._post_inflight()
         if started is not None:
-            self.inflight = started
+            inflight = self.inflight
+            inflight.append(started)
+            while inflight and (len(inflight) > IN_FLIGHT or inflight[0].made.done()):
+                self._post_oldest()
             return len(batch)
+        self._post_inflight()
         outcomes = self._outcomes(batch)
         done = [(metric, outcome) for metric, outcome in zip(batch, outcomes, strict=True)
                 if outcome is not _NO_TOKEN]
@@ -271,10 +277,13 @@ class Creator:
         return _InFlight(metrics, matched, points, job, self.overlap.submit(job.run), mark)
 
     def _post_inflight(self) -> None:
-        """Wait for the batch in flight's files, then hand its outcomes out."""
-        inflight, self.inflight = self.inflight, None
-        if inflight is None:
-            return
+        """Book every batch in flight, oldest first."""
+        while self.inflight:
+            self._post_oldest()
+
+    def _post_oldest(self) -> None:
+        """Wait for the oldest batch in flight's files, then hand its outcomes out."""
+        inflight = self.inflight.popleft()
         inflight.made.result()  # run() keeps its errors for finish()
         errors = inflight.job.finish()
         if self.settings.LOG_CREATES:
@@ -380,7 +389,7 @@ class Creator:
             with self.cond:
                 while not self.stopping and len(self.ready) >= self.max_ready:
                     self.cond.wait()
-                while not self.stopping and not self.pending and self.inflight is None:
+                while not self.stopping and not self.pending and not self.inflight:
                     if not self.waiting:
                         self.cond.wait()
                         continue
@@ -390,9 +399,9 @@ class Creator:
                     self.cond.wait(min(wait, MAX_TOKEN_WAIT))
                 if self.stopping:
                     return
-                idle = not self.pending and self.inflight is not None
-            if idle:  # nothing new to prepare: book the batch in flight
-                self._post_inflight()
+                idle = not self.pending and bool(self.inflight)
+            if idle:  # nothing new to prepare: book the oldest batch in flight
+                self._post_oldest()
             elif not self.handle_batch():
                 time.sleep(0.05)  # no token after all (a limiter that cannot tell)
 

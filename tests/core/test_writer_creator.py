@@ -540,7 +540,7 @@ def test_stopping_the_creator_books_the_batch_in_flight(harness) -> None:
     wait_for(lambda: h.database.making > 0, timeout=30, what="a batch in flight")
     h.writer.stop(10)
     creator = h.writer.creator
-    assert not creator.alive() and creator.inflight is None and creator.overlap is None
+    assert not creator.alive() and not creator.inflight and creator.overlap is None
     assert creator.ready or creator.pending or h.writer.returned
     while h.cache or creator.ready or h.writer.returned or creator.busy:
         h.writer.write_some()
