@@ -18,6 +18,9 @@ Ours and the reference alternate (A B B A over the strategies they share).
 the same files (same paths, in the metrics' order, same header and size, filled as ours
 fills them by default: a body up to 16 KiB written as zeroes, a larger one fallocated),
 before the first and after the last run: what the file system allows.
+``--floor-threads 1,2`` times it with each of those thread counts (each thread the files
+of its own directories; "floor x2" in the tables): ext4 makes files of different
+directories in parallel, and ours makes new files on CREATE_THREADS threads (default 2).
 ``--delete-runs`` removes each run's folder once measured, syncs and waits
 ``--settle`` seconds (ext4 is slow to allocate inodes freed in the last minute), for
 loads whose files do not fit on the disk several times.
@@ -369,20 +372,23 @@ def floor_fill(header_bytes: int, total: int) -> str:
     return "zero" if total - header_bytes <= SMALL_BODY else "fallocate"
 
 
-def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = False) -> dict:
+def run_floor(points: int, metrics: int, dirs: RunDirs, write_points: bool = False,
+              threads: int = 1) -> dict:
     """The C create loop over the run's files (same paths, order, header, size and fill
-    as ours; ``write_points``: also one write of each metric's points)."""
+    as ours; ``write_points``: also one write of each metric's points; ``threads``
+    loops at once, each the files of its own directories)."""
     base, fs = new_run(dirs, "cachefloor-", metrics)
     binary = floor_binary(base)
     header, total = file_plan(archives(), None, None)
     paths = "".join(whisper_path(base, name) + "\n" for name in metric_names(metrics))
-    extra = [str(12 * (points // metrics))] if write_points else []
+    extra = [str(12 * (points // metrics)) if write_points else "0", str(threads)]
     done = subprocess.run([binary, floor_fill(len(header), total), str(len(header)),
                            str(total), *extra],
                           input=paths.encode(), capture_output=True, check=True)
     fields = dict(part.split("=") for part in done.stdout.decode().split())
     seconds = float(fields["seconds"])
-    result = {"impl": "floor+write" if write_points else "floor", "strategy": "-",
+    impl = "floor+write" if write_points else "floor"
+    result = {"impl": impl if threads == 1 else "%s x%d" % (impl, threads), "strategy": "-",
               "journal": False, "metrics": metrics, "points": points, "seconds": seconds,
               "points_s": points / seconds, "cpu_s": float(fields["user"]) + float(fields["sys"]),
               "peak_rss_mb": 0.0, "missing": 0, "bounded": False}
@@ -473,6 +479,9 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="time bench/create_floor.c on the same files before the first "
                              "and after the last run")
+    parser.add_argument("--floor-threads", default="1",
+                        help="with --floor: the floor's thread counts, comma-separated "
+                        "(before the runs in this order, after them reversed)")
     parser.add_argument("--floor-once", action="store_true",
                         help="with --floor: only before the first run (long loads)")
     parser.add_argument("--delete-runs", action="store_true",
@@ -572,16 +581,17 @@ def print_ratios(rows: list[dict], args: argparse.Namespace) -> dict:
                   key[0], key[1], format(int(mean["points_s"]), ","), mean["cpu_s"],
                   mean["peak_rss_mb"], per_known, mean["runs"],
                   "  STOPPED EARLY: rate so far" if mean["bounded"] else ""))
-    floor = means.get(("floor", "-"))
+    floors = [(key[0], mean) for key, mean in means.items() if key[0].startswith("floor")
+              and "+write" not in key[0]]
     for (impl, strategy), mean in means.items():
         reference = means.get(("reference", strategy))
         if impl == "ours" and reference:
             print("  ratio ours / %s, %s: %.2fx%s" % (
                 REFERENCE_NAME, strategy, mean["points_s"] / reference["points_s"],
                 " (reference stopped early)" if reference["bounded"] else ""))
-        if impl in ("ours", "reference") and floor:
-            print("  %s %s at %.0f%% of the C create floor's points/s" % (
-                impl, strategy, 100 * mean["points_s"] / floor["points_s"]))
+        for name, floor in floors if impl in ("ours", "reference") else []:
+            print("  %s %s at %.0f%% of the C create %s's points/s" % (
+                impl, strategy, 100 * mean["points_s"] / floor["points_s"], name))
     return means
 
 
@@ -621,8 +631,9 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
         print_memory(args, dirs)
         return 0
     runs = not args.no_runs
-    if args.floor and runs:
-        rows.append(run_floor(args.points, args.metrics, dirs))
+    floor_threads = [int(count) for count in args.floor_threads.split(",")]
+    for threads in floor_threads if args.floor and runs else []:
+        rows.append(run_floor(args.points, args.metrics, dirs, threads=threads))
         print(rows[-1], flush=True)
     for impl, strategy in run_order(args) if runs else []:
         journals = (abba(False, True) if args.journal_ab and impl == "ours"
@@ -631,8 +642,8 @@ def run_all(args: argparse.Namespace, dirs: RunDirs) -> int:
             JOURNAL["value"] = journal
             rows.append(run_throughput(impl, strategy, args.points, args.metrics, dirs))
             print(rows[-1], flush=True)
-    if args.floor and not args.floor_once and runs:
-        rows.append(run_floor(args.points, args.metrics, dirs))
+    for threads in floor_threads[::-1] if args.floor and not args.floor_once and runs else []:
+        rows.append(run_floor(args.points, args.metrics, dirs, threads=threads))
         print(rows[-1], flush=True)
     if args.save_rows:
         args.save_rows.write_text(json.dumps(rows, indent=1) + "\n")

@@ -138,6 +138,11 @@ DEFAULTS = dict(
     WHISPER_FD_CACHE_IDLE=300,
     RATE_LIMITER="token_bucket",
     WRITER_THREADS=1,
+    # Threads making new metrics' files at once, on the path that writes a new file's
+    # points in its create (no create or update limit): creates in different
+    # directories run in parallel in ext4 (a fresh ext4 here: 100k files in 2.9 s with
+    # one thread, 1.5 s with two).
+    CREATE_THREADS=2,
     # Metrics whose file the writer knows to exist (and their file paths): writes to them
     # need no stat. Bounds the memory an idle known metric costs (~0.7 KB each); past it
     # both are forgotten at once and a file is looked for again (one stat) when next

@@ -27,11 +27,12 @@ zeroes, points), reported ``Written``; points it could not write that way go bac
 to the cache, to be written by the writer as usual, and so do the points of a file
 that existed or failed. Points arriving meanwhile stay in the cache.
 
-On that path the creator thread overlaps batches (``overlaps_creates`` backends): a
-second thread makes the batches' files (system calls only, the GIL released), up to
-IN_FLIGHT handed over at a time, while the creator prepares the next (schemas, first
-images) and books the ones made, so the file system is not left waiting for Python. A
-batch's outcomes are handed out once its files are made, as before.
+On that path the creator thread overlaps batches (``overlaps_creates`` backends):
+CREATE_THREADS threads make the batches' files (system calls only, the GIL released;
+ext4 makes files of different directories in parallel), up to IN_FLIGHT batches handed
+over per thread, while the creator prepares the next (schemas, first images) and books
+the ones made, so the file system is not left waiting for Python. Batches are booked in
+the order they were prepared; a batch's outcomes are handed out once its files are made.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ BATCH_SIZE = 256  # files a batch at most
 # outcomes not yet taken by the writer: the creator waits beyond this (the writer may be
 # busy handing over a burst of new metrics while the first batches' outcomes wait)
 MAX_READY = 8192
-IN_FLIGHT = 2  # batches handed to the file thread and not booked yet: one made, one next
+IN_FLIGHT = 2  # batches handed to each file thread and not booked yet: one made, one next
 MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate changes)
 
 
@@ -115,6 +116,7 @@ class Creator:
         self.stopping = False
         self.thread: threading.Thread | None = None
         self.overlap: ThreadPoolExecutor | None = None  # makes files (creator thread only)
+        self.create_threads = max(1, int(settings.get("CREATE_THREADS", 2)))
         self.inflight: deque[_InFlight] = deque()  # oldest first
 
     # -- writer side ------------------------------------------------------------------
@@ -194,7 +196,8 @@ class Creator:
         if started is not None:
             inflight = self.inflight
             inflight.append(started)
-            while inflight and (len(inflight) > IN_FLIGHT or inflight[0].made.done()):
+            most = IN_FLIGHT * self.create_threads
+            while inflight and (len(inflight) > most or inflight[0].made.done()):
                 self._post_oldest()
             return len(batch)
         self._post_inflight()
@@ -413,7 +416,8 @@ class Creator:
             return
         self.stopping = False
         if getattr(self.database, "overlaps_creates", False):
-            self.overlap = ThreadPoolExecutor(1, thread_name_prefix="carbon-creator-files")
+            self.overlap = ThreadPoolExecutor(self.create_threads,
+                                              thread_name_prefix="carbon-creator-files")
         self.thread = threading.Thread(target=self.run, name="carbon-creator", daemon=True)
         self.thread.start()
 

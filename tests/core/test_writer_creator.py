@@ -519,7 +519,7 @@ def test_the_creator_prepares_a_batch_while_another_one_s_files_are_made(harness
     h.writer.start()
     wait_for(lambda: not h.cache and not h.writer.creator.busy, timeout=60,
              what="cache drained")
-    assert h.database.threads == {"carbon-creator-files_0"}
+    assert h.database.threads <= {"carbon-creator-files_0", "carbon-creator-files_1"}
     assert h.database.prepared_while_making >= 3
     assert h.database.seen == {metric: sorted(expected().items()) for metric in metrics}
     for metric in metrics:
