@@ -508,15 +508,22 @@ class SlowFiles(WhisperDatabase):
         return job
 
 
+def _slow_files_started(harness, prefix: str, count: int, batch_size: int
+                        ) -> tuple[Harness, list[str]]:
+    """A writer over SlowFiles, ``count`` new metrics cached, its threads started."""
+    h = harness(database=SlowFiles, LOG_CREATES=False)
+    h.database.cache = h.cache
+    h.writer.creator.batch_size = batch_size
+    metrics = ["%s.m%03d.x" % (prefix, i) for i in range(count)]
+    h.add(metrics)
+    h.writer.start()
+    return h, metrics
+
+
 def test_the_creator_prepares_a_batch_while_another_one_s_files_are_made(harness) -> None:
     """Files are made on their own thread while the creator prepares the next batch; the
     points stay visible meanwhile and every one is stored once the batches are booked."""
-    h = harness(database=SlowFiles, LOG_CREATES=False)
-    h.database.cache = h.cache
-    h.writer.creator.batch_size = 32
-    metrics = ["overlap.m%03d.x" % i for i in range(320)]
-    h.add(metrics)
-    h.writer.start()
+    h, metrics = _slow_files_started(harness, "overlap", 320, batch_size=32)
     wait_for(lambda: not h.cache and not h.writer.creator.busy, timeout=60,
              what="cache drained")
     assert h.database.threads <= {"carbon-creator-files_0", "carbon-creator-files_1"}
@@ -531,12 +538,7 @@ def test_the_creator_prepares_a_batch_while_another_one_s_files_are_made(harness
 def test_stopping_the_creator_books_the_batch_in_flight(harness) -> None:
     """A stop while a batch's files are being made waits for them and hands the batch's
     outcomes out; the metrics not started yet stay pending and are made afterwards."""
-    h = harness(database=SlowFiles, LOG_CREATES=False)
-    h.database.cache = h.cache
-    h.writer.creator.batch_size = 16
-    metrics = ["stop.m%03d.x" % i for i in range(160)]
-    h.add(metrics)
-    h.writer.start()
+    h, metrics = _slow_files_started(harness, "stop", 160, batch_size=16)
     wait_for(lambda: h.database.making > 0, timeout=30, what="a batch in flight")
     h.writer.stop(10)
     creator = h.writer.creator
