@@ -133,3 +133,52 @@ def test_join_rows_checks_its_input() -> None:
         _rows.join_rows(b'1,2,3,4', 2, heads, suffixes[:1], [], [], b'')
     with pytest.raises(TypeError):
         _rows.join_rows(b'1,2,3,4', 2, ['A', 'B'], suffixes, [], [], b'')
+
+
+@pytest.mark.parametrize('rows', [2, 3, 41])
+def test_a_large_body_joined_in_two_halves_equals_the_numpy_cells(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 1 MB of cell text two threads join the rows, the second half straight at its
+    place in the result: the same bytes as the numpy path, odd cells (exponent forms,
+    infinities) in both halves and at the seam."""
+    assert jsonfmt._rows is not None, 'webapp.render._rows is not built'
+    points = 150000 // rows
+    rng = np.random.RandomState(rows)
+    matrix = rng.random_sample((rows, points)) * 100
+    matrix[:, ::53] *= 1e-9
+    matrix[:, 7::101] = 1e17
+    matrix[::2, 5] = math.inf
+    matrix[:, 11::89] = np.nan
+    seam = (rows // 2) * points
+    flat = matrix.reshape(-1)
+    flat[seam - 1], flat[seam] = 2.5e-7, -3e20
+    heads = ['{"target": "s%d", "datapoints": ' % i for i in range(rows)]
+    stamps = range(1000, 1000 + 60 * points, 60)
+    text = jsonfmt._orjson_cells(matrix)[1]
+    assert len(text) >= 1 << 20
+    joined = jsonfmt.format_rows(heads, matrix, stamps, '[', ']')
+    monkeypatch.setattr(jsonfmt, '_rows', None)
+    assert joined == jsonfmt.format_rows(heads, matrix, stamps, '[', ']')
+    assert json.loads(joined.replace(b'1e9999', b'Infinity'))[rows - 1]['target'] == \
+        's%d' % (rows - 1)
+
+
+def test_two_half_join_checks_its_input() -> None:
+    """The split join refuses text with fewer or more cells than rows x points, whichever
+    half runs short."""
+    from webapp.render import _rows
+    points = 36000
+    heads = [b'A[[', b', B[[']
+    suffixes = [b', %d], [' % i for i in range(points - 1)] + [b', %d]]}' % points]
+    cells = [b'%.15f' % (i / 7) for i in range(2 * points)]
+    text = b','.join(cells)
+    assert len(text) >= 1 << 20
+    joined = _rows.join_rows(text, points, heads, suffixes, [points], [b'X'], b']')
+    assert joined.startswith(b'A[[0.000000000000000, 0], [') and joined.endswith(b']]}]')
+    assert b', B[[X, 0], [' in joined and joined.count(b'[[') == 2
+    with pytest.raises(ValueError, match='fewer cells'):  # the second half short
+        _rows.join_rows(b','.join(cells[:-1]), points, heads, suffixes, [], [], b'')
+    with pytest.raises(ValueError, match='fewer cells'):  # not even the first half
+        _rows.join_rows(b','.join(cells[:points - 1]), points, heads, suffixes, [], [], b'')
+    with pytest.raises(ValueError, match='more cells'):
+        _rows.join_rows(text + b',1.0', points, heads, suffixes, [], [], b'')
