@@ -133,21 +133,17 @@ def _many(matrix: Any) -> bool:
     return orjson is not None and matrix.size > ORJSON_MIN_CELLS
 
 
-def _orjson_cells(matrix: Any) -> tuple[Any, memoryview, Any, list]:
-    """(flat values, orjson's comma-separated cell texts (a view: no copy of the whole
-    text), indexes of the cells orjson
+def _orjson_cells(matrix: Any) -> tuple[Any, bytes, Any, list]:
+    """(flat values, orjson's comma-separated cell texts, indexes of the cells orjson
     writes differently from float.__repr__ (magnitudes outside FAST_LOW..FAST_HIGH in
     exponent form; infinities, which it writes null), their repr texts as bytes)."""
     np = packed.np
     flat = np.ascontiguousarray(matrix, dtype=np.float64).ravel()
-    text = memoryview(orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY))[1:-1]
-    if _rows is not None:  # one pass instead of four 7M-cell temporaries at 10k series
-        odd = np.array(_rows.odd_cells(flat, FAST_LOW, FAST_HIGH), dtype=np.intp)
-    else:
-        with np.errstate(invalid='ignore'):
-            size = np.abs(flat)
-            # (infinities are among the sizes from FAST_HIGH up)
-            odd = np.flatnonzero((size != 0) & ((size < FAST_LOW) | (size >= FAST_HIGH)))
+    text = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    with np.errstate(invalid='ignore'):
+        size = np.abs(flat)
+        # (infinities are among the sizes from FAST_HIGH up)
+        odd = np.flatnonzero((size != 0) & ((size < FAST_LOW) | (size >= FAST_HIGH)))
     fixes = [t.encode() for t in _texts(flat[odd])] if len(odd) else []
     return flat, text, odd, fixes
 
@@ -164,7 +160,7 @@ def _cell_texts(matrix: Any) -> Any:
         # numpy's take() has fast loops for 8/16/32-byte items only
         return np.take(np.array(texts, dtype='S%d' % width), codes)
     flat, text, odd, fixes = _orjson_cells(matrix)
-    cells = np.array(bytes(text).split(b','))
+    cells = np.array(text.split(b','))
     if len(odd):
         width = max(cells.dtype.itemsize, max(map(len, fixes)))
         if width > cells.dtype.itemsize:
