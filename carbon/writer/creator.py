@@ -288,7 +288,10 @@ class Creator:
         """Wait for the oldest batch in flight's files, then hand its outcomes out."""
         inflight = self.inflight.popleft()
         inflight.made.result()  # run() keeps its errors for finish()
-        errors = inflight.job.finish()
+        try:
+            errors = inflight.job.finish()
+        except Exception as exc:  # a broken backend must not stop the creator
+            errors = [exc] * len(inflight.metrics)
         if self.settings.LOG_CREATES:
             for match, error in zip(inflight.matched, errors, strict=True):
                 if not isinstance(error, FileExistsError):

@@ -549,3 +549,39 @@ def test_stopping_the_creator_books_the_batch_in_flight(harness) -> None:
     for metric in metrics:
         assert h.stored(metric) == expected()
     assert h.stats.get("creates") == 160 and not h.cache.writing
+
+
+class BrokenBooking(WhisperDatabase):
+    """The real backend, whose first batch fails while it is booked."""
+
+    failed = False
+
+    def prepare_create_many(self, requests, points=None, now=None):
+        job = super().prepare_create_many(requests, points, now)
+        if not self.failed:
+            self.failed = True
+
+            def broken_finish():
+                raise OSError(5, "Input/output error")
+            job.finish = broken_finish
+        return job
+
+
+def test_a_batch_failing_while_booked_keeps_the_creator_running(harness) -> None:
+    """An error from the backend while a batch made on the file thread is booked fails
+    that batch's metrics (their points back to the cache, as for any failed create) and
+    the creator goes on with the next batches."""
+    h = harness(database=BrokenBooking, LOG_CREATES=False)
+    h.writer.creator.batch_size = 8
+    metrics = ["booked.m%02d.x" % i for i in range(40)]
+    h.add(metrics)
+    h.writer.start()
+    wait_for(lambda: not h.writer.creator.busy and h.stats.get("creates") >= 32,
+             timeout=30, what="the other batches made")
+    assert h.writer.creator.alive() and h.database.failed
+    assert h.stats.get("errors") == 8 and not h.cache.writing
+    made = [m for m in metrics if os.path.exists(h.database.get_filesystem_path(m))]
+    assert len(made) >= 32
+    for metric in made:
+        wait_for(lambda metric=metric: h.stored(metric) == expected(), timeout=30,
+                 what="points of %s" % metric)
