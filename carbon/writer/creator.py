@@ -220,10 +220,9 @@ class Creator:
         return len(done)
 
     def _outcomes(self, metrics: list[str]) -> list[Outcome]:
-        if self.tokens.unlimited() and hasattr(self.database, "create_many"):
-            found_by_create = getattr(self.database, "found_by_create", None)
-            if found_by_create is not None and all(map(found_by_create, metrics)):
-                return self._create_or_find(metrics)
+        if self.tokens.unlimited() and hasattr(self.database, "create_many") \
+                and self._found_by_create(metrics):
+            return self._create_or_find(metrics)
         try:
             found = self._exists(metrics)
         except Exception as exc:  # a broken backend must not stop the creator
@@ -241,40 +240,47 @@ class Creator:
         """Without a create limit: create every file at once, an existing one reported
         EXISTED (its create fails without touching it): one file-system lookup a metric
         instead of a stat and then the create's own."""
-        cache = self.cache
-        if cache is None or not getattr(self.database, "writes_on_create", False) \
-                or not getattr(self.updates, "unlimited", False):
+        if not self._takes_points():
             errors = self._create(metrics, log_after=True)
             return [EXISTED if isinstance(error, FileExistsError) else error
                     for error in errors]
-        journal = self.journal
-        mark = journal.mark() if journal is not None else 0
-        points = cache.pop_raw_for_write(metrics)
+        points, mark = self._take_points(metrics)
         errors = self._create(metrics, log_after=True, points=points)  # never raises
         return self._booked(metrics, points, errors, mark)
+
+    def _found_by_create(self, metrics: list[str]) -> bool:
+        """Whether the backend's create finds each metric's existing file."""
+        found_by_create = getattr(self.database, "found_by_create", None)
+        return found_by_create is not None and all(map(found_by_create, metrics))
+
+    def _takes_points(self) -> bool:
+        """Whether a create writes the cached points (no update limit: the write pays no
+        update token; a backend that ``writes_on_create``)."""
+        return self.cache is not None and getattr(self.updates, "unlimited", False) \
+            and getattr(self.database, "writes_on_create", False)
+
+    def _take_points(self, metrics: list[str]) -> tuple[list[Any], int]:
+        """The metrics' cached points for their creates (still visible to carbonlink),
+        and the journal's mark for ``_booked``."""
+        journal = self.journal
+        mark = journal.mark() if journal is not None else 0
+        return self.cache.pop_raw_for_write(metrics), mark
 
     def _start_overlapped(self, metrics: list[str]) -> _InFlight | None:
         """``_create_or_find`` with the cached points, its files made on the overlap
         thread; None where that path does not apply (no overlap thread, a create or
         update limit, a backend that finds files otherwise or cannot split a create)."""
-        database, cache = self.database, self.cache
-        if self.overlap is None or cache is None or not self.tokens.unlimited() \
-                or not getattr(self.updates, "unlimited", False) \
-                or not getattr(database, "overlaps_creates", False) \
-                or not getattr(database, "writes_on_create", False):
-            return None
-        found_by_create = getattr(database, "found_by_create", None)
-        if found_by_create is None or not all(map(found_by_create, metrics)):
+        if self.overlap is None or not self.tokens.unlimited() or not self._takes_points() \
+                or not getattr(self.database, "overlaps_creates", False) \
+                or not self._found_by_create(metrics):
             return None
         try:
             matched = self._matched(metrics)
         except Exception:  # a broken schema: the plain path reports it per metric
             return None
-        journal = self.journal
-        mark = journal.mark() if journal is not None else 0
-        points = cache.pop_raw_for_write(metrics)
+        points, mark = self._take_points(metrics)
         try:
-            job = database.prepare_create_many(self._requests(matched), points)
+            job = self.database.prepare_create_many(self._requests(matched), points)
         except Exception as exc:  # e.g. memory for the images: nothing made
             job = _Failed(exc, len(metrics))
         return _InFlight(metrics, matched, points, job, self.overlap.submit(job.run), mark)
@@ -293,9 +299,7 @@ class Creator:
         except Exception as exc:  # a broken backend must not stop the creator
             errors = [exc] * len(inflight.metrics)
         if self.settings.LOG_CREATES:
-            for match, error in zip(inflight.matched, errors, strict=True):
-                if not isinstance(error, FileExistsError):
-                    self._log_create(*match)
+            self._log_made(inflight.matched, errors)
         outcomes = self._booked(inflight.metrics, inflight.points, errors, inflight.mark)
         with self.cond:
             self.ready.extend(zip(inflight.metrics, outcomes, strict=True))
@@ -360,10 +364,14 @@ class Creator:
         else:
             errors = [self._create_one(*request) for request in requests]
         if log_creates and log_after:
-            for match, error in zip(matched, errors, strict=True):
-                if not isinstance(error, FileExistsError):
-                    self._log_create(*match)
+            self._log_made(matched, errors)
         return errors
+
+    def _log_made(self, matched: list[tuple], errors: list[Any]) -> None:
+        """LOG_CREATES lines after a batch's creates, for each file not found existing."""
+        for match, error in zip(matched, errors, strict=True):
+            if not isinstance(error, FileExistsError):
+                self._log_create(*match)
 
     def _matched(self, metrics: list[str]) -> list[tuple]:
         """(metric, storage schema, aggregation schema) of each metric."""
