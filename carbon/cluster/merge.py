@@ -160,9 +160,9 @@ def fill_file(target: str, source: Buffer, now: int | None = None,
         if result.created:  # the source's own bytes: nothing to compare
             return _self_verified(target, source, now, result)
     with open(target, "r+b") as handle:
-        data = _locked_read(handle, target)
+        data, table = _locked_read(handle, target)
         try:
-            for index, archive in enumerate(archives(data)):
+            for index, archive in enumerate(table):
                 match = [a for a in src_archives if a.step == archive.step]
                 if not match:
                     result.skipped_archives.append(index)
@@ -178,16 +178,16 @@ def _read_all(handle: BinaryIO) -> bytes:
     return handle.read()
 
 
-def _locked_read(handle: BinaryIO, target: str) -> bytes:
-    """The file's bytes under LOCK_EX (kept on return), once its header is complete: a
-    file the cache has just opened is empty or zeros until its header's write."""
+def _locked_read(handle: BinaryIO, target: str) -> tuple[bytes, list[Archive]]:
+    """The file's bytes and archive table under LOCK_EX (kept on return), once its header
+    is complete: a file the cache has just opened is empty or zeros until its header's
+    write."""
     deadline = time.monotonic() + CREATE_WAIT_SECONDS
     while True:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         data = _read_all(handle)
         try:
-            archives(data)
-            return data
+            return data, archives(data)
         except ValueError:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             if time.monotonic() >= deadline:
