@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from webapp.render import pysum
 from webapp.render.series import PackedSeries
@@ -307,13 +307,36 @@ def _chunk(group: list[Any], before: str, after: str) -> bytes:
 
 
 def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
-    """A format=json body as a few large chunks: ``prefix[series, ...]suffix``.
+    """A format=json body as a few large chunks: ``prefix[series, ...]suffix``."""
+    return list(render_iter(data, prefix, suffix))
+
+
+def render_iter(data: list[Any], prefix: str = '', suffix: str = '') -> Iterator[bytes]:
+    """The chunks of a format=json body, each printed when asked for (a group of rows of
+    about BLOCK_CELLS values, files read as the group is printed).
 
     (No pretty printing, nulls kept; ``prefix``/``suffix`` carry a JSONP wrapper.)
     """
     if not packed.ENABLED or not data or '\0' in prefix + suffix:
-        return [(prefix + '[').encode() + b', '.join(_generic(s) for s in data) +
-                (']' + suffix).encode()]
+        yield ((prefix + '[').encode() + b', '.join(_generic(s) for s in data) +
+               (']' + suffix).encode())
+        return
+    groups = _groups(data)
+    pending = b''
+    for i, group in enumerate(groups):
+        text = _chunk(group, prefix + '[' if i == 0 else ', ',
+                      ']' + suffix if i == len(groups) - 1 else '')
+        if pending and len(text) < 65536 and len(pending) < 65536:
+            pending += text
+        else:
+            if pending:
+                yield pending
+            pending = text
+    yield pending
+
+
+def _groups(data: list[Any]) -> list[list[Any]]:
+    """Runs of series printed together: equal group keys, at most BLOCK_CELLS cells."""
     groups: list[list[Any]] = []
     last_key: Optional[tuple] = None
     cells = 0
@@ -328,12 +351,4 @@ def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
             groups.append([series])
             cells = size
         last_key = key
-    chunks: list[bytes] = []
-    for i, group in enumerate(groups):
-        text = _chunk(group, prefix + '[' if i == 0 else ', ',
-                      ']' + suffix if i == len(groups) - 1 else '')
-        if chunks and len(text) < 65536 and len(chunks[-1]) < 65536:
-            chunks[-1] += text
-        else:
-            chunks.append(text)
-    return chunks
+    return groups
