@@ -103,3 +103,25 @@ def test_error_while_streaming_is_logged_once_and_cuts_the_body(caplog: Any) -> 
     assert got == [b'0', b'a']
     lines = [r.getMessage() for r in caplog.records if 'disk went away' in r.getMessage()]
     assert lines == ['error while sending /render: OSError: disk went away']
+
+
+def test_client_gone_mid_body_stops_the_thread(app: Any, monkeypatch: Any) -> None:
+    """A client that closes its connection after the first bytes of a large body: the
+    server closes the body and the printing thread ends (no thread left behind)."""
+    import socket
+    from urllib.parse import urlencode
+    monkeypatch.setattr(http, 'EAGER_BYTES', 1 << 20)
+    server = LiveServer(app)
+    try:
+        sock = socket.create_connection(('127.0.0.1', server.port), timeout=10)
+        sock.sendall(b'GET /render?%s HTTP/1.1\r\nHost: x\r\n\r\n'
+                     % urlencode(dict(YEAR, **{'from': '-5y'})).encode())
+        assert sock.recv(65536).startswith(b'HTTP/1.')
+        sock.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+                t.name == 'webapp-readahead' for t in threading.enumerate()):
+            time.sleep(0.05)
+        assert not [t for t in threading.enumerate() if t.name == 'webapp-readahead']
+    finally:
+        server.stop()
