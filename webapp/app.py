@@ -21,6 +21,7 @@ from webapp.events.store import make_event_store
 from webapp.functions.plugins import load_function_plugins
 from webapp.http import HttpError, Request, Response, text_response
 from webapp.limits import Budget, WriteGuard, is_write
+from webapp.readahead import body_of
 from webapp.render import views as render_views
 from webapp.render.errors import InputError, InputParameterError, format_input_error
 from webapp.render.local import render_local_view
@@ -123,13 +124,19 @@ class GraphiteApp:
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
+        head = environ.get('REQUEST_METHOD') == 'HEAD'
         with self.gate.held():
             response = self.handle(environ)
-        headers = response.headers + [('Content-Length', str(response.content_length))]
+            if head:
+                response.complete()   # HEAD answers the whole body's Content-Length
+        length = response.content_length
+        headers = response.headers if length is None else \
+            response.headers + [('Content-Length', str(length))]
         start_response(response.status_line(), headers)
-        if environ.get('REQUEST_METHOD') == 'HEAD':
+        if head:
             return [b'']
-        return response.chunks
+        streamed = body_of(response, self.gate, environ.get('PATH_INFO', ''))
+        return response.chunks if streamed is None else streamed
 
     def handle(self, environ: dict[str, Any]) -> Response:
         """The response to one request; never raises."""

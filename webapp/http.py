@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 from urllib.parse import parse_qsl
 
 MAX_BODY = 64 * 1024 * 1024
+# a body is made whole before it is answered up to about this size (so it has a
+# Content-Length); the rest of a larger one is made while it is sent
+EAGER_BYTES = 4 << 20
 
 
 class HttpError(Exception):
@@ -121,28 +124,42 @@ class Request:
 
 
 class Response:
-    """A complete response: status, headers and body bytes (possibly as a few chunks)."""
+    """A response: status, headers and body bytes (possibly as a few chunks), and for a
+    large body made while it is sent, ``stream``: the chunks still to come (no
+    Content-Length is known then; HTTP/1.1 servers send it chunked)."""
 
     def __init__(self, body: bytes | str | list[bytes] = b'',
                  content_type: str = 'text/html; charset=utf-8', status: int = 200,
-                 headers: Optional[list[tuple[str, str]]] = None) -> None:
+                 headers: Optional[list[tuple[str, str]]] = None,
+                 stream: Optional[Iterator[bytes]] = None) -> None:
         if isinstance(body, str):
             body = body.encode('utf-8')
         self.chunks: list[bytes] = body if isinstance(body, list) else [body]
+        self.stream = stream
         self.status = status
         self.headers: list[tuple[str, str]] = [('Content-Type', content_type)]
         if headers:
             self.headers.extend(headers)
 
+    def complete(self) -> None:
+        """Make the rest of the stream now (the body is then whole, its length known)."""
+        if self.stream is not None:
+            self.chunks.extend(self.stream)
+            self.stream = None
+
     @property
     def body(self) -> bytes:
-        """The whole body (the chunks joined)."""
+        """The whole body (the chunks joined, the stream made to its end)."""
+        self.complete()
         if len(self.chunks) != 1:
             self.chunks = [b''.join(self.chunks)]
         return self.chunks[0]
 
     @property
-    def content_length(self) -> int:
+    def content_length(self) -> Optional[int]:
+        """The body's length; None while part of it is still to be made."""
+        if self.stream is not None:
+            return None
         return sum(map(len, self.chunks))
 
     def __setitem__(self, name: str, value: str) -> None:
@@ -163,6 +180,23 @@ class Response:
             return '%d %s' % (self.status, HTTPStatus(self.status).phrase)
         except ValueError:
             return '%d Unknown' % self.status
+
+
+def streamed_response(chunks: Iterator[bytes], content_type: str,
+                      eager_bytes: Optional[int] = None) -> Response:
+    """A response whose first ``eager_bytes`` or so are made now (a body that ends
+    there is a complete response with its Content-Length, and an error while it is made
+    is answered as usual); the rest is made while it is sent."""
+    if eager_bytes is None:
+        eager_bytes = EAGER_BYTES
+    first: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        first.append(chunk)
+        size += len(chunk)
+        if size >= eager_bytes:
+            return Response(first, content_type, stream=chunks)
+    return Response(first, content_type)
 
 
 def text_response(message: str, status: int = 400) -> Response:

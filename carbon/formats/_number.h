@@ -51,11 +51,55 @@ read_digits(const char *s, Py_ssize_t len, Py_ssize_t *i, uint64_t *v, int room)
     return digits;
 }
 
+#ifdef __SIZEOF_INT128__
+static const uint64_t POW10_U64[] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+    100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+    10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+
+/* mantissa / 10^fraction correctly rounded (to nearest, ties to even), for
+ * 0 < mantissa < 2^64 and 0 < fraction <= 19: the values a 16-19 digit repr of a double
+ * writes when its digits are more than 2^53, which Clinger's fast path cannot take.
+ * Exact integer arithmetic: the mantissa shifted to the top of 128 bits, divided by
+ * 10^fraction (< 2^64), leaves a quotient of 64-125 bits and a remainder; the quotient
+ * is cut to 53 bits, rounded on the first bit cut off with the rest and the remainder
+ * as the sticky part. The result is always a normal double (2^-64 .. 2^64), built
+ * from its bits. */
+static inline double
+fraction_to_double(uint64_t mantissa, int fraction)
+{
+    int shift = 64 + __builtin_clzll(mantissa);
+    unsigned __int128 n = (unsigned __int128)mantissa << (shift - 64) << 64;
+    uint64_t d = POW10_U64[fraction];
+    unsigned __int128 q = n / d;
+    int sticky = (uint64_t)(n - q * d) != 0;
+    uint64_t hi = (uint64_t)(q >> 64);
+    int bits = hi ? 128 - __builtin_clzll(hi) : 64 - __builtin_clzll((uint64_t)q);
+    int cut = bits - 53; /* >= 11: the quotient has at least 64 bits */
+    uint64_t top = (uint64_t)(q >> cut);
+    int half = (int)(q >> (cut - 1)) & 1;
+    int below = (q & (((unsigned __int128)1 << (cut - 1)) - 1)) != 0;
+    if (half && (below || sticky || (top & 1))) {
+        if (++top == (1ULL << 53)) {
+            top >>= 1;
+            cut++;
+        }
+    }
+    /* value = top x 2^(cut - shift), top in [2^52, 2^53) */
+    uint64_t word = ((uint64_t)(cut - shift + 52 + 1023) << 52) | (top & ((1ULL << 52) - 1));
+    double value;
+    memcpy(&value, &word, sizeof value);
+    return value;
+}
+#endif
+
 /* [+-]digits with at most 19 digits, or [+-]digits[.digits] with at most 19 digits
  * after any leading zeros, as float() reads it: up to 19 digits are exact in a uint64 and
  * its conversion to double is correctly rounded; with a fraction of k <= 22 digits, a
  * mantissa <= 2^53 is exact in a double and so is 10^k, so one IEEE division is correctly
- * rounded (Clinger's fast path; repr's 16-17 digit values mostly qualify). Leading zeros
+ * rounded (Clinger's fast path); a larger mantissa with at most 19 fraction digits is
+ * divided exactly in 128-bit integers (fraction_to_double). Leading zeros
  * of an all-zero integer part and of the fraction add no significant digit. Digits are
  * read 8 at a time. Returns 0 when it applied. */
 static inline int
@@ -96,9 +140,14 @@ fast_decimal(const char *s, Py_ssize_t len, double *out)
         if (fraction < 0 || i != len || digits + zeros + fraction == 0)
             return -1;
         fraction += zeros;
-        if (mantissa > (1ULL << 53) || fraction > 22)
+        if (mantissa <= (1ULL << 53) && fraction <= 22)
+            value = (double)mantissa / POW10[fraction];
+#ifdef __SIZEOF_INT128__
+        else if (fraction <= 19)
+            value = fraction_to_double(mantissa, fraction);
+#endif
+        else
             return -1;
-        value = (double)mantissa / POW10[fraction];
     }
     *out = negative ? -value : value;
     return 0;

@@ -134,7 +134,13 @@ def call(app: Callable, path: str, params: Any = None, method: str = 'GET',
     def start_response(status: str, hdrs: list) -> None:
         captured['status'] = int(status.split()[0])
         captured['headers'] = dict(hdrs)
-    data = b''.join(app(environ, start_response))
+    body = app(environ, start_response)
+    try:
+        data = b''.join(body)
+    finally:
+        close = getattr(body, 'close', None)
+        if close is not None:
+            close()
     return captured['status'], captured['headers'], data
 
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 import math
 
 import numpy as np
@@ -133,3 +134,33 @@ def test_join_rows_checks_its_input() -> None:
         _rows.join_rows(b'1,2,3,4', 2, heads, suffixes[:1], [], [], b'')
     with pytest.raises(TypeError):
         _rows.join_rows(b'1,2,3,4', 2, ['A', 'B'], suffixes, [], [], b'')
+
+
+def python_join(text: bytes, points: int, heads: list, suffixes: list, odd: list,
+                fixes: list, tail: bytes) -> bytes:
+    cells = text.split(b',')
+    for i, fix in zip(odd, fixes, strict=True):
+        cells[i] = fix
+    out = []
+    for r, head in enumerate(heads):
+        out.append(head)
+        for p in range(points):
+            out.append(cells[r * points + p] + suffixes[p])
+    return b''.join(out) + tail
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 9), st.data())
+def test_join_rows_equals_a_plain_join(rows: int, points: int, data: Any) -> None:
+    """Cells of every length around the fixed-size copies (long ones, short ones, at the
+    end of the text) and suffixes longer than the table's first stride."""
+    from webapp.render import _rows
+    cell = st.binary(min_size=0, max_size=40).map(lambda b: b.replace(b',', b'.'))
+    cells = data.draw(st.lists(cell, min_size=rows * points, max_size=rows * points))
+    suffixes = data.draw(st.lists(st.binary(max_size=70), min_size=points, max_size=points))
+    heads = data.draw(st.lists(st.binary(max_size=50), min_size=rows, max_size=rows))
+    odd = sorted(data.draw(st.sets(st.integers(0, rows * points - 1), max_size=3)))
+    fixes = [data.draw(st.binary(max_size=40)) for _ in odd]
+    text = b','.join(cells)
+    want = python_join(text, points, heads, suffixes, odd, fixes, b']x')
+    assert _rows.join_rows(text, points, heads, suffixes, odd, fixes, b']x') == want

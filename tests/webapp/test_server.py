@@ -111,6 +111,8 @@ def slow_get(url: str) -> bytes:
         conn.request('GET', parts.path + '?' + parts.query)
         resp = conn.getresponse()
         assert resp.status == 200
+        # printed while it is sent (webapp.readahead): chunked, no length up front
+        assert resp.getheader('Transfer-Encoding') == 'chunked'
         chunks = []
         while True:
             chunk = resp.read(65536)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Optional
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator, Optional
 
 from webapp.render import pysum
 from webapp.render.series import PackedSeries
@@ -38,6 +40,8 @@ FEW_DISTINCT = 1024
 ORJSON_MIN_CELLS = 256
 _FLOAT_LISTS = (frozenset([float]), frozenset([type(None)]), frozenset([float, type(None)]))
 MAX_FAST_VPP = 64
+# groups whose files are read ahead of the one being printed
+PREPARE_AHEAD = 2
 # rows are formatted in blocks of about this many values, so the temporary arrays stay
 # small next to the body itself (1,000 series x 1,440 points: 23 blocks)
 BLOCK_CELLS = 1 << 16
@@ -290,8 +294,10 @@ def _generic(series: Any) -> bytes:
     return (header(series) + points + '}').encode()
 
 
-def _chunk(group: list[Any], before: str, after: str) -> bytes:
-    """The text of a run of series (one group of packed rows, or a single series)."""
+def _prepare(group: list[Any]) -> tuple[Optional[Any], bytes]:
+    """What a run of series needs before it is printed, read from the files:
+    (its rows' float64 matrix, b'') or, for series the matrix writer does not take,
+    (None, their finished text without separators)."""
     head = group[0]
     matrix = None
     key = _group_key(head)
@@ -300,20 +306,72 @@ def _chunk(group: list[Any], before: str, after: str) -> bytes:
     elif key is not None and head.valuesPerPoint <= MAX_FAST_VPP:
         matrix = _packed_matrix(group)
     if matrix is None:
-        return before.encode() + b', '.join(_generic(s) for s in group) + after.encode()
+        return None, b', '.join(_generic(s) for s in group)
+    return matrix, b''
+
+
+def _chunk(group: list[Any], prepared: tuple[Optional[Any], bytes], before: str,
+           after: str) -> bytes:
+    """The text of a run of series (one group of packed rows, or a single series)."""
+    matrix, text = prepared
+    if matrix is None:
+        return before.encode() + text + after.encode()
+    head = group[0]
     stamps = _timestamps(head)
     points = min(matrix.shape[1], len(stamps))
     return format_rows([header(s) for s in group], matrix[:, :points], stamps, before, after)
 
 
+def _prepared(groups: list[list[Any]]) -> Iterator[tuple[Optional[Any], bytes]]:
+    """_prepare of each group in order; with more than two groups, on a thread of its
+    own PREPARE_AHEAD groups ahead, so reading the files (which runs without the GIL)
+    overlaps printing the groups before."""
+    if len(groups) <= 2:
+        yield from map(_prepare, groups)
+        return
+    pool = ThreadPoolExecutor(1, thread_name_prefix='webapp-json-read')
+    try:
+        pending = deque(pool.submit(_prepare, g) for g in groups[:PREPARE_AHEAD])
+        for i in range(len(groups)):
+            done = pending.popleft().result()
+            if i + PREPARE_AHEAD < len(groups):
+                pending.append(pool.submit(_prepare, groups[i + PREPARE_AHEAD]))
+            yield done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
-    """A format=json body as a few large chunks: ``prefix[series, ...]suffix``.
+    """A format=json body as a few large chunks: ``prefix[series, ...]suffix``."""
+    return list(render_iter(data, prefix, suffix))
+
+
+def render_iter(data: list[Any], prefix: str = '', suffix: str = '') -> Iterator[bytes]:
+    """The chunks of a format=json body, each printed when asked for (a group of rows of
+    about BLOCK_CELLS values, files read as the group is printed).
 
     (No pretty printing, nulls kept; ``prefix``/``suffix`` carry a JSONP wrapper.)
     """
     if not packed.ENABLED or not data or '\0' in prefix + suffix:
-        return [(prefix + '[').encode() + b', '.join(_generic(s) for s in data) +
-                (']' + suffix).encode()]
+        yield ((prefix + '[').encode() + b', '.join(_generic(s) for s in data) +
+               (']' + suffix).encode())
+        return
+    groups = _groups(data)
+    pending = b''
+    for i, (group, prepared) in enumerate(zip(groups, _prepared(groups), strict=True)):
+        text = _chunk(group, prepared, prefix + '[' if i == 0 else ', ',
+                      ']' + suffix if i == len(groups) - 1 else '')
+        if pending and len(text) < 65536 and len(pending) < 65536:
+            pending += text
+        else:
+            if pending:
+                yield pending
+            pending = text
+    yield pending
+
+
+def _groups(data: list[Any]) -> list[list[Any]]:
+    """Runs of series printed together: equal group keys, at most BLOCK_CELLS cells."""
     groups: list[list[Any]] = []
     last_key: Optional[tuple] = None
     cells = 0
@@ -328,12 +386,4 @@ def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
             groups.append([series])
             cells = size
         last_key = key
-    chunks: list[bytes] = []
-    for i, group in enumerate(groups):
-        text = _chunk(group, prefix + '[' if i == 0 else ', ',
-                      ']' + suffix if i == len(groups) - 1 else '')
-        if chunks and len(text) < 65536 and len(chunks[-1]) < 65536:
-            chunks[-1] += text
-        else:
-            chunks.append(text)
-    return chunks
+    return groups

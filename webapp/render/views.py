@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from webapp.http import (HttpError, Request, Response, add_never_cache_headers,
-                         patch_response_headers)
+                         patch_response_headers, streamed_response)
 from webapp.render.attime import parse_at_time, request_timezone
 from webapp.render import jsonfmt, msgpackfmt
 from webapp.render.evaluator import evaluate_target, make_context
@@ -242,8 +242,9 @@ def render_json(opts: dict[str, Any], data: list) -> Response:
     no_nulls = 'noNullPoints' in opts
     if not no_nulls and not opts.get('pretty'):
         if 'jsonp' in opts:
-            return Response(jsonfmt.render(data, opts['jsonp'] + '(', ')'), 'text/javascript')
-        return Response(jsonfmt.render(data), 'application/json')
+            return streamed_response(jsonfmt.render_iter(data, opts['jsonp'] + '(', ')'),
+                                     'text/javascript')
+        return streamed_response(jsonfmt.render_iter(data), 'application/json')
     materialize_all(data)
     if opts.get('pretty'):
         out = []
