@@ -18,12 +18,14 @@ from webapp.readahead import Readahead
 YEAR = {'target': 'identity("i")', 'format': 'json', 'from': '-1y'}
 
 
-def test_large_body_streams_the_same_bytes(app: Any, monkeypatch: Any) -> None:
+def test_large_body_streams_the_same_bytes(app: Any, base_time: int,
+                                          monkeypatch: Any) -> None:
+    year = dict(YEAR, **{'from': base_time - 365 * 86400, 'until': base_time})
     monkeypatch.setattr(http, 'EAGER_BYTES', 1 << 30)
-    status, headers, whole = call(app, '/render', YEAR)
+    status, headers, whole = call(app, '/render', year)
     assert status == 200 and int(headers['Content-Length']) == len(whole)
     monkeypatch.setattr(http, 'EAGER_BYTES', 1 << 20)
-    status, headers, streamed = call(app, '/render', YEAR)
+    status, headers, streamed = call(app, '/render', year)
     assert status == 200 and 'Content-Length' not in headers, headers
     assert streamed == whole and len(whole) > 4 * (1 << 20)
     assert len(json.loads(streamed)[0]['datapoints']) >= 525600
@@ -31,7 +33,7 @@ def test_large_body_streams_the_same_bytes(app: Any, monkeypatch: Any) -> None:
     status, headers, small = call(app, '/render', dict(YEAR, **{'from': '-1h'}))
     assert int(headers['Content-Length']) == len(small)
     # HEAD gives the whole body's length and no body
-    status, headers, empty = call(app, '/render', YEAR, method='HEAD')
+    status, headers, empty = call(app, '/render', year, method='HEAD')
     assert empty == b'' and int(headers['Content-Length']) == len(whole)
 
 
@@ -125,3 +127,29 @@ def test_client_gone_mid_body_stops_the_thread(app: Any, monkeypatch: Any) -> No
         assert not [t for t in threading.enumerate() if t.name == 'webapp-readahead']
     finally:
         server.stop()
+
+
+def test_concurrent_streamed_answers_share_one_cpu_slot(whisper_tree: str,
+                                                       make_web_settings: Any,
+                                                       base_time: int,
+                                                       monkeypatch: Any) -> None:
+    """Six clients at once, one CPU slot: every printing thread takes the slot in turn and
+    each client gets the whole body (no thread waits for a slot another holds while
+    waiting for its reader)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from webapp.app import make_app
+    monkeypatch.setattr(http, 'EAGER_BYTES', 256 << 10)
+    app = make_app(make_web_settings(WHISPER_DIR=whisper_tree, CPU_SLOTS=1))
+    server = LiveServer(app)
+    try:
+        url = server.url('/render', dict(YEAR, **{'from': base_time - 2 * 365 * 86400,
+                                                  'until': base_time}))
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda _: http_get(url, timeout=60), range(6)))
+    finally:
+        server.stop()
+        app.close()
+    assert {status for status, _, _ in answers} == {200}
+    bodies = {body for _, _, body in answers}
+    assert len(bodies) == 1
+    assert len(json.loads(bodies.pop())[0]['datapoints']) >= 2 * 525600
