@@ -59,7 +59,7 @@ static const uint64_t POW10_U64[] = {
     100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
 
 /* mantissa / 10^fraction correctly rounded (to nearest, ties to even), for
- * 0 < mantissa < 2^64 and 0 < fraction <= 19: the values a 16-19 digit repr of a double
+ * 0 < mantissa < 2^64 and 0 <= fraction <= 19: the values a 16-19 digit repr of a double
  * writes when its digits are more than 2^53, which Clinger's fast path cannot take.
  * Exact integer arithmetic: the mantissa shifted to the top of 128 bits, divided by
  * 10^fraction (< 2^64), leaves a quotient of 64-125 bits and a remainder; the quotient
