@@ -62,7 +62,7 @@ static const uint64_t POW10_U64[] = {
  * 0 < mantissa < 2^64 and 0 <= fraction <= 19: the values a 16-19 digit repr of a double
  * writes when its digits are more than 2^53, which Clinger's fast path cannot take.
  * Exact integer arithmetic: the mantissa shifted to the top of 128 bits, divided by
- * 10^fraction (< 2^64), leaves a quotient of 64-125 bits and a remainder; the quotient
+ * 10^fraction (< 2^64), leaves a quotient of 64-128 bits and a remainder; the quotient
  * is cut to 53 bits, rounded on the first bit cut off with the rest and the remainder
  * as the sticky part. The result is always a normal double (2^-64 .. 2^64), built
  * from its bits. */
