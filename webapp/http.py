@@ -182,19 +182,16 @@ class Response:
             return '%d Unknown' % self.status
 
 
-def streamed_response(chunks: Iterator[bytes], content_type: str,
-                      eager_bytes: Optional[int] = None) -> Response:
-    """A response whose first ``eager_bytes`` or so are made now (a body that ends
-    there is a complete response with its Content-Length, and an error while it is made
-    is answered as usual); the rest is made while it is sent."""
-    if eager_bytes is None:
-        eager_bytes = EAGER_BYTES
+def streamed_response(chunks: Iterator[bytes], content_type: str) -> Response:
+    """A response whose first EAGER_BYTES or so are made now (a body that ends there is
+    a complete response with its Content-Length, and an error while it is made is
+    answered as usual); the rest is made while it is sent."""
     first: list[bytes] = []
     size = 0
     for chunk in chunks:
         first.append(chunk)
         size += len(chunk)
-        if size >= eager_bytes:
+        if size >= EAGER_BYTES:
             return Response(first, content_type, stream=chunks)
     return Response(first, content_type)
 

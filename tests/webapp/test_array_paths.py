@@ -85,7 +85,7 @@ def test_orjson_cells_write_what_json_writes(accelerated: bool,
                          [None if v != v else float(v) for v in row[i * 3000:(i + 1) * 3000]])
               for i in range(2)]
     assert row.size > jsonfmt.ORJSON_MIN_CELLS     # the orjson path, not the distinct one
-    body = b''.join(jsonfmt.render(series)).decode()
+    body = b''.join(jsonfmt.render_iter(series)).decode()
     assert body == dumps_like_graphite(series)
 
 
@@ -96,7 +96,7 @@ def test_few_cells_printed_once_per_distinct_value(points: int) -> None:
                          [odd[(i * 7 + j * 3) % len(odd)] for j in range(points)])
               for i in range(2)]
     assert 2 * points <= jsonfmt.ORJSON_MIN_CELLS   # the distinct-value path
-    assert b''.join(jsonfmt.render(series)).decode() == dumps_like_graphite(series)
+    assert b''.join(jsonfmt.render_iter(series)).decode() == dumps_like_graphite(series)
 
 
 @settings(max_examples=400, deadline=None)

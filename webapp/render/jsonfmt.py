@@ -341,11 +341,6 @@ def _prepared(groups: list[list[Any]]) -> Iterator[tuple[Optional[Any], bytes]]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def render(data: list[Any], prefix: str = '', suffix: str = '') -> list[bytes]:
-    """A format=json body as a few large chunks: ``prefix[series, ...]suffix``."""
-    return list(render_iter(data, prefix, suffix))
-
-
 def render_iter(data: list[Any], prefix: str = '', suffix: str = '') -> Iterator[bytes]:
     """The chunks of a format=json body, each printed when asked for (a group of rows of
     about BLOCK_CELLS values, files read as the group is printed).
