@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from webapp import pysum
+
 import math
 import re
 from typing import Any, Callable, Iterable, Iterator, Optional
@@ -98,7 +100,7 @@ def format_tagged(tags: dict[str, str]) -> str:
 
 
 def _avg(values: list) -> Any:
-    return sum(values) / len(values)
+    return pysum.total(values) / len(values)
 
 
 CONSOLIDATION_FUNCTIONS: dict[str, Callable[[list], Any]] = {
@@ -196,7 +198,7 @@ class TimeSeries(list):
         if not xff_ok(len(non_null), self.valuesPerPoint, self.xFilesFactor):
             return None
         if self.consolidationFunc == 'avg_zero':
-            return sum(non_null) / len(values)
+            return pysum.total(non_null) / len(values)
         return func(non_null)
 
     def _consolidated(self, raw: Iterator) -> Iterator:
