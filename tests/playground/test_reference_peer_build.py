@@ -176,3 +176,20 @@ def test_a_killed_build_is_not_trusted_and_its_folder_is_swept(tmp_path: Path) -
     build_venv(target, BASE_PYTHON, script_installer("print('ok')\n"), with_pip=False)
     assert reference_peer.venv_usable(target)
     assert leftovers(tmp_path) == []
+
+
+def test_playground_names_what_to_install_when_no_python_fits(
+        tmp_path: Path, bare_env: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The shipped playground's reference subject without a usable interpreter: exit 2
+    and a message saying what to install, no traceback, nothing left in the cache."""
+    from carbon.playground.cli import main
+    monkeypatch.setattr(reference_peer, "CARBON_PYTHONS", ((2, 1),))
+    monkeypatch.setenv("CARBON_BENCH_CACHE", str(tmp_path / "cache"))
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[scenario]\nname = "x"\nsubjects = ["ours", "reference"]\n'
+                        '[load]\nmetrics = 10\nrate = 10\nduration = 1\n'
+                        '[sweep]\ndisk = ["none"]\n')
+    assert main([str(scenario), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err
+    assert "carbon 1.1.10 needs Python 2.1" in err and "pyenv install 2.1" in err
+    assert not (tmp_path / "cache" / "ref-carbon-1.1.10").exists()
