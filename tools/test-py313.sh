@@ -174,14 +174,17 @@ exec 9> "$CACHE/.lock"
 flock 9   # one run at a time uses (or builds) the tree
 key=$(tree_key)
 tree="$CACHE/rootfs-$key"
+# what a killed build left (none is running: we hold the lock)
+rm -rf --one-file-system "$CACHE"/.build-*
 if [ ! -e "$tree/.complete" ]; then
+    rm -rf --one-file-system "$tree"   # never trusted without its completion mark
     build="$CACHE/.build-$key-$$"
     cleanup_build() { rm -rf --one-file-system "$build" "$build.debootstrap.log"; }
     trap cleanup_build EXIT
     mkdir -p "$build"
     started=$(date +%s)
     log "building the $SUITE tree (key $key) in $build"
-    unshare --mount --propagation private "$SELF" --build-in-namespace "$build"
+    unshare --mount --propagation private "$SELF" --build-in-namespace "$build" 9>&-
     printf 'suite %s\nrecipe %s\npackages %s\n' "$SUITE" "$RECIPE" "${PACKAGES[*]}" > "$build/.complete"
     rm -f "$build.debootstrap.log"
     mv -T "$build" "$tree"
@@ -197,5 +200,5 @@ if [ "${1:-}" = "--prepare" ]; then
     exit 0
 fi
 status=0
-unshare --mount --propagation private "$SELF" --run-in-namespace "$tree" "$@" || status=$?
+unshare --mount --propagation private "$SELF" --run-in-namespace "$tree" "$@" 9>&- || status=$?
 exit "$status"
