@@ -73,6 +73,9 @@ unmount_all() {
 mount_system() {
     # /proc, /sys, /dev (with /dev/pts, /dev/shm) and a fresh /run into the tree $1.
     local tree=$1
+    # the tree's root a mount point of its own, as / is: `ip -n` (the cluster tests'
+    # network namespaces) remounts / as a slave, which fails on a plain directory
+    mount --bind "$tree" "$tree"
     mount -t proc proc "$tree/proc"
     mount --rbind /sys "$tree/sys"
     mount --rbind /dev "$tree/dev"
