@@ -16,6 +16,7 @@ from webapp.functions.registry import PIE_FUNCTIONS
 from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.grammar import Call, iter_nodes, parse_target
 from tests.webapp.helpers import call
+from tests.webapp.reference_functions import load, shape
 
 MIN_LENGTH = 200        # every description; the one-liners were 20 to 140 characters
 MEDIAN_FLOOR = 400      # the median was 64 characters (65 over the series functions)
@@ -124,3 +125,13 @@ def test_alias_examples_show_the_short_name(app: Any, name: str) -> None:
     info = json.loads(call(app, '/functions/%s' % name)[2])
     assert info['name'] == name
     assert re.search(r'&target=(\w+\()*%s\(' % name, info['description'])
+
+
+def test_shape_is_graphite_webs(app: Any) -> None:
+    """Everything but the description text (and the module path) is what graphite-web
+    1.1.10 answers: names, signatures, groups, every param's name, type, required, default,
+    options, multiple and suggestions (tests/data/graphite-web-functions.json)."""
+    recorded = load()
+    for kind, params in (('series', {}), ('pie', {'type': 'pie'})):
+        ours = json.loads(call(app, '/functions', params)[2])
+        assert shape(ours) == recorded[kind], kind

@@ -499,7 +499,8 @@ def reduceSeries(requestContext: dict, seriesLists: list, reduceFunction: str,
       arguments.
 
     In each group, the series whose node ``reduceNode`` equals each matcher are passed to
-    the function; a group missing one of them is left out. Each result is named
+    the function in the matchers' order, so every group needs one series per matcher. Each
+    result is named
     ``<group>.reduce.<reduceFunction>``. ``reduce`` is a short name for the same function.
 
     Example:

@@ -95,7 +95,8 @@ def holtWintersForecast(requestContext: dict, seriesList: list, bootstrapInterva
 
     The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
     being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
-    ``from``; None values are skipped by the model. The forecast for each point uses only
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. The forecast for each point uses only
     the points before it. Named ``holtWintersForecast(name)``.
 
     Example:
@@ -132,7 +133,8 @@ def holtWintersConfidenceBands(requestContext: dict, seriesList: list, delta: in
 
     The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
     being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
-    ``from``; None values are skipped by the model. Each band is the forecast plus or minus
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. Each band is the forecast plus or minus
     ``delta`` times the predicted deviation; values outside them are unusual. Named
     ``holtWintersConfidenceUpper(name)`` and ``holtWintersConfidenceLower(name)``.
 
@@ -185,7 +187,8 @@ def holtWintersAberration(requestContext: dict, seriesList: list, delta: int = 3
 
     The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
     being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
-    ``from``; None values are skipped by the model. Each point is the distance above the
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. Each point is the distance above the
     upper band (positive) or below the lower band (negative), 0 inside them and for None
     values. Named ``holtWintersAberration(name)``.
 
@@ -236,7 +239,8 @@ def holtWintersConfidenceArea(requestContext: dict, seriesList: list, delta: int
 
     The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
     being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
-    ``from``; None values are skipped by the model. Same bands as
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. Same bands as
     ``holtWintersConfidenceBands``, given to ``areaBetween`` so the graph fills the space
     between them.
 

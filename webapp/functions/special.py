@@ -286,8 +286,8 @@ def seriesByTag(requestContext: dict, *tagExpressions: str) -> list[TimeSeries]:
 
     - ``tagExpressions``: one or more quoted expressions, all of which must hold:
       ``tag=value`` (equal), ``tag!=value``, ``tag=~regex`` (matches), ``tag!=~regex``;
-      ``name`` is the metric name's tag. At least one expression must match something on its
-      own (not only exclude).
+      ``name`` is the metric name's tag. At least one expression must require a non-empty
+      value (``dc!=x`` alone would match every series).
 
     Series are found in the tag database the caches feed (TAGDB); each is fetched like a
     path and named by its tagged name, ``cpu.user;dc=ams;host=web01``.
