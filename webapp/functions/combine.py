@@ -38,9 +38,10 @@ def aggregate(requestContext: dict, seriesList: Any, func: str,
       point for it to get one; by default that of the request (0 unless set).
 
     The series are first brought to a common step (the least common multiple of their steps)
-    and time range. None values are left out of each point's aggregate. The result is named
-    ``<func>Series(paths)``, e.g. ``sumSeries(servers.*.requests)``, and keeps the tags all
-    series share, plus ``aggregatedBy``.
+    and time range. None values are left out of each point's aggregate, except that
+    ``multiply`` gives None where any value is None and ``avg_zero`` counts them as 0. The
+    result is named ``<func>Series(paths)``, e.g. ``sumSeries(servers.*.requests)``, and
+    keeps the tags all series share, plus ``aggregatedBy``.
 
     Example:
 
@@ -355,7 +356,8 @@ def aggregateSeriesLists(requestContext: dict, seriesListFirstPos: list,
       default that of the request.
 
     Pairs are matched by position, so both lists should be sorted the same way. Each result
-    is named ``<func>Series(first,second)``. None values are left out of each aggregate.
+    is named ``<func>Series(first,second)``. None values are treated as ``aggregate`` treats
+    them.
 
     Example:
 
@@ -433,7 +435,7 @@ _lists('multiply', 'multiplySeriesLists',
 
     Series are paired by position, so both lists should be sorted the same way. Each pair
     becomes one series, ``aggregateSeriesLists`` with ``"multiply"``: named
-    ``multiplySeries(first,second)``, None values left out of each point.
+    ``multiplySeries(first,second)``; a point is None where either value is None.
 
     Example:
 
@@ -538,7 +540,7 @@ _wildcards('multiply', 'multiplySeriesWithWildcards',
       series equal on the other nodes are combined.
 
     This is ``aggregateWithWildcards`` with ``"multiply"``: each group becomes one series
-    named after the remaining nodes (common step, None values left out).
+    named after the remaining nodes (common step; a point is None where any value is).
 
     Example:
 
