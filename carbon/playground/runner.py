@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from carbon.playground import sampler as sampling
 from carbon.playground.loadgen import LoadProfile, LoadResult, run_load
-from carbon.playground.scenario import Scenario
+from carbon.playground.scenario import REPEAT, Scenario
 from carbon.playground.stack import (Daemon, Stack, build, precreate, start, start_render,
                                      write_disk_profile)
 
@@ -47,8 +47,10 @@ def render_target(load: LoadProfile) -> str:
 
 
 def point_label(point: dict[str, Any]) -> str:
-    parts = ["%s=%s" % (key, value) for key, value in point.items() if key != "subject"]
-    return " ".join(parts) + " [%s]" % point["subject"]
+    parts = ["%s=%s" % (key, value) for key, value in point.items()
+             if key not in ("subject", REPEAT)]
+    label = " ".join(parts) + " [%s]" % point["subject"]
+    return label + (" (run %d)" % point[REPEAT] if point.get(REPEAT) else "")
 
 
 class Progress:
@@ -196,7 +198,7 @@ def run_sweep(scenario: Scenario, workdir: Path, reference: Path | None,
     """Run every point; ``on_row`` gets each finished row (the report is rewritten with
     it, so an interrupted run keeps what it measured)."""
     stop = stop or threading.Event()
-    points = scenario.points()
+    points = scenario.runs()
     per_point = (scenario.load.duration or 10) + STARTUP_GUESS + 5
     progress = Progress(len(points), per_point, stream)
     rows: list[dict] = []
@@ -337,7 +339,7 @@ def _hup(stack: Stack, scenario: Scenario, point: dict) -> None:
     for daemon in stack.daemons:
         settings = dict(daemon.settings)
         for key, value in point.items():
-            if key not in ("disk", "subject"):
+            if key not in ("disk", "subject", REPEAT):
                 settings[key] = str(value)
         daemon.write_conf(settings)
         write_disk_profile(daemon, point.get("disk", "none"))
