@@ -6,14 +6,18 @@ and STOPPING=1 on SIGTERM (the units are ``Type=notify``)."""
 from __future__ import annotations
 
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import CONF, ROOT, CarbonInstance, free_port, port_open, wait_for
+from tests.support import (CONF, ROOT, CarbonInstance, free_port, port_open, read_whisper,
+                           send_tcp, wait_for)
 
 
 @pytest.fixture
@@ -69,3 +73,40 @@ def test_render_app_says_ready(tmp_path, notify_socket):
         proc.terminate()
         proc.wait(30)
     assert "listening on" in Path(tmp_path / "render.out").read_text()
+
+
+def test_a_long_drain_reports_and_extends_the_stop_timeout(tmp_path, notify_socket):
+    """300 metrics cached at stop, drained at 25 updates a second (~12 s): systemd hears
+    how much is left and is asked for more time while the drain progresses."""
+    cache = CarbonInstance(tmp_path, MAX_UPDATES_PER_SECOND=1,
+                           MAX_UPDATES_PER_SECOND_ON_SHUTDOWN=25)
+    now = int(time.time())
+    names = ["drain.m%03d" % i for i in range(300)]
+    try:
+        cache.start_foreground()
+        assert notify_socket.recv(256) == b"READY=1"
+        send_tcp(cache.line_port, "".join("%s %d %d\n" % (name, i, now)
+                                          for i, name in enumerate(names)).encode())
+        wait_for(lambda: cache.output().count("creating database metric") == len(names),
+                 30, what="every metric created (its point cached)")
+        cache.proc.send_signal(signal.SIGTERM)
+        said = []
+        notify_socket.settimeout(0.5)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                said.append(notify_socket.recv(256))
+            except TimeoutError:
+                if cache.proc.poll() is not None:
+                    break
+        assert cache.proc.wait(60) == 0
+    finally:
+        cache.kill()
+    assert said[0] == b"STOPPING=1", said
+    left = [int(m.group(1)) for m in re.finditer(rb"STATUS=Draining (\d+) datapoints",
+                                                 b" ".join(said))]
+    assert left and left[0] > 0, said
+    assert b"EXTEND_TIMEOUT_USEC=60000000" in said, said
+    minute = now // 60 * 60
+    assert [read_whisper(cache.whisper_path(name), now - 120, now + 60) for name in names] \
+        == [{minute: float(i)} for i in range(len(names))]
