@@ -4,8 +4,9 @@ The layout is Debian's graphite-carbon/graphite-web one: carbon's config in /etc
 the render app's local_settings.py in /etc/graphite, whisper under
 /var/lib/graphite/whisper, logs under /var/log/carbon, pid files in /run/carbon, and the
 ``_graphite`` system user. The daemons get there the way carbon reads paths: the units set
-GRAPHITE_CONF_DIR, and the installed carbon.conf sets STORAGE_DIR, LOG_DIR and PID_DIR in
-each daemon's section (LOCAL_DATA_DIR follows from STORAGE_DIR).
+GRAPHITE_CONF_DIR (and GRAPHITE_STORAGE_DIR, for sections that set no STORAGE_DIR), and
+the installed carbon.conf sets STORAGE_DIR, LOG_DIR and PID_DIR in each daemon's section
+(LOCAL_DATA_DIR follows from STORAGE_DIR).
 
 ``plan(layout)`` lists the steps; each is idempotent (a file already as wanted is left
 alone; an existing config file is never overwritten) and knows how to say what it would
@@ -69,6 +70,7 @@ class Layout:
                              "RuntimeDirectory=): %s" % self.pid_dir)
         return {"USER": self.user, "GROUP": self.group, "BINDIR": self.bindir,
                 "CONF_DIR": self.conf_dir, "RENDER_SETTINGS": self.render_settings,
+                "STORAGE_DIR": self.storage_dir,
                 "RUNTIME_DIRECTORY": os.path.basename(self.pid_dir),
                 "WRITABLE": " ".join((self.storage_dir, self.log_dir))}
 
@@ -177,6 +179,10 @@ def enable_step(layout: Layout, unit: str) -> Step:
     """carbon.target.wants/UNIT -> its template, as ``systemctl enable`` makes it."""
     wants = "%s/carbon.target.wants/%s" % (layout.unit_dir, unit)
     template = re.sub(r"@[^.]+\.", "@.", unit)
+    if template not in UNITS or template == "carbon.target" or template.endswith("@.service") \
+            and template == unit:
+        raise SystemExit("install-layout: cannot enable %s: not one of %s (templates need "
+                         "an instance: carbon-cache@a)" % (unit, ", ".join(UNITS[:-1])))
     target = "%s/%s" % (layout.unit_dir, template)
     link = layout.host(wants)
 

@@ -73,7 +73,8 @@ def test_install_layout_writes_user_folders_config_and_units(tmp_path):
     cache = (units / "carbon-cache@.service").read_text()
     assert "ExecStart=%s/carbon-cache.py --instance=%%i --nodaemon --log-to=${CARBON_LOG_TO}" \
         " start" % BINDIR in cache
-    assert "Environment=GRAPHITE_CONF_DIR=/etc/carbon" in cache
+    assert "Environment=GRAPHITE_CONF_DIR=/etc/carbon GRAPHITE_STORAGE_DIR=/var/lib/graphite" \
+        in cache
     assert "ExecReload=/bin/kill -HUP $MAINPID" in cache
     assert "RuntimeDirectory=carbon" in cache
     render = (units / "graphite-render.service").read_text()
@@ -110,6 +111,13 @@ def test_install_layout_again_changes_nothing_and_keeps_an_edited_config(tmp_pat
     assert conf.read_text() == "[cache]\nMAX_CACHE_SIZE = 5\n"
 
 
+@pytest.mark.parametrize("unit", ["carbon-cache@.service", "carbon-cashe@a", "carbon.target"])
+def test_enabling_an_unknown_unit_is_refused_before_anything_is_written(tmp_path, unit):
+    with pytest.raises(SystemExit, match="cannot enable"):
+        main(["install-layout", "--root", str(tmp_path), "--bindir", BINDIR, "--enable", unit])
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_dry_run_says_everything_and_writes_nothing(tmp_path, capsys):
     assert main(["install-layout", "--root", str(tmp_path), "--bindir", BINDIR,
                  "--dry-run", "--enable", "carbon-cache@c"]) == 0
@@ -138,10 +146,11 @@ print(json.dumps(out))
 """ % (PATHS,)
 
 
-@pytest.mark.parametrize("storage_env", [None, "/srv/elsewhere"])
+@pytest.mark.parametrize("storage_env", [None, "/var/lib/graphite", "/srv/elsewhere"])
 def test_installed_conf_paths_are_carbons_own(tmp_path, storage_env):
-    """Ours and carbon 1.1.10's read_config, with the units' GRAPHITE_CONF_DIR (and a
-    GRAPHITE_STORAGE_DIR, which the STORAGE_DIR of the installed conf overrides)."""
+    """Ours and carbon 1.1.10's read_config, with the units' GRAPHITE_CONF_DIR, with or
+    without a GRAPHITE_STORAGE_DIR (the units set the layout's; the STORAGE_DIR of the
+    installed conf's sections overrides any)."""
     install(tmp_path)
     environ = {"GRAPHITE_CONF_DIR": str(tmp_path / "etc/carbon")}
     if storage_env:
