@@ -167,6 +167,8 @@ class Booted:
         if self.proc is not None and self.proc.poll() is None:
             if self.systemd_pid:
                 self.run(["systemctl", "poweroff"], check=False, timeout=30)
+            else:   # nspawn asks the container's init to power off
+                os.kill(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:

@@ -129,6 +129,49 @@ def test_dry_run_says_everything_and_writes_nothing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+# The path keys of Debian's graphite-carbon carbon.conf (in [cache] only; its PID_DIR
+# changed to the units' /run/carbon, as docs/deploying.md says), and a relay section
+# that sets none.
+DEBIAN_STYLE = """[cache]
+STORAGE_DIR    = /var/lib/graphite/
+LOCAL_DATA_DIR = /var/lib/graphite/whisper/
+CONF_DIR       = /etc/carbon/
+LOG_DIR        = /var/log/carbon/
+PID_DIR        = /run/carbon
+USER = _graphite
+
+[relay]
+LINE_RECEIVER_PORT = 2013
+DESTINATIONS = 127.0.0.1:2004
+
+[aggregator]
+LINE_RECEIVER_PORT = 2023
+"""
+
+
+def test_a_debian_style_conf_with_the_units_environment(tmp_path):
+    conf = tmp_path / "etc/carbon"
+    conf.mkdir(parents=True)
+    (conf / "carbon.conf").write_text(DEBIAN_STYLE)
+    environ = {"GRAPHITE_CONF_DIR": str(conf), "GRAPHITE_STORAGE_DIR": "/var/lib/graphite"}
+    cases = [("carbon-cache", "a"), ("carbon-relay", "a"), ("carbon-aggregator", "a")]
+    ours = [installed_paths(tmp_path, program, instance, environ) for program, instance in cases]
+    assert ours == reference_paths(tmp_path, cases, environ)
+    assert ours[0]["pidfile"] == "/run/carbon/carbon-cache-a.pid"
+    assert ours[0]["CONF_DIR"] == "/etc/carbon"
+    assert ours[1]["LOG_DIR"] == "/var/lib/graphite/log/carbon-relay/carbon-relay-a"
+    assert ours[1]["pidfile"] == "/var/lib/graphite/carbon-relay-a.pid"
+
+
+def reference_paths(tmp_path: Path, cases: list, environ: dict) -> list:
+    python = reference_venv() / "bin" / "python"
+    theirs = subprocess.run([str(python), "-c", REFERENCE, json.dumps(cases)],
+                            capture_output=True, text=True, cwd=tmp_path,
+                            env=dict(environ, PATH="/usr/bin:/bin"))
+    assert theirs.returncode == 0, theirs.stderr
+    return json.loads(theirs.stdout)
+
+
 def installed_paths(root: Path, program: str, instance: str, environ: dict) -> dict:
     settings = load_settings(program, instance, None, "/opt/carbon-fast", environ=environ)
     return {key: os.path.normpath(settings[key]) for key in PATHS}
@@ -157,12 +200,7 @@ def test_installed_conf_paths_are_carbons_own(tmp_path, storage_env):
         environ["GRAPHITE_STORAGE_DIR"] = storage_env
     ours = [installed_paths(tmp_path, program, instance, environ)
             for program, instance in CASES]
-    python = reference_venv() / "bin" / "python"
-    theirs = subprocess.run([str(python), "-c", REFERENCE, json.dumps(CASES)],
-                            capture_output=True, text=True, cwd=tmp_path,
-                            env=dict(environ, PATH="/usr/bin:/bin"))
-    assert theirs.returncode == 0, theirs.stderr
-    assert ours == json.loads(theirs.stdout)
+    assert ours == reference_paths(tmp_path, CASES, environ)
     cache_a = dict(zip(PATHS, ours[0].values(), strict=True))
     assert cache_a["LOCAL_DATA_DIR"] == "/var/lib/graphite/whisper"
     assert cache_a["LOG_DIR"] == "/var/log/carbon/carbon-cache-a"
