@@ -5,6 +5,7 @@ Python headers are present, and the pure-Python code it mirrors is used otherwis
 CARBON_REQUIRE_NATIVE=1 to make a failed build an error, as the test setup does).
 """
 
+import glob
 import os
 
 from setuptools import Extension, find_packages, setup
@@ -58,6 +59,9 @@ setup(
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
     python_requires=">=3.11",
     ext_modules=NATIVE,
+    # the systemd units and the shipped conf/ that `carbon-fast install-layout` installs
+    package_data={"carbon.deploy": ["systemd/*"]},
+    data_files=[("share/carbon-fast/conf", sorted(glob.glob("conf/*")))],
     cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
         "twisted>=22.10",
@@ -84,6 +88,7 @@ setup(
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
             "carbon-cluster = carbon.cluster.cli:main",
+            "carbon-fast = carbon.deploy.cli:main",
         ],
         "carbon.routers": [
             "cluster-rebalance = carbon.cluster.router:RebalancingRouter",

@@ -7,7 +7,7 @@ import pwd
 import sys
 from typing import Any
 
-from twisted.internet import defer, threads
+from twisted.internet import defer, task, threads
 from twisted.python import failure
 
 from carbon.cache.journal import Journal, journal_dir
@@ -18,6 +18,7 @@ from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
+from carbon.daemon.notify import notify
 from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
@@ -26,6 +27,13 @@ from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
 
 SWITCH_INTERVAL = 0.001
+# While the cache drains at shutdown under systemd: every DRAIN_STATUS_SECONDS the unit's
+# status says what is left, and while the drain makes progress its stop timeout is pushed
+# to DRAIN_EXTEND_SECONDS from then (EXTEND_TIMEOUT_USEC), so a drain longer than
+# TimeoutStopSec still finishes and only a stuck one is killed (its points are in the
+# journal).
+DRAIN_STATUS_SECONDS = 5.0
+DRAIN_EXTEND_SECONDS = 60.0
 
 
 def open_database(settings: Any) -> Any:
@@ -162,6 +170,22 @@ class CacheDaemon(Daemon):
         if problem:
             self.log.msg(problem)
 
+    def watch_drain(self) -> task.LoopingCall:
+        """Tell systemd how the shutdown drain goes (nothing is sent outside systemd)."""
+        last = [self.cache.size]
+
+        def tick() -> None:
+            size = self.cache.size
+            notify("STATUS=Draining %d datapoints to disk" % size)
+            if size < last[0]:
+                notify("EXTEND_TIMEOUT_USEC=%d" % int(DRAIN_EXTEND_SECONDS * 1e6))
+            last[0] = size
+
+        loop = task.LoopingCall(tick)
+        loop.clock = self.reactor
+        loop.start(DRAIN_STATUS_SECONDS, now=False)
+        return loop
+
     @defer.inlineCallbacks
     def stop_sink(self) -> Any:
         port = getattr(self, "carbonlink_port", None)
@@ -178,7 +202,11 @@ class CacheDaemon(Daemon):
         else:
             self.log.msg("Draining %d datapoints of %d metrics to disk before exit"
                          % (self.cache.size, len(self.cache)))
-            drained = yield threads.deferToThread(self.writer.drain)
+            watch = self.watch_drain()
+            try:
+                drained = yield threads.deferToThread(self.writer.drain)
+            finally:
+                watch.stop()
             if not drained:
                 self.log.msg("Could not write %d datapoints before exit" % self.cache.size)
             if journal is not None:
