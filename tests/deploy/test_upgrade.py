@@ -11,9 +11,10 @@ concurrent connections; the sender retries refused connections and resends any b
 whose connection did not close cleanly (tests/deploy/acked_load.py says why a clean
 close means "read"). Then:
 
-1. upgrade: carbon 1.1.10 is stopped (``carbon-cache.py stop``: SIGTERM) and ours is
-   started with the same command line on the same carbon.conf, storage and ports while
-   the sender keeps going (refused connections are retried);
+1. upgrade: the flow into carbon 1.1.10 is paused until its cache is empty (below),
+   it is stopped (``carbon-cache.py stop``: SIGTERM) and ours is started with the same
+   command line on the same carbon.conf, storage and ports; the sender goes on
+   (connections refused meanwhile are retried);
 2. rollback: ours is stopped the same way under the load (no pause: it reads what
    senders wrote and writes all of it), and carbon 1.1.10 is started again;
 3. the load ends; once carbon 1.1.10 has written it, carbon 1.1.10 is stopped.
