@@ -113,7 +113,7 @@ class AckedSender:
     Bounded: every thread gives up at ``limit`` seconds."""
 
     def __init__(self, port: int, batches: list[Batch], rate: float, connections: int = 4,
-                 pause: float = 0.05, retry: float = 0.1, limit: float = 150.0) -> None:
+                 pause: float = 0.05, retry: float = 0.1, limit: float = 300.0) -> None:
         self.port, self.batches, self.rate = port, batches, rate
         self.pause, self.retry, self.limit = pause, retry, limit
         self.queue: collections.deque[Batch] = collections.deque(batches)

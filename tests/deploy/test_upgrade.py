@@ -200,6 +200,11 @@ class Host:
         wait_for(lambda: self.pidfile.exists() and port_open(self.line_port), timeout=60,
                  what="%s to listen" % impl)
         pid = int(self.pidfile.read_text().strip())
+        # the listener must be this daemon's (a port taken by another process meanwhile
+        # would answer the sender too); carbon 1.1.10 daemonizes before it binds
+        wait_for(lambda: listens_on(pid, self.line_port) or _zombie(pid), timeout=30,
+                 what="%s (pid %d) to own port %d" % (impl, pid, self.line_port))
+        assert not _zombie(pid), "%s exited at start: %s" % (impl, self.console())
         self.pids.append(pid)
         self.running = (impl, pid)
         self.spans[impl] = [time.monotonic(), float("inf")]
@@ -247,6 +252,28 @@ class Host:
                 os.kill(pid, signal.SIGKILL)
             except (FileNotFoundError, ProcessLookupError):
                 pass
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """True if ``pid`` holds the socket listening on 127.0.0.1:``port``."""
+    inodes = set()
+    with open("/proc/net/tcp") as table:
+        for row in table.read().splitlines()[1:]:
+            fields = row.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.split(":")[1], 16) == port:
+                inodes.add("socket:[%s]" % inode)
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) in inodes:
+                return True
+        except FileNotFoundError:
+            continue
+    return False
 
 
 def wait_gone(pid: int, what: str) -> None:
@@ -405,6 +432,18 @@ def switch_render_apps(host: Host, folder: Path, now: int) -> list[str]:
                     "%s up in %.1f s" % (name, took) for name, took, _a in rounds))]
 
 
+def progress(sender: AckedSender, host: Host, batches: int, what: str) -> None:
+    """Wait until ``batches`` are acknowledged; on a timeout say what the sender saw."""
+    try:
+        wait_for(lambda: len(sender.acked()) >= batches or sender.errors, timeout=180,
+                 what=what)
+    except AssertionError as exc:
+        raise AssertionError("%s; %d acknowledged, connections %s, errors %s; %s\n%s" % (
+            exc, len(sender.acked()), dict(sender.outcomes), sender.errors, host.events,
+            host.console())) from None
+    assert not sender.errors, sender.errors
+
+
 def test_upgrade_from_live_carbon_1_1_10_and_back(tmp_path: Path) -> None:
     host = Host(tmp_path / "host")
     now = int(time.time())
@@ -419,22 +458,21 @@ def test_upgrade_from_live_carbon_1_1_10_and_back(tmp_path: Path) -> None:
         host.start("reference")
         sender.leg = "upgrade"
         sender.start()
-        wait_for(lambda: len(sender.acked()) >= len(batches) // 4 or sender.errors,
-                 timeout=60, what="a quarter of the load acknowledged by carbon 1.1.10")
+        progress(sender, host, len(batches) // 4, "a quarter of the load acknowledged by "
+                 "carbon 1.1.10")
         # 1. upgrade: carbon 1.1.10 -> ours, same conf, storage, ports, command line
         if hold_reference:
             report.append("carbon 1.1.10 quiesced in %.2f s" % quiesce(host, sender, names))
         host.stop()
         host.start("ours")
         sender.release()
-        wait_for(lambda: len(sender.acked()) >= len(batches) * 6 // 10 or sender.errors,
-                 timeout=90, what="60% of the load acknowledged")
+        progress(sender, host, len(batches) * 6 // 10, "60% of the load acknowledged")
         # 2. rollback: ours -> carbon 1.1.10, under the load (no hold for ours)
         sender.leg = "rollback"
         host.stop()
         assert host.journal_segments() == [], "a clean stop left journal segments"
         host.start("reference")
-        sender.join(150)
+        sender.join(300)
         assert not sender.errors, sender.errors
         assert sender.done()
         # 3. carbon 1.1.10 writes what it holds, then it is stopped (no load left)
