@@ -163,9 +163,8 @@ class Host:
         self.data_dir = self.storage / "whisper"
         self.conf.mkdir(parents=True)
         self.data_dir.mkdir(parents=True)
-        self.ports = {prefix: free_port() for prefix in CACHE_KEYS}
-        example = (self.venv / "conf" / "carbon.conf.example").read_text()
-        (self.conf / "carbon.conf").write_text(carbon_conf(example, self.ports))
+        self.ports: dict[str, int] = {}
+        self.new_ports()
         (self.conf / "storage-schemas.conf").write_text(SCHEMAS)
         shutil.copy(self.venv / "conf" / "storage-aggregation.conf.example",
                     self.conf / "storage-aggregation.conf")
@@ -175,6 +174,27 @@ class Host:
         self.running: tuple[str, int] | None = None
         self.events: list[str] = []
         self.spans: dict[str, list[float]] = {}  # impl -> [listening since, stop sent]
+
+    def new_ports(self) -> None:
+        """carbon.conf: carbon 1.1.10's example with free loopback ports in [cache]."""
+        self.ports = {prefix: free_port() for prefix in CACHE_KEYS}
+        example = (self.venv / "conf" / "carbon.conf.example").read_text()
+        (self.conf / "carbon.conf").write_text(carbon_conf(example, self.ports))
+
+    def first_start(self, impl: str) -> None:
+        """``start``, on other ports if another process took one of them meanwhile (the
+        machine is shared; later starts must reuse the ports, as an upgrade does)."""
+        for _attempt in range(3):
+            try:
+                self.start(impl)
+                return
+            except AssertionError as exc:
+                if "already in use" not in str(exc) + self.console():
+                    raise
+                self.events.append("a port was taken by another process: new ports")
+                shutil.rmtree(self.log_dir, ignore_errors=True)
+                self.new_ports()
+        self.start(impl)
 
     @property
     def line_port(self) -> int:
@@ -197,15 +217,21 @@ class Host:
         began = time.monotonic()
         done = self.command(impl, "start")
         assert done.returncode == 0, (impl, done.stdout, done.stderr, self.console())
-        wait_for(lambda: self.pidfile.exists() and port_open(self.line_port), timeout=60,
-                 what="%s to listen" % impl)
-        pid = int(self.pidfile.read_text().strip())
+
+        def written_pid() -> int | None:
+            try:
+                return int(self.pidfile.read_text().strip())
+            except (FileNotFoundError, ValueError):
+                return None
+
+        pid = wait_for(written_pid, timeout=60, what="%s's pidfile" % impl)
+        assert isinstance(pid, int)
+        self.pids.append(pid)
         # the listener must be this daemon's (a port taken by another process meanwhile
         # would answer the sender too); carbon 1.1.10 daemonizes before it binds
-        wait_for(lambda: listens_on(pid, self.line_port) or _zombie(pid), timeout=30,
-                 what="%s (pid %d) to own port %d" % (impl, pid, self.line_port))
+        wait_for(lambda: listens_on(pid, self.line_port) or _zombie(pid), timeout=60,
+                 what="%s (pid %d) to listen on port %d" % (impl, pid, self.line_port))
         assert not _zombie(pid), "%s exited at start: %s" % (impl, self.console())
-        self.pids.append(pid)
         self.running = (impl, pid)
         self.spans[impl] = [time.monotonic(), float("inf")]
         took = time.monotonic() - began
@@ -452,10 +478,11 @@ def test_upgrade_from_live_carbon_1_1_10_and_back(tmp_path: Path) -> None:
     history = make_tree(host, metrics, schema, now)
     batches = make_batches(metrics, PER_METRIC, BATCH_POINTS)
     hold_reference = os.environ.get("UPGRADE_NO_HOLD", "") != "1"
-    sender = AckedSender(host.line_port, batches, RATE)
     report: list[str] = []
+    sender: AckedSender | None = None
     try:
-        host.start("reference")
+        host.first_start("reference")
+        sender = AckedSender(host.line_port, batches, RATE)
         sender.leg = "upgrade"
         sender.start()
         progress(sender, host, len(batches) // 4, "a quarter of the load acknowledged by "
@@ -511,7 +538,8 @@ def test_upgrade_from_live_carbon_1_1_10_and_back(tmp_path: Path) -> None:
             assert info["aggregationMethod"] == method, metric.name
             assert info["xFilesFactor"] == pytest.approx(xff), metric.name  # a float32
     finally:
-        sender.hold()
+        if sender is not None:
+            sender.hold()
         host.kill_all()
 
 
@@ -541,7 +569,7 @@ def sigterm_just_after_a_read(host: Host, impl: str, metrics: list[Metric]) -> i
     names = [m.name for m in metrics]
     batches = make_batches(metrics, 2, len(metrics))  # one point a metric a batch
     try:
-        host.start(impl)
+        host.first_start(impl)
         assert deliver(host.line_port, batches[0].payload, 0.0) is None
         # the writer wrote it and went to sleep ...
         wait_for(lambda: host.cached_points(names) == 0 and all(
