@@ -491,8 +491,15 @@ def test_upgrade_from_live_carbon_1_1_10_and_back(tmp_path: Path) -> None:
         if hold_reference:
             report.append("carbon 1.1.10 quiesced in %.2f s" % quiesce(host, sender, names))
         host.stop()
+        console = host.log_dir / "console.log"
+        before = console.stat().st_size
         host.start("ours")
         sender.release()
+        with open(console, "rb") as handle:  # ours appends to carbon 1.1.10's console.log
+            handle.seek(before)
+            ours_lines = handle.read().decode("utf-8", "replace")
+        assert "Carbon" in ours_lines or "carbon" in ours_lines, ours_lines
+        assert "WARNING" not in ours_lines, ours_lines  # the example carbon.conf is clean
         progress(sender, host, len(batches) * 6 // 10, "60% of the load acknowledged")
         # 2. rollback: ours -> carbon 1.1.10, under the load (no hold for ours)
         sender.leg = "rollback"
