@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from carbon.hashing import ConsistentHashRing, JumpHashRing
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Processor
 from carbon.relay.index import RouteIndex
 from carbon.relay.routing import ConsistentHashingRouter, _same_key
 
@@ -118,9 +118,11 @@ class ChunkRouter:
         self._sync_codes()
 
 
-class ChunkStage:
+class ChunkStage(Processor):
     """The relay's last processor: whole reads go to ``RelaySink.put_chunk``."""
 
+    handles_lines = True
+    handles_chunks = True
     passes_chunks = True
 
     def __init__(self, sink: Any) -> None:

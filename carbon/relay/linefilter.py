@@ -9,17 +9,18 @@ dropped when either pattern list is reloaded with new patterns.
 from __future__ import annotations
 
 from itertools import compress
-from typing import Any
-
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Processor
+from carbon.processors.filters import ListFilter
 
 KEEP, BLACK, WHITE = 1, 2, 3  # verdict bytes
 
 
-class LineListFilter:
+class LineListFilter(Processor):
     """A ListFilter that also handles LineBatches (see the module docstring)."""
 
-    def __init__(self, list_filter: Any, size: int = 100000) -> None:
+    handles_lines = True
+
+    def __init__(self, list_filter: ListFilter, size: int = 100000) -> None:
         self.filter = list_filter
         self.size = max(1, size)
         self.verdicts: dict[bytes, int] = {}

@@ -27,7 +27,7 @@ from twisted.internet import defer
 from carbon.config.defaults import DEFAULTS
 from carbon.formats.pickled import items_from_lines
 from carbon.logs import CarbonLog
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Sink
 from carbon.relay.client import DestinationClient
 from carbon.relay.chunks import ChunkRouter, available as chunks_available
 from carbon.relay.client_set import configured_destinations, make_clients, spool_directory
@@ -40,7 +40,7 @@ from carbon.routers import DatapointRouter, make_router
 from carbon.tags import normalize_batch
 
 
-class RelaySink:
+class RelaySink(Sink):
     """Routes batches to destination clients; see the module docstring."""
 
     def __init__(self, settings: Any, flow: Any, stats: Any, reactor: Any, *,
