@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from twisted.internet import defer, threads
+from twisted.internet.interfaces import IListeningPort
 from twisted.python import failure
 
 from carbon.cache.journal import Journal, journal_dir
@@ -22,25 +23,28 @@ from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.receivers.limits import listen_tcp
+from carbon.storage.backend import StorageBackend, as_backend
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
 
 SWITCH_INTERVAL = 0.001
 
 
-def open_database(settings: Any) -> Any:
+def open_database(settings: Any) -> StorageBackend:
     name = settings.DATABASE
     if name not in STORAGE_BACKENDS:
         raise ConfigError("No database plugin implemented for '%s' (known: %s)"
                           % (name, ", ".join(STORAGE_BACKENDS.names())),
                           settings.get("config_file"), key="DATABASE")
-    return STORAGE_BACKENDS.get(name)(settings)
+    return as_backend(STORAGE_BACKENDS.get(name)(settings))
 
 
 class CacheDaemon(Daemon):
     """Stores received points in the cache and writes them to the database."""
 
     metric_kind = "agents"
+    syncing: defer.Deferred[None] | None = None  # a journal fdatasync under way
+    carbonlink_port: IListeningPort | None = None  # with CACHE_QUERY_PORT
 
     def make_sink(self) -> CacheSink:
         settings = self.settings
@@ -126,7 +130,7 @@ class CacheDaemon(Daemon):
 
     def descriptor_claims(self) -> int:
         """The whisper descriptor cache's room (it opens files as it writes)."""
-        return int(getattr(self.database, "descriptor_capacity", 0))
+        return self.database.descriptor_capacity
 
     def flush_logs(self) -> None:
         """One summary line per interval for every bounded log of the cache daemon."""
@@ -145,7 +149,7 @@ class CacheDaemon(Daemon):
 
     def sync_journal(self) -> Any:
         """fdatasync the journal on a pool thread (one at a time)."""
-        if getattr(self, "syncing", None) is not None:
+        if self.syncing is not None:
             return None
         self.syncing = threads.deferToThread(self.journal.sync)
 
@@ -164,11 +168,11 @@ class CacheDaemon(Daemon):
 
     @defer.inlineCallbacks
     def stop_sink(self) -> Any:
-        port = getattr(self, "carbonlink_port", None)
+        port = self.carbonlink_port
         self.writer.stop_event.set()
         yield threads.deferToThread(self.writer.stop, 5.0)
         journal = self.journal
-        if getattr(self, "syncing", None) is not None:
+        if self.syncing is not None:
             yield self.syncing
         if journal is not None and not self.settings.SHUTDOWN_DRAIN_CACHE:
             journal.close(remove=self.cache.is_empty())
@@ -185,6 +189,4 @@ class CacheDaemon(Daemon):
                 journal.close(remove=drained and self.cache.is_empty())
         if port is not None:
             yield port.stopListening()
-        close = getattr(self.database, "close", None)
-        if close is not None:
-            close()
+        self.database.close()

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from carbon import tags
 from carbon.plugins import STORAGE_BACKENDS
+from carbon.storage.backend import Capabilities, CreateRequest, CreateResult, StorageBackend
 from carbon.storage.fdcache import FdCache, Handle, effective_capacity
 from carbon.storage.whisper_create import (
     CreateOptions, create_many, exists_many, file_plan,
@@ -67,14 +68,24 @@ _CREATED_KEEP = 1024
 
 
 @STORAGE_BACKENDS.register("whisper")
-class WhisperDatabase:
+class WhisperDatabase(StorageBackend):
     """Whisper files under LOCAL_DATA_DIR, one per metric (``a.b.c`` -> ``a/b/c.wsp``).
 
     Thread-safe: the writer thread writes while the reactor may read or set metadata.
+
+    ``create_many`` writes each new file's first points in its create, and
+    ``prepare_create_many`` splits it: a subclass that overrides ``create_many`` declares
+    its own ``capabilities`` (without, it gets none: it is called as ``create_many``).
     """
 
     plugin_name = "whisper"
     aggregation_methods = tuple(AGGREGATION_METHODS)
+    capabilities = Capabilities(writes_on_create=True, overlaps_creates=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "create_many" in cls.__dict__ and "capabilities" not in cls.__dict__:
+            cls.capabilities = Capabilities()
 
     def __init__(self, settings: Any) -> None:
         data_dir = settings.get("LOCAL_DATA_DIR")
@@ -170,17 +181,9 @@ class WhisperDatabase:
         if error is not None:
             raise error
 
-    @property
-    def writes_on_create(self) -> bool:
-        """Whether ``create_many`` takes each file's first points (written in the
-        create's own write): this class's does; a subclass that overrides it says so
-        itself."""
-        return type(self).create_many is WhisperDatabase.create_many
-
-    def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                  float | None, str | None]],
-                    points: Sequence[array] | None = None, now: int | None = None
-                    ) -> list[Exception | float | None]:
+    def create_many(self, requests: Sequence[CreateRequest],
+                    points: Sequence[array[float] | None] | None = None, now: int | None = None
+                    ) -> list[CreateResult]:
         """Create files for (metric, retentions, xff, method) requests in one batch
         (see carbon.storage.whisper_create); per request None or its error.
 
@@ -197,16 +200,9 @@ class WhisperDatabase:
         job.run()
         return job.finish()
 
-    @property
-    def overlaps_creates(self) -> bool:
-        """Whether ``prepare_create_many`` may stand for ``create_many`` (a subclass that
-        overrides ``create_many`` is called as such)."""
-        return type(self).create_many is WhisperDatabase.create_many
-
-    def prepare_create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                          float | None, str | None]],
-                            points: Sequence[array] | None = None, now: int | None = None
-                            ) -> CreateJob:
+    def prepare_create_many(self, requests: Sequence[CreateRequest],
+                            points: Sequence[array[float] | None] | None = None,
+                            now: int | None = None) -> CreateJob:
         """``create_many`` in three steps: this one (headers, first images), the job's
         ``run`` (the file-system calls alone: any thread, while this one prepares the
         next batch) and its ``finish`` (adopting descriptors: the preparing thread)."""
@@ -267,7 +263,7 @@ class WhisperDatabase:
                     self._adopt_new(item[0], item[1], result.fd, image is None)
         return errors
 
-    def _first_images(self, items: list[tuple], points: list[array | None], now: int
+    def _first_images(self, items: list[tuple], points: list[array[float] | None], now: int
                       ) -> list[bytes | None]:
         """Per new file, its first bytes with ``points`` written (or None: no points,
         or an update ``write_batch`` would leave to ``write``)."""
@@ -304,7 +300,7 @@ class WhisperDatabase:
             while len(self._created) > self.created_keep:
                 self._fds.release(self._created.pop(next(iter(self._created))))
 
-    def write_batch(self, items: Sequence[tuple[str, array]],
+    def write_batch(self, items: Sequence[tuple[str, array[float]]],
                     now: int | None = None) -> list[float | None]:
         """Write many metrics' cached points in one call that releases the GIL
         (carbon.storage._whisper_writer), in the common case.
