@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from twisted.internet import defer, threads
-from twisted.internet.interfaces import IListeningPort
 from twisted.python import failure
 
 from carbon.cache.journal import Journal, journal_dir
@@ -22,7 +21,7 @@ from carbon.daemon.base import Daemon
 from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
-from carbon.receivers.limits import listen_tcp
+from carbon.receivers.limits import GuardedPort, listen_tcp
 from carbon.storage.backend import StorageBackend, as_backend
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.writer import Writer
@@ -44,7 +43,7 @@ class CacheDaemon(Daemon):
 
     metric_kind = "agents"
     syncing: defer.Deferred[None] | None = None  # a journal fdatasync under way
-    carbonlink_port: IListeningPort | None = None  # with CACHE_QUERY_PORT
+    carbonlink_port: GuardedPort | None = None  # with CACHE_QUERY_PORT
 
     def make_sink(self) -> CacheSink:
         settings = self.settings
@@ -76,7 +75,8 @@ class CacheDaemon(Daemon):
             return None
         owner = None
         if settings.USER and os.getuid() == 0:  # the daemon drops to USER once started
-            owner = tuple(pwd.getpwnam(settings.USER)[2:4])
+            user = pwd.getpwnam(settings.USER)
+            owner = (user.pw_uid, user.pw_gid)
         return Journal(journal_dir(settings), self.cache, self.log,
                        segment_bytes=int(settings.CACHE_JOURNAL_SEGMENT_BYTES),
                        max_bytes=float(settings.CACHE_JOURNAL_MAX_BYTES),
@@ -149,7 +149,7 @@ class CacheDaemon(Daemon):
 
     def sync_journal(self) -> Any:
         """fdatasync the journal on a pool thread (one at a time)."""
-        if self.syncing is not None:
+        if self.syncing is not None or self.journal is None:
             return None
         self.syncing = threads.deferToThread(self.journal.sync)
 

@@ -37,7 +37,7 @@ class RouteIndex:
         self.current: dict[bytes, int] = {}
         self.retired: dict[bytes, int] = {}
         self.codes_of: dict[tuple[int, ...], int] = {}
-        self.codes_by_answer: dict[tuple, int] = {}  # the router's answer -> code
+        self.codes_by_answer: dict[tuple[Destination, ...], int] = {}  # answer -> code
         self.members: list[tuple[int, ...]] = []  # code -> destination positions
         self.tables = [bytearray(MAX_CODES) for _ in destinations]
         self.generation = getattr(router, "generation", 0)
@@ -109,7 +109,7 @@ class RouteIndex:
             memo[key] = code
         return bytes(map(memo.__getitem__, map(id, answers)))
 
-    def _answer_code(self, answer: tuple) -> int | None:
+    def _answer_code(self, answer: tuple[Destination, ...]) -> int | None:
         """The code of one router answer (a tuple of destinations); None past 256 codes."""
         code = self.codes_by_answer.get(answer)
         if code is None:

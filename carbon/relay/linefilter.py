@@ -24,7 +24,7 @@ class LineListFilter(Processor):
         self.filter = list_filter
         self.size = max(1, size)
         self.verdicts: dict[bytes, int] = {}
-        self._patterns: tuple = ()
+        self._patterns: tuple[object, ...] = ()  # the pattern lists the verdicts are of
 
     def reload(self) -> None:
         self.filter.reload()

@@ -36,7 +36,7 @@ from carbon.plugins import STORAGE_BACKENDS
 from carbon.storage.backend import Capabilities, CreateRequest, CreateResult, StorageBackend
 from carbon.storage.fdcache import FdCache, Handle, effective_capacity
 from carbon.storage.whisper_create import (
-    CreateOptions, create_many, exists_many, file_plan,
+    CreateOptions, FileItem, create_many, exists_many, file_plan,
 )
 from carbon.storage.whisper_format import (
     AGGREGATION_METHODS, Header, aggregate, pack_metadata, parse_header,
@@ -59,9 +59,9 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 try:  # optional C accelerator (setup.py builds it)
-    from carbon.storage import _whisper_writer as update_native
+    import carbon.storage._whisper_writer as update_native
 except ImportError:  # pragma: no cover - built without a compiler
-    update_native = None  # type: ignore[assignment]
+    update_native = None
 
 
 _CREATED_KEEP = 1024
@@ -178,7 +178,7 @@ class WhisperDatabase(StorageBackend):
                xfilesfactor: float | None, aggregation_method: str | None) -> None:
         """Create the metric's file as whisper.create would (None picks 0.5 / average)."""
         error = self.create_many([(metric, retentions, xfilesfactor, aggregation_method)])[0]
-        if error is not None:
+        if isinstance(error, Exception):  # (a float only comes with points)
             raise error
 
     def create_many(self, requests: Sequence[CreateRequest],
@@ -208,9 +208,10 @@ class WhisperDatabase(StorageBackend):
         next batch) and its ``finish`` (adopting descriptors: the preparing thread)."""
         started = time.time()
         errors: list[Exception | float | None] = [None] * len(requests)
-        items: list[tuple] = []
+        items: list[FileItem] = []
         where: list[int] = []
-        plans: dict[tuple, tuple[bytes, int] | Exception] = {}  # metrics share schemas
+        # metrics share schemas: (retentions, xff, method) -> plan
+        plans: dict[tuple[object, ...], tuple[bytes, int] | Exception] = {}
         for index, (metric, retentions, xff, method) in enumerate(requests):
             key = (tuple(retentions), xff, method)
             plan = plans.get(key)
@@ -250,6 +251,7 @@ class WhisperDatabase(StorageBackend):
             for index in job.where:
                 errors[index] = results
             return errors
+        assert results is not None  # finish() ran run() first
         took = job.seconds / len(job.items)
         with self._lock:
             for index, item, image, result in zip(job.where, job.items, job.images, results,
@@ -263,7 +265,7 @@ class WhisperDatabase(StorageBackend):
                     self._adopt_new(item[0], item[1], result.fd, image is None)
         return errors
 
-    def _first_images(self, items: list[tuple], points: list[array[float] | None], now: int
+    def _first_images(self, items: list[FileItem], points: list[array[float] | None], now: int
                       ) -> list[bytes | None]:
         """Per new file, its first bytes with ``points`` written (or None: no points,
         or an update ``write_batch`` would leave to ``write``)."""
@@ -426,7 +428,7 @@ class WhisperDatabase(StorageBackend):
 
     # -- metadata ---------------------------------------------------------------------
 
-    def info(self, metric: str) -> dict:
+    def info(self, metric: str) -> dict[str, Any]:
         """The metric's header as ``whisper.info`` reports it."""
         path = self.get_filesystem_path(metric)
         with self._lock:
@@ -504,7 +506,7 @@ class CreateJob:
     ``finish`` (after ``run``, on the preparing thread) books them."""
 
     def __init__(self, database: WhisperDatabase, errors: list[Exception | float | None],
-                 items: list[tuple], where: list[int], images: list[bytes | None],
+                 items: list[FileItem], where: list[int], images: list[bytes | None],
                  seconds: float) -> None:
         self.database = database
         self.errors = errors  # per request; the schema errors already in

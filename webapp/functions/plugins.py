@@ -21,7 +21,7 @@ from webapp.plugins import RENDER_FUNCTIONS
 class PluginFunction:
     """A plugin function without a parameter schema: called as given, not validated."""
 
-    def __init__(self, name: str, group: str, func: Callable) -> None:
+    def __init__(self, name: str, group: str, func: Callable[..., Any]) -> None:
         self.name = name
         self.group = group
         self.params: list[Param] = []
@@ -34,7 +34,7 @@ class PluginFunction:
         """No schema: the arguments as given."""
         return args, kwargs
 
-    def __call__(self, requestContext: dict, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, requestContext: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         return self.func(requestContext, *args, **kwargs)
 
 
