@@ -48,7 +48,8 @@ class LineListFilter(Processor):
         black, white = self.filter.blacklist, self.filter.whitelist
         if not black and not white:
             return batch
-        patterns = (getattr(black, "patterns", None), getattr(white, "patterns", None))
+        patterns = (black.patterns if black is not None else None,
+                    white.patterns if white is not None else None)
         verdicts = self.verdicts
         if (len(verdicts) > self.size or len(self._patterns) != 2
                 or patterns[0] is not self._patterns[0] or patterns[1] is not self._patterns[1]):

@@ -71,9 +71,11 @@ class StorageBackend(Protocol):
         ...
 
     # metadata values are whatever the backend keeps (whisper: the aggregation method)
-    def get_metadata(self, metric: str, key: str) -> Any: ...
+    def get_metadata(self, metric: str, key: str) -> object: ...
 
-    def set_metadata(self, metric: str, key: str, value: Any) -> Any: ...
+    def set_metadata(self, metric: str, key: str, value: object) -> object:
+        """Set metadata ``key``; the old value."""
+        ...
 
     # -- optional calls, defaults on the base contract ------------------------------------
     def exists_many(self, metrics: Sequence[str]) -> list[bool]:
@@ -173,11 +175,13 @@ class PluginBackend(StorageBackend):
             self.plugin.write(metric, datapoints, now)
         return int(dropped or 0)
 
-    def get_metadata(self, metric: str, key: str) -> Any:
-        return self.plugin.get_metadata(metric, key)
+    def get_metadata(self, metric: str, key: str) -> object:
+        value: object = self.plugin.get_metadata(metric, key)
+        return value
 
-    def set_metadata(self, metric: str, key: str, value: Any) -> Any:
-        return self.plugin.set_metadata(metric, key, value)
+    def set_metadata(self, metric: str, key: str, value: object) -> object:
+        old: object = self.plugin.set_metadata(metric, key, value)
+        return old
 
     def exists_many(self, metrics: Sequence[str]) -> list[bool]:
         own = self._own.get("exists_many")

@@ -98,6 +98,7 @@ class WhisperDatabase(StorageBackend):
         self.autoflush = bool(settings.get("WHISPER_AUTOFLUSH", False))
         self.lock_writes = bool(settings.get("WHISPER_LOCK_WRITES", False))
         self.fadvise_random = bool(settings.get("WHISPER_FADVISE_RANDOM", False))
+        # posix_fallocate / posix_fadvise are not on every platform
         if self.fallocate_create and not hasattr(os, "posix_fallocate"):
             log.error("WHISPER_FALLOCATE_CREATE is enabled but posix_fallocate is unavailable")
             self.fallocate_create = False

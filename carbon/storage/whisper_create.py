@@ -37,6 +37,7 @@ _ZEROES = bytes(16384)
 # even), a larger one is fallocated (a 103 KB body about 1.9x faster than writing it).
 # The bytes are the same either way. The C accelerator uses the same value.
 SMALL_BODY = 16384
+# O_CLOEXEC is not on every platform
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 

@@ -75,6 +75,7 @@ def load_function_plugins(modules: list[str], path: str | None = None) -> list[s
                               key="FUNCTION_PLUGINS") from None
         for attr, registry in (("SeriesFunctions", RENDER_FUNCTIONS),
                                ("PieFunctions", PIE_FUNCTIONS)):
+            # graphite-web's plugin API: a module exports either dict or both
             for name, func in dict(getattr(module, attr, None) or {}).items():
                 _add(registry, name, _wrap(name, func, module_name), module_name)
                 added.append(name)

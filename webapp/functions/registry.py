@@ -198,7 +198,8 @@ NO_TRAITS = Traits()
 
 class Function(Protocol):
     """What the evaluator and /functions use of a registered function (RenderFunction,
-    or a FUNCTION_PLUGINS function without a schema)."""
+    or a FUNCTION_PLUGINS function without a schema). Any: arguments and results are of
+    every render type (series lists, numbers, strings, nested calls' results)."""
 
     name: str
     group: str

@@ -36,6 +36,7 @@ def make_context(store: Any, settings: Any, start: datetime, end: datetime, now:
         'failedHosts': [], 'store': store, 'settings': settings,
         'evaluateTarget': evaluate_target, 'fetchSeries': fetch_series,
     }
+    # a store without events (a test's, remote-only)
     events = getattr(store, 'events', None)
     if events is not None:
         ctx['findEvents'] = events.event_times
@@ -224,5 +225,6 @@ def _is_call_error(err: TypeError, func: Any) -> bool:
     while tb is not None:
         depth += 1
         tb = tb.tb_next
+    # any callable (a functools.partial has no __name__)
     name = getattr(func, '__name__', '')
     return depth <= 1 and name in str(err)
