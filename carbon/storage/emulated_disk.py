@@ -74,9 +74,10 @@ class EmulatedDiskDatabase(WhisperDatabase):
                     ) -> list[CreateResult]:
         errors = super().create_many(requests, points, now)
         made = sum(1 for error in errors if error is None or type(error) is float)
-        written = [index for index, error in enumerate(errors) if type(error) is float]
+        written = [(index, error) for index, error in enumerate(errors)
+                   if isinstance(error, float)]
         delay = self.device.wait(made * self.profile.ios_per_create
                                  + len(written) * self.profile.ios_per_update)
-        for index in written:
-            errors[index] += delay / max(made, 1)  # type: ignore[operator]
+        for index, seconds in written:
+            errors[index] = seconds + delay / max(made, 1)
         return errors
