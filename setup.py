@@ -76,8 +76,8 @@ setup(
         "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
         "playground": ["matplotlib>=3.7", "numpy"],
         "manhole": ["twisted[conch]"],
-        "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
+        "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "mypy>=1.11",
+                 "matplotlib>=3.7", "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
     },
     entry_points={
         "console_scripts": [

@@ -61,6 +61,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as err:
         print('graphite-render: %s' % err, file=sys.stderr)
         return 2
+    # LOG_LEVEL names a logging level; an unknown name falls back
     level = logging.DEBUG if args.debug else getattr(logging, str(settings.LOG_LEVEL).upper(),
                                                      logging.INFO)
     logging.basicConfig(level=level, stream=sys.stderr,

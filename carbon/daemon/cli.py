@@ -168,6 +168,7 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
 def install_sighup(program: str, daemon: Any, reactor: Any) -> None:
     """SIGHUP runs ``daemon.reload`` in the reactor thread (queued until the reactor runs);
     a carbon-cache without one ignores the signal."""
+    # a daemon class has SIGHUP reload or not (carbon.daemon.reload)
     reload = getattr(daemon, "reload", None)
     if reload is not None:  # caches: re-read tunables and schema/rule files
         signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))

@@ -60,8 +60,10 @@ class Progress:
         self.total = total
         self.per_point = per_point
         self.stream = stream or sys.stderr
+        # any file-like stream
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.began = time.monotonic()
+        self.point_began = self.began  # the current sweep point's start
         self.done = 0
         self.last_line = 0.0
         self.label = ""
@@ -74,7 +76,7 @@ class Progress:
     def remaining(self) -> float:
         """Seconds left: the points done so far took ``per`` each on average."""
         now = time.monotonic()
-        began = getattr(self, "point_began", self.began)
+        began = self.point_began
         per = (began - self.began) / self.done if self.done else self.per_point
         return max(0.0, per * (self.total - self.done) - (now - began))
 

@@ -10,7 +10,7 @@ import importlib.util
 from bisect import bisect_left
 from itertools import repeat
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 from carbon.config.defaults import DEFAULTS
 from carbon.config.errors import ConfigError
@@ -22,6 +22,7 @@ from carbon.relay.rules import RelayRule, load_relay_rules
 
 
 def _setting(settings: Any, key: str, default: Any = None) -> Any:
+    # drop-in: a Settings (dict) or carbon 1.1.10's settings object (attributes)
     getter = getattr(settings, "get", None)
     if getter is not None:
         return getter(key, default)
@@ -29,9 +30,15 @@ def _setting(settings: Any, key: str, default: Any = None) -> Any:
 
 
 class DatapointRouter:
-    """Base router: destination bookkeeping, the per-name LRU and the batch API."""
+    """Base router: destination bookkeeping, the per-name LRU and the batch API.
+
+    A router plugin (ROUTERS) subclasses it, as carbon 1.1.10's do; its ``generation``
+    says when placement changed, which the relay's lean paths need. A router with rules
+    of its own re-read every 10 s declares ``rechecks_rules`` and ``check_rules``.
+    """
 
     plugin_name = ""
+    rechecks_rules: ClassVar[bool] = False
 
     def __init__(self, settings: Any) -> None:
         size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE",
@@ -59,6 +66,14 @@ class DatapointRouter:
     def compute_destinations(self, metric: str) -> list[Destination]:
         """Uncached placement of ``metric``."""
         raise NotImplementedError
+
+    def check_rules(self) -> ConfigError | None:
+        """Reload changed rules (with ``rechecks_rules``); the error that kept the old."""
+        return None
+
+    def unknown_rule_destinations(self) -> list[Destination]:
+        """Destinations the router's rules name that are not among its own (none)."""
+        return []
 
     # -- shared --------------------------------------------------------------------
     def clear_cache(self) -> None:
@@ -217,6 +232,7 @@ class ConsistentHashingRouter(DatapointRouter):
         """What makes a destination unique on this ring: (server, instance) as in the
         reference, or the whole destination for rings that hash the port."""
         server, port, instance = destination
+        # an optional attribute of a HASH_RINGS plugin (third-party rings lack it)
         if getattr(self.ring, "takes_port", False):
             return Destination(server, port, instance)
         return (server, instance)
@@ -260,6 +276,7 @@ class ConsistentHashingRouter(DatapointRouter):
             return out
         if self.replication_factor == 1:
             # The first node of the walk; rings with get_node answer it directly.
+            # an optional method of a HASH_RINGS plugin (third-party rings lack it)
             first = getattr(self.ring, "get_node", None)
             if first is not None:
                 try:

@@ -23,7 +23,8 @@ def describe_router(router: DatapointRouter) -> str:
     """One line saying how the router places names."""
     if isinstance(router, RelayRulesRouter):
         return "rules (%d rules)" % len(router.rules)
-    hashing = getattr(router, "hash_router", router)
+    hashing = router.hash_router if isinstance(router, AggregatedConsistentHashingRouter) \
+        else router
     if isinstance(hashing, ConsistentHashingRouter):
         return "%s (%s, replication %d%s)" % (
             router.plugin_name, hashing.hash_type, hashing.replication_factor,

@@ -7,7 +7,7 @@ from typing import Any
 
 from webapp.functions.common import agg_key, evaluate, format_units, get_agg_func, safe_last
 from webapp.functions.registry import (
-    AGG_FUNC_ALIASES, AGG_FUNCS, InputParameterError, render_function,
+    AGG_FUNC_ALIASES, AGG_FUNCS, InputParameterError, Traits, render_function,
 )
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
@@ -16,7 +16,8 @@ ALIAS = 'Alias'
 SL = P('seriesList', 'seriesList', required=True)
 
 
-@render_function('alias', ALIAS, [SL, P('newName', 'string', required=True)])
+@render_function('alias', ALIAS, [SL, P('newName', 'string', required=True)],
+                 traits=Traits(keeps_values=True))
 def alias(requestContext: dict, seriesList: Any, newName: str) -> Any:
     """Give every series of the list the same new display name.
 
@@ -44,7 +45,8 @@ def alias(requestContext: dict, seriesList: Any, newName: str) -> Any:
 
 
 @render_function('aliasSub', ALIAS, [SL, P('search', 'string', required=True),
-                                     P('replace', 'string', required=True)])
+                                     P('replace', 'string', required=True)],
+                 traits=Traits(keeps_values=True))
 def aliasSub(requestContext: dict, seriesList: Any, search: str, replace: str) -> Any:
     r"""Rename each series by a regular expression substitution on its current name.
 
@@ -75,7 +77,7 @@ def aliasSub(requestContext: dict, seriesList: Any, search: str, replace: str) -
 
 
 @render_function('aliasByNode', ALIAS, [SL, P('nodes', 'nodeOrTag', required=True,
-                                              multiple=True)])
+                                              multiple=True)], traits=Traits(keeps_values=True))
 def aliasByNode(requestContext: dict, seriesList: list, *nodes: Any) -> list[TimeSeries]:
     """Rename each series to some of the nodes of its metric path, joined with dots.
 
@@ -124,13 +126,6 @@ def aliasByTags(requestContext: dict, seriesList: list, *tags: Any) -> list[Time
     names each series ``web01.ams``, ``web02.ams``...
     """
     return aliasByNode(requestContext, seriesList, *tags)
-
-
-# these never read values: the JSON writer may get their series still packed
-# (webapp.render.evaluator._keeps_values)
-alias.keeps_values = True  # type: ignore[attr-defined]
-aliasSub.keeps_values = True  # type: ignore[attr-defined]
-aliasByNode.keeps_values = True  # type: ignore[attr-defined]
 
 
 @render_function('aliasByMetric', ALIAS, [SL])

@@ -10,7 +10,7 @@ from webapp.functions.common import (
     epoch, evaluate_first_arg, get_agg_func, interval_seconds, parse_at_time, percentile,
     safe_avg, safe_len, xff,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import NO_TRAITS, Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
@@ -29,7 +29,7 @@ def window_preview(seriesList: list, windowSize: Any) -> int:
 
 
 @render_function('movingWindow', CALCULATE, [SL, WINDOW, P('func', 'aggFunc', default='average'),
-                                             XFF])
+                                             XFF], traits=Traits(fused_window={}))
 def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: str = 'average',
                  xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
     """Any aggregation over a window that slides along each series.
@@ -98,7 +98,6 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
 
 
 ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
-movingWindow.fused_window = {}  # type: ignore[attr-defined]  # (webapp.render.fused)
 MAX_ARRAY_WINDOW = 4096
 
 
@@ -157,9 +156,9 @@ def _moving(name: str, func: str, doc: str) -> None:
         return movingWindow(requestContext, seriesList, windowSize, func, xFilesFactor)
     impl.__name__ = name
     impl.__doc__ = doc
-    if func in ARRAY_WINDOWS:   # computed on packed rows by webapp.render.fused
-        impl.fused_window = {'func': func}  # type: ignore[attr-defined]
-    render_function(name, CALCULATE, [SL, WINDOW, XFF])(impl)
+    # a sum or average window is computed on packed rows by webapp.render.fused
+    traits = Traits(fused_window={'func': func}) if func in ARRAY_WINDOWS else NO_TRAITS
+    render_function(name, CALCULATE, [SL, WINDOW, XFF], traits=traits)(impl)
 
 
 _moving('movingAverage', 'average',

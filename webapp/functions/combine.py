@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from webapp.functions.common import (
     NormalizeEmptyResultError, format_path_expressions, get_agg_func, normalize, percentile,
     rows, safe_avg, safe_max, safe_min, safe_pow, safe_sum, xff_values,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import NO_TRAITS, Traits, render_function
 from webapp.render import pysum
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
@@ -149,12 +149,9 @@ def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, 
     return name, tags
 
 
-def _simple(func: str):
+def _simple(func: str) -> Callable[..., list[TimeSeries]]:
     def combined(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
         return aggregate(requestContext, seriesLists, func)
-    if func in ('sum', 'average', 'max', 'min'):
-        # the evaluator may compute these over packed whisper rows (webapp.render.fused)
-        combined.fused_aggregate = func  # type: ignore[attr-defined]
     return combined
 
 
@@ -162,7 +159,10 @@ def _register_simple(name: str, func: str, doc: str, aliases: tuple = ()) -> Non
     impl = _simple(func)
     impl.__name__ = name
     impl.__doc__ = doc
-    render_function(name, COMBINE, SLS, aliases=aliases, aggregator=True)(impl)
+    # the evaluator may compute these over packed whisper rows (webapp.render.fused)
+    traits = Traits(fused_aggregate=func) if func in ('sum', 'average', 'max', 'min') \
+        else NO_TRAITS
+    render_function(name, COMBINE, SLS, aliases=aliases, aggregator=True, traits=traits)(impl)
 
 
 _register_simple('sumSeries', 'sum',

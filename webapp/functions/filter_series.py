@@ -10,7 +10,7 @@ from webapp.functions.common import (
     evaluate, get_agg_func, key_func, percentile, rename, safe_avg, safe_len, safe_max,
     xff_values,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries, materialize_all
@@ -277,8 +277,8 @@ def _ranked(name: str, base: Callable, func: str, doc: str) -> None:
     impl.__name__ = name
     impl.__doc__ = doc
     # highest(..., 'max') ranks packed rows itself (webapp.render.evaluator)
-    impl.packed_input = base is highest and func == 'max'  # type: ignore[attr-defined]
-    render_function(name, FILTER, N_INT)(impl)
+    traits = Traits(packed_input=base is highest and func == 'max')
+    render_function(name, FILTER, N_INT, traits=traits)(impl)
 
 
 _ranked('highestCurrent', highest, 'current',
@@ -370,7 +370,7 @@ _ranked('lowestAverage', lowest, 'average',
     """)
 
 
-@render_function('limit', FILTER, N_INT)
+@render_function('limit', FILTER, N_INT, traits=Traits(keeps_values=True))
 def limit(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
     """Only the first n series of the list.
 
@@ -388,9 +388,6 @@ def limit(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
       &target=limit(sortByMaxima(servers.*.cpu.user),10)
     """
     return seriesList[0:n]
-
-
-limit.keeps_values = True  # type: ignore[attr-defined]  # (webapp.render.evaluator)
 
 
 @render_function('mostDeviant', FILTER, N_INT)

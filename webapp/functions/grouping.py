@@ -12,7 +12,7 @@ from webapp.functions.common import (
     agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,
     safe_sum,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import PackedSeries, TimeSeries, parse_tags, materialize_all
@@ -167,7 +167,7 @@ def _as_percent_nodes(requestContext: dict, seriesList: list, total: Any,
 
 @render_function('asPercent', COMBINE, [SL, P('total', 'any'),
                                         P('nodes', 'nodeOrTag', multiple=True)],
-                 aliases=('pct',), aggregator=True)
+                 aliases=('pct',), aggregator=True, traits=Traits(packed_input=True))
 def asPercent(requestContext: dict, seriesList: list, total: Any = None,
               *nodes: Any) -> list[TimeSeries]:
     """Each series as a percentage of a total.
@@ -338,7 +338,8 @@ def _apply_callback(requestContext: dict, callback: str, members: list) -> TimeS
 
 
 @render_function('groupByNode', COMBINE, [SL, P('nodeNum', 'nodeOrTag', required=True),
-                                          P('callback', 'aggOrSeriesFunc', default='average')])
+                                          P('callback', 'aggOrSeriesFunc', default='average')],
+                 traits=Traits(fused_group=('callback', 'nodeNum')))
 def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
                 callback: str = 'average') -> list[TimeSeries]:
     """Group the series by one node of their path (or one tag) and combine each group.
@@ -366,15 +367,9 @@ def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
     return groupByNodes(requestContext, seriesList, callback, nodeNum)
 
 
-# its first argument may come as packed rows (webapp.functions.packed_rows)
-asPercent.packed_input = True  # type: ignore[attr-defined]
-
-# the evaluator may compute these over packed whisper rows (webapp.render.fused)
-groupByNode.fused_group = ('callback', 'nodeNum')  # type: ignore[attr-defined]
-
-
 @render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
-                                           P('nodes', 'nodeOrTag', multiple=True)])
+                                           P('nodes', 'nodeOrTag', multiple=True)],
+                 traits=Traits(fused_group=('callback', 'nodes')))
 def groupByNodes(requestContext: dict, seriesList: list, callback: str,
                  *nodes: Any) -> list[TimeSeries]:
     """Group the series by several nodes of their path (or tags) and combine each group.
@@ -405,9 +400,6 @@ def groupByNodes(requestContext: dict, seriesList: list, callback: str,
         result.name = key
         results.append(result)
     return results
-
-
-groupByNodes.fused_group = ('callback', 'nodes')  # type: ignore[attr-defined]
 
 
 @render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),

@@ -6,7 +6,7 @@ import re
 
 from webapp.functions import packed_rows
 from webapp.functions.common import get_agg_func, key_func, safe_max, safe_min
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
 
@@ -91,7 +91,7 @@ def sortByTotal(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     return sortBy(requestContext, seriesList, 'sum', reverse=True)
 
 
-@render_function('sortByMaxima', SORTING, [SL])
+@render_function('sortByMaxima', SORTING, [SL], traits=Traits(packed_input=True))
 def sortByMaxima(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     """Order the series by their highest value, largest first.
 
@@ -113,7 +113,6 @@ def sortByMaxima(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     return seriesList
 
 
-sortByMaxima.packed_input = True  # type: ignore[attr-defined]  # (webapp.render.evaluator)
 
 
 @render_function('sortByMinima', SORTING, [SL])

@@ -11,7 +11,7 @@ from webapp.functions.common import (
     DAY, HOUR, MINUTE, epoch, evaluate_first_arg, get_agg_func, interval_seconds,
     parse_at_time, parse_interval, rename, xff,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.functions.registry import Param as P
 from webapp.render.attime import get_unit_string
 from webapp.render.series import TimeSeries, materialize_all
@@ -50,7 +50,8 @@ def summarize_values(series: TimeSeries, func: str, interval: int,
 
 @render_function('summarize', TRANSFORM, [
     SL, P('intervalString', 'interval', required=True, suggestions=INTERVAL_SUGGESTIONS),
-    P('func', 'aggFunc', default='sum'), P('alignToFrom', 'boolean', default=False)])
+    P('func', 'aggFunc', default='sum'), P('alignToFrom', 'boolean', default=False)],
+                 traits=Traits(packed_input=True))
 def summarize(requestContext: dict, seriesList: list, intervalString: str, func: str = 'sum',
               alignToFrom: bool = False) -> list[TimeSeries]:
     """Add up (or otherwise combine) the points of each series into buckets of a fixed length.
@@ -105,7 +106,6 @@ def summarize(requestContext: dict, seriesList: list, intervalString: str, func:
 
 
 # its first argument may come as packed rows (webapp.functions.packed_rows)
-summarize.packed_input = True  # type: ignore[attr-defined]
 
 
 def _align_start(start: datetime, alignTo: str) -> datetime:

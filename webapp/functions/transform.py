@@ -9,7 +9,7 @@ from webapp.functions import packed_rows
 from webapp.functions.common import (
     INF, rename, rows, safe_max, safe_min, safe_pow,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries, materialize_all
 from webapp.storage import packed
@@ -38,7 +38,8 @@ def _renamed_rows(seriesList: list, name: str, tag: Optional[tuple],
     return seriesList
 
 
-@render_function('scale', TRANSFORM, [SL, P('factor', 'float', required=True)])
+@render_function('scale', TRANSFORM, [SL, P('factor', 'float', required=True)],
+                 traits=Traits(packed_input=True))
 def scale(requestContext: dict, seriesList: list, factor: float) -> list[TimeSeries]:
     """Multiply every value by a constant.
 
@@ -428,7 +429,8 @@ def isNonNull(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 
 
 @render_function('transformNull', TRANSFORM, [SL, P('default', 'float', default=0),
-                                              P('referenceSeries', 'seriesList')])
+                                              P('referenceSeries', 'seriesList')],
+                 traits=Traits(packed_input=True))
 def transformNull(requestContext: dict, seriesList: list, default: float = 0,
                   referenceSeries: Optional[list] = None) -> list[TimeSeries]:
     """Replace the None values of each series with a number.
@@ -477,7 +479,8 @@ def transformNull(requestContext: dict, seriesList: list, default: float = 0,
     return seriesList
 
 
-@render_function('keepLastValue', TRANSFORM, [SL, P('limit', 'intOrInf', default=INF)])
+@render_function('keepLastValue', TRANSFORM, [SL, P('limit', 'intOrInf', default=INF)],
+                 traits=Traits(packed_input=True))
 def keepLastValue(requestContext: dict, seriesList: list, limit: float = INF) -> list[TimeSeries]:
     """Fill gaps with the last value seen before them.
 
@@ -580,7 +583,7 @@ def _derivative(series: TimeSeries) -> list:
     return out
 
 
-@render_function('derivative', TRANSFORM, [SL])
+@render_function('derivative', TRANSFORM, [SL], traits=Traits(packed_input=True))
 def derivative(requestContext: dict, seriesList: list) -> list[TimeSeries]:
     """The change from each point to the next: value minus previous value.
 
@@ -624,7 +627,8 @@ def non_negative_delta(val: Any, prev: Any, maxValue: Optional[float],
 
 
 @render_function('nonNegativeDerivative', TRANSFORM, [SL, P('maxValue', 'float'),
-                                                      P('minValue', 'float')])
+                                                      P('minValue', 'float')],
+                 traits=Traits(packed_input=True))
 def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Optional[float] = None,
                           minValue: Optional[float] = None) -> list[TimeSeries]:
     """The increase of a counter from each point to the next.
@@ -665,7 +669,8 @@ def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Opti
                       compute)
 
 
-@render_function('perSecond', TRANSFORM, [SL, P('maxValue', 'float'), P('minValue', 'float')])
+@render_function('perSecond', TRANSFORM, [SL, P('maxValue', 'float'), P('minValue', 'float')],
+                 traits=Traits(packed_input=True))
 def perSecond(requestContext: dict, seriesList: list, maxValue: Optional[float] = None,
               minValue: Optional[float] = None) -> list[TimeSeries]:
     """The per-second rate of a counter.
@@ -808,9 +813,3 @@ def changed(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 
 
 # these take their first argument as packed rows when they can (webapp.render.evaluator)
-scale.packed_input = True  # type: ignore[attr-defined]
-transformNull.packed_input = True  # type: ignore[attr-defined]
-keepLastValue.packed_input = True  # type: ignore[attr-defined]
-derivative.packed_input = True  # type: ignore[attr-defined]
-nonNegativeDerivative.packed_input = True  # type: ignore[attr-defined]
-perSecond.packed_input = True  # type: ignore[attr-defined]

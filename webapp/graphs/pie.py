@@ -58,6 +58,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     slice_colors = []
     by_name = {str(s.name): s for s in series_list}
     for i, (label, _) in enumerate(slices):
+        # a series (or None) whose color() was set
         own = getattr(by_name.get(label), 'color', None)
         slice_colors.append(parse_color(own) if own else colors[i % len(colors)])
     total = sum(v for _, v in slices)

@@ -165,6 +165,7 @@ class TimeSeries(list):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TimeSeries):
             return False
+        # ``color`` is set on a series only by color() and the graph's colorList
         return ((self.name, self.start, self.end, self.step, self.consolidationFunc,
                  self.valuesPerPoint, self.options, self.xFilesFactor,
                  getattr(self, 'color', None))

@@ -143,6 +143,7 @@ def intervals_from_wire(value: Any) -> list[Interval]:
     if value is None:
         return []
     if isinstance(value, IntervalSetStandIn):
+        # built from an untrusted pickle: may lack it
         value = getattr(value, 'intervals', [])
     out = []
     for item in value:
