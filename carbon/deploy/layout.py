@@ -252,8 +252,10 @@ def plan(layout: Layout, shipped: Path | None = None) -> list[Step]:
         lambda: render_settings_text((shipped / "local_settings.py").read_text(), layout),
         replace=False))
     for unit in UNITS:
-        steps.append(write_step(layout, "%s/%s" % (layout.unit_dir, unit),
-                                lambda unit=unit: unit_text(unit, layout), replace=True))
+        def unit_file(unit: str = unit) -> str:
+            return unit_text(unit, layout)
+        steps.append(write_step(layout, "%s/%s" % (layout.unit_dir, unit), unit_file,
+                                replace=True))
     steps.extend(enable_step(layout, unit) for unit in layout.enable)
     if layout.root == "/" and os.path.isdir("/run/systemd/system"):
         steps.append(command_step(["systemctl", "daemon-reload"], "reads the new units"))

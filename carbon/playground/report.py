@@ -314,14 +314,17 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
     meta = dict(meta, written=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 machine="%s, %d CPUs, Python %s" % (platform.platform(), os.cpu_count() or 0,
                                                     platform.python_version()))
+    smoke = smoke_note(scenario, rows)
+    as_run = load_as_run(scenario, rows, meta.get("points_planned"))
+    disk_note, files = _emulation_note(rows, meta), files_note(rows, scenario)
     document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
-                "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows, meta),
-                "smoke_test": scenario.quick, "smoke_note": smoke_note(scenario, rows),
-                "load_as_run": load_as_run(scenario, rows, meta.get("points_planned")),
+                "long": scenario.long, "meta": meta, "disk_note": disk_note,
+                "smoke_test": scenario.quick, "smoke_note": smoke,
+                "load_as_run": as_run,
                 "recommendation": recommendation, "recommendations": advice,
                 "rows": rows, "plots": images,
-                "files_note": files_note(rows, scenario),
+                "files_note": files,
                 "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
     (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
     title = "Playground report: %s%s" % (document["scenario"],
@@ -329,10 +332,10 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
                                          " (--long)" if scenario.long else "")
     status = meta.get("status", "complete")
     md = ["# " + title, ""]
-    if document["smoke_note"]:
-        md += ["**%s**" % document["smoke_note"], ""]
-    md += [_description(scenario), "", document["load_as_run"], "",
-           "Status: %s. %s" % (status, meta.get("written")), "", document["disk_note"], "",
+    if smoke:
+        md += ["**%s**" % smoke, ""]
+    md += [_description(scenario), "", as_run, "",
+           "Status: %s. %s" % (status, meta.get("written")), "", disk_note, "",
            markdown_table(rows), ""]
     probed = [row for row in rows if row.get("render_requests")]
     if probed:
@@ -346,8 +349,8 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
         md += ["WARNING: killed after stop_timeout (%.0f s), so their points lost count what "
                "the kill cut off: %s." % (scenario.settings.stop_timeout, "; ".join(killed)),
                ""]
-    if document["files_note"]:
-        md += [document["files_note"], ""]
+    if files:
+        md += [files, ""]
     md += ["## Recommendation", "", recommendation, ""]
     for item in conf:
         md += ["carbon.conf%s:" % _where(item, advice), "", "```ini", item["conf"], "```", ""]
