@@ -15,7 +15,7 @@ from typing import Any
 from carbon.formats.pickled import frame, frame_length, recv_exactly
 from carbon.formats.unpickler import PICKLE_ERRORS, safe_loads
 
-__all__ = ["CarbonlinkError", "request", "cache_query", "cache_query_bulk"]
+__all__ = ["CarbonlinkError", "request", "cache_query", "cache_query_bulk", "Session"]
 
 Address = tuple[str, int]
 
@@ -28,13 +28,31 @@ def request(address: Address, message: dict[str, Any], timeout: float = 10.0) ->
     """Send one carbonlink request (e.g. ``{"type": "cache-query", "metric": m}``) to
     ``address`` (host, CACHE_QUERY_PORT) and return the answer dict; OSError (a
     :class:`CarbonlinkError` for a short or malformed answer) when that fails."""
-    payload = frame(pickle.dumps(message, protocol=2))
     with socket.create_connection(address, timeout=timeout) as sock:
-        sock.sendall(payload)
-        try:
-            body = recv_exactly(sock, frame_length(recv_exactly(sock, 4)))
-        except EOFError as exc:
-            raise CarbonlinkError("carbonlink %s" % exc) from exc
+        return _exchange(sock, message)
+
+
+class Session:
+    """One persistent carbonlink connection: requests answered in order on it. The
+    cache ties a resize's holds to the connection (released when it closes)."""
+
+    def __init__(self, address: Address, timeout: float = 10.0) -> None:
+        self.address = address
+        self.sock = socket.create_connection(address, timeout=timeout)
+
+    def request(self, message: dict[str, Any]) -> dict:
+        return _exchange(self.sock, message)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _exchange(sock: socket.socket, message: dict[str, Any]) -> dict:
+    sock.sendall(frame(pickle.dumps(message, protocol=2)))
+    try:
+        body = recv_exactly(sock, frame_length(recv_exactly(sock, 4)))
+    except EOFError as exc:
+        raise CarbonlinkError("carbonlink %s" % exc) from exc
     try:
         answer = safe_loads(body)
     except PICKLE_ERRORS as exc:

@@ -117,7 +117,8 @@ class CacheDaemon(Daemon):
             self.every(0.5, self.cache_sink.check_journal)
             if journal.fsync_interval > 0:
                 self.every(journal.fsync_interval, self.sync_journal)
-        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log)
+        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log,
+                                    writer=self.writer)
         port = int(settings.CACHE_QUERY_PORT or 0)
         if port:
             self.carbonlink_port = listen_tcp(
