@@ -68,6 +68,7 @@ class Report:
     seconds: float = 0.0
     estimate: Optional[float] = None  # dry run: seconds for the changes at the rates
     swept: int = 0
+    not_running: list[str] = field(default_factory=list)  # caches not held (down)
 
     def summary(self, dry_run: bool) -> str:
         head = "would change" if dry_run else "changed"
@@ -83,6 +84,8 @@ class Report:
             text += " in %.1f s" % self.seconds
             if self.swept:
                 text += "; %d leftover temp files swept" % self.swept
+        if self.not_running:
+            text += "; caches not running (nothing to hold): %s" % ", ".join(self.not_running)
         if self.errors:
             text += "; %d errors" % len(self.errors)
         return text
@@ -247,6 +250,8 @@ class LocalResize:
             report.swept = sweep_temps(self.whisper_dir)
             todo = self.plan(report)
             holds = _Holds(self.caches, HOLD_TIMEOUT) if self.caches else None
+            if holds is not None:
+                report.not_running = ["%s:%d" % address for address in holds.down]
             try:
                 self._apply(todo, report, holds, started)
             finally:
@@ -326,6 +331,55 @@ class LocalResize:
         self.out.flush()
 
 
+def cluster_resize(spec, host_name: Optional[str], rates: Rates, dry_run: bool,
+                   out: TextIO) -> tuple[list[str], bool]:
+    """Each chosen host's agent resizes its own files (in parallel); their schema files
+    are written from the cluster file first. Returns (one summary line per host,
+    whether every host succeeded)."""
+    import http.client
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from carbon.cluster import control, generate
+    hosts = control.select(spec, host_name)
+    for host in hosts:
+        generate.write_schemas(spec, host)
+    query = "/resize?dry_run=%d&files=%s&bytes=%s&fsync=%d" % (
+        dry_run, rates.files, rates.bytes, rates.fsync)
+
+    def one(host) -> tuple[str, bool]:
+        conn = http.client.HTTPConnection(host.address, host.agent_port, timeout=600)
+        try:
+            conn.request("POST", query, body=b"")
+            reply = conn.getresponse()
+            if reply.status != 200:
+                return "%s: agent answered %d %s" % (host.name, reply.status,
+                                                     reply.read()[:300].decode()), False
+            for raw in reply:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if line.startswith("RESULT "):
+                    answer = json.loads(line[7:])
+                    if "error" in answer:
+                        return "%s: %s" % (host.name, answer["error"]), False
+                    errors = answer.get("errors") or []
+                    text = "%s: %s" % (host.name, answer["summary"])
+                    for error in errors[:20]:
+                        text += "\n%s: error: %s" % (host.name, error)
+                    return text, not errors
+                out.write("%s: %s\n" % (host.name, line))
+                out.flush()
+            return "%s: the agent closed the stream without a result" % host.name, False
+        except OSError as exc:
+            return "%s: agent %s:%d: %s" % (host.name, host.address, host.agent_port,
+                                            exc), False
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(max(1, len(hosts))) as pool:
+        results = list(pool.map(one, hosts))
+    return [text for text, _ in results], all(ok for _, ok in results)
+
+
 def parse_caches(values: Sequence[str]) -> list[tuple[str, int]]:
     """``HOST:PORT`` (or ``HOST:PORT:INSTANCE``) carbonlink addresses."""
     caches = []
@@ -347,7 +401,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--conf-dir", required=True,
                         help="the folder of storage-schemas.conf / storage-aggregation.conf")
     parser.add_argument("--carbonlink", action="append", default=[], metavar="HOST:PORT",
-                        help="a running carbon-cache of this host (CACHE_QUERY_PORT); repeat")
+                        help="a carbon-cache of this host (its CACHE_QUERY_PORT); repeat")
     add_rate_options(parser)
     args = parser.parse_args(argv)
     try:
@@ -363,19 +417,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1 if report.errors else 0
 
 
+DEFAULT_FILES_PER_SECOND = 500.0
+DEFAULT_BYTES_PER_SECOND = 50e6
+
+
 def add_rate_options(parser) -> None:
+    """The options ``carbon-resize`` and ``carbon-cluster resize`` share."""
     parser.add_argument("--dry-run", action="store_true",
                         help="count the files to change, bytes and the time; change nothing")
-    parser.add_argument("--files-per-second", type=float, default=0.0,
-                        help="files changed a second at most (0 = unlimited)")
-    parser.add_argument("--bytes-per-second", type=float, default=0.0,
-                        help="bytes read and written a second at most (0 = unlimited)")
+    parser.add_argument("--rate-files", "--files-per-second", dest="rate_files", type=float,
+                        default=DEFAULT_FILES_PER_SECOND,
+                        help="files changed a second at most (default %g; 0 = unlimited)"
+                        % DEFAULT_FILES_PER_SECOND)
+    parser.add_argument("--rate-bytes", "--bytes-per-second", dest="rate_bytes", type=float,
+                        default=DEFAULT_BYTES_PER_SECOND,
+                        help="bytes read and written a second at most (default %g; "
+                        "0 = unlimited)" % DEFAULT_BYTES_PER_SECOND)
     parser.add_argument("--no-fsync", action="store_true",
                         help="do not fsync each new file before its rename")
 
 
 def rates_of(args) -> Rates:
-    return Rates(args.files_per_second, args.bytes_per_second, not args.no_fsync)
+    for name in ("rate_files", "rate_bytes"):
+        if getattr(args, name) < 0:
+            raise ValueError("--%s must be 0 or more" % name.replace("_", "-"))
+    return Rates(args.rate_files, args.rate_bytes, not args.no_fsync)
 
 
 if __name__ == "__main__":  # pragma: no cover
