@@ -134,3 +134,50 @@ def test_carbon_resize_one_host_sweeps_and_refuses_bad_options(tmp_path: Path) -
     assert bad.returncode == 1 and "--rate-files must be 0 or more" in bad.stderr
     bad = run("--carbonlink", "nohostport")
     assert bad.returncode == 1 and "HOST:PORT" in bad.stderr
+
+
+def test_a_killed_resize_leaves_old_or_new_files_and_the_next_run_finishes(
+        tmp_path: Path) -> None:
+    import signal
+
+    import whisper
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "storage-schemas.conf").write_text("[all]\npattern = .*\nretentions = 10s:2h,60s:1d\n")
+    base = tmp_path / "whisper"
+    now = int(time.time())
+    paths = []
+    for i in range(300):
+        folder = base / ("d%d" % (i % 10))
+        folder.mkdir(parents=True, exist_ok=True)
+        path = str(folder / ("m%03d.wsp" % i))
+        whisper.create(path, [(10, 360)])
+        whisper.update_many(path, [(now - 10 * k, float(i + k)) for k in range(100)])
+        paths.append(path)
+    run = subprocess.Popen([sys.executable, "-m", "carbon.cluster.resize",
+                            "--whisper-dir", str(base), "--conf-dir", str(conf),
+                            "--rate-files", "150"], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the first file in walk order is rewritten first; kill soon after (at 150 files/s
+    # most are still old)
+    wait_for(lambda: os.path.getsize(paths[0]) > 28 + 12 * 360, timeout=60,
+             what="the first file rewritten")
+    run.send_signal(signal.SIGKILL)  # mid-run: between or inside rewrites
+    run.wait(10)
+    kinds = {"old": 0, "new": 0}
+    for i, path in enumerate(paths):
+        archives = [(a.step, a.points) for a in read_header(path).archives]
+        assert archives in ([(10, 360)], [(10, 720), (60, 1440)]), (path, archives)
+        kinds["old" if len(archives) == 1 else "new"] += 1
+        assert os.path.getsize(path) == (28 + 12 * 360 if len(archives) == 1
+                                         else 40 + 12 * (720 + 1440))
+        values = whisper.fetch(path, now - 3600, now, now=now)[1]
+        assert [v for v in values if v is not None][-5:] == [float(i + k) for k in range(4, -1, -1)]
+    assert kinds["old"] and kinds["new"], kinds  # killed part-way
+    done = subprocess.run([sys.executable, "-m", "carbon.cluster.resize", "--whisper-dir",
+                           str(base), "--conf-dir", str(conf), "--rate-files", "0"],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert "changed %d of 300" % kinds["old"] in done.stdout, done.stdout
+    assert not [f for _, _, fs in os.walk(base) for f in fs if f.endswith(TEMP_SUFFIX)]
