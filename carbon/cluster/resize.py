@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional, Sequence, TextIO
+from typing import Callable, Iterator, Optional, Protocol, Sequence, TextIO
 
 from carbon.carbonlink.client import Session
 from carbon.config.schemas import SchemaFiles
@@ -35,12 +35,23 @@ from carbon.storage.whisper_resize import (
     rewrite, set_metadata,
 )
 from carbon.writer.ratelimit import make_limiter
+from carbon.writer.schemacheck import schema_target
 
 __all__ = ["Rates", "Report", "LocalResize", "walk", "sweep_temps"]
 
 BATCH = 32  # files held and replaced together
 HOLD_TIMEOUT = 30.0  # seconds to wait for a cache to finish writing a held metric
 LOCK_NAME = ".carbon-resize.lock"
+
+
+class Out(Protocol):
+    """Where progress goes (a terminal gets one redrawn line)."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
 
 
 @dataclass
@@ -174,7 +185,7 @@ class LocalResize:
 
     def __init__(self, whisper_dir: str, conf_dir: str,
                  caches: Sequence[tuple[str, int]] = (), rates: Rates | None = None,
-                 out: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
+                 out: Out | None = None, clock: Callable[[], float] = time.time) -> None:
         self.whisper_dir = whisper_dir
         self.schemas = SchemaFiles(conf_dir)
         self.caches = list(caches)
@@ -184,9 +195,7 @@ class LocalResize:
         self.options = CreateOptions(False, False, False, False, False)
 
     def target(self, metric: str) -> Target:
-        storage, aggregation = self.schemas.for_metric(metric)
-        xff, method = aggregation.value
-        return Target(storage.value, xff, method)
+        return schema_target(self.schemas, metric)
 
     def plan(self, report: Report) -> list[tuple[str, str, Change]]:
         """The files to change, counted into ``report``."""

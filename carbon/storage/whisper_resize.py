@@ -103,7 +103,7 @@ def _fetch_all(image: bytes, header: Header, now: int) -> list[list[tuple[int, f
     """whisper-resize.py's reads: for each archive, coarsest first, the points of
     ``whisper.fetch(path, now - retention + step, now)`` that are not None."""
     info = header.info()
-    result = []
+    result: list[list[tuple[int, float]]] = []
     ordered = sorted(info["archives"], key=lambda a: a["secondsPerPoint"], reverse=True)
 
     def read(offset: int, size: int) -> bytes:

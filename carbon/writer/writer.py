@@ -22,6 +22,7 @@ from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, he
                                            parse_header)
 from carbon.writer.creator import Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
+from carbon.writer.schemacheck import SchemaCheck
 from carbon.writer.tagfeed import TagFeed
 
 INF = float("inf")
@@ -108,6 +109,8 @@ class Writer:
         # choose_lock): their points stay in the cache (and visible to carbonlink) until
         # the new file is in place, so none is written into a file about to be replaced.
         self.paused: set[str] = set()
+        # carbon.writer.schemacheck.SchemaCheck: existing files against the schema rules
+        self.schema_check: SchemaCheck | None = None
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight, self.paused)
 
     @property
@@ -147,6 +150,8 @@ class Writer:
             if outcome is None:
                 self._created(metric)
             self._known(metric)
+            if outcome is not None and self.schema_check is not None:
+                self.schema_check.offer(metric)  # an existing file: does it follow the rules?
             if metric in self.paused:
                 return True, False  # its points wait in the cache for ``resume``
             return metric, False

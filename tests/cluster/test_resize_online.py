@@ -226,3 +226,47 @@ def test_a_closed_connection_releases_its_holds(cache: CarbonInstance) -> None:
     session.close()
     wait_for(lambda: held.exists() and whisper.fetch(str(held), now - 5, now + 1)[1].count(1.0),
              what="the held point written once the holder is gone")
+
+
+def test_the_cache_warns_once_about_files_that_no_longer_follow_the_rules(tmp_path) -> None:
+    instance = CarbonInstance(
+        tmp_path, LINE_RECEIVER_INTERFACE=ADDRESS, PICKLE_RECEIVER_INTERFACE=ADDRESS,
+        CACHE_QUERY_INTERFACE=ADDRESS, UDP_RECEIVER_INTERFACE=ADDRESS,
+        ENABLE_UDP_LISTENER=False, BAD_LINE_LOG_INTERVAL=1)
+    (instance.conf / "storage-schemas.conf").write_text(
+        "[rs]\npattern = ^rs\\.\nretentions = 60s:1d\n")
+    (instance.conf / "storage-aggregation.conf").write_text(
+        "[max]\npattern = \\.max$\naggregationMethod = max\n")
+    old = ["rs.old%d" % i for i in range(5)] + ["rs.agg.max"]
+    for metric in old + ["rs.fine"]:
+        path = instance.whisper_path(metric)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        archives = [(60, 1440)] if metric in ("rs.fine", "rs.agg.max") else [(60, 100)]
+        whisper.create(str(path), archives)
+    env = dict(os.environ, GRAPHITE_ROOT=str(instance.root), PYTHONPATH=str(ROOT))
+    log = open(instance.root / "stdout.log", "w")
+    instance.proc = subprocess.Popen(instance.script + ["--nodaemon", "start"], env=env,
+                                     stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: instance.proc.poll() is not None or listening(instance.line_port),
+                 what="carbon-cache to listen")
+        now = int(time.time())
+        for round_ in range(3):  # the same metrics written again: no second warning
+            with socket.create_connection((ADDRESS, instance.line_port)) as sock:
+                sock.sendall("".join("%s %d %d\n" % (m, round_, now - 60 * round_)
+                                     for m in old + ["rs.fine"]).encode())
+            wait_for(lambda: not any(cache_query_bulk((ADDRESS, instance.query_port),
+                                                      old).values()), what="written")
+            time.sleep(1.5)  # a log interval
+        text = instance.output()
+    finally:
+        instance.kill()
+        log.close()
+    lines = [line for line in text.splitlines() if "no longer match" in line]
+    assert len(lines) == 1, text
+    assert "6 files' headers no longer match storage-schemas.conf" in lines[0]
+    assert "carbon-resize" in lines[0]
+    assert "rs.old" in lines[0] or "rs.agg.max" in lines[0]
+    assert "60:100 (average, xff 0.5) vs 60:1440 (average, xff 0.5)" in lines[0] or \
+        "60:1440 (average, xff 0.5) vs 60:1440 (max, xff 0.5)" in lines[0]
+    assert "rs.fine" not in lines[0]
