@@ -192,7 +192,9 @@ class LocalResize:
         self.rates = rates or Rates()
         self.out = out
         self.clock = clock
-        self.options = CreateOptions(False, False, False, False, False)
+        # new files' bodies allocated with posix_fallocate where there is one: the same
+        # zero bytes as whisper.create writes, without writing them
+        self.options = CreateOptions(use_fallocate=hasattr(os, "posix_fallocate"))
 
     def target(self, metric: str) -> Target:
         return schema_target(self.schemas, metric)

@@ -18,15 +18,23 @@ Nothing here talks to a cache: carbon.cluster.resize holds the metric's writes a
 from __future__ import annotations
 
 import os
+from array import array
+from itertools import chain
 from typing import NamedTuple, Sequence
 
 from carbon.storage.whisper_create import CreateOptions, create_one, file_plan
 from carbon.storage.whisper_fetch import archive_ranges, choose_archive, decode_values
 from carbon.storage.whisper_format import (
-    METADATA_SIZE, Header, pack_metadata, parse_header, read_header_from,
+    METADATA_SIZE, POINT_SIZE, Header, aggregate, pack_metadata, parse_header,
+    read_header_from, run_struct,
 )
 from carbon.storage.whisper_points import prepare_points
 from carbon.storage.whisper_writer import apply_update
+
+try:  # optional C accelerator (setup.py builds it): the common update in one call
+    import carbon.storage._whisper_writer as update_native
+except ImportError:  # pragma: no cover - built without a compiler
+    update_native = None
 
 __all__ = ["UNCHANGED", "HEADER", "REWRITE", "Target", "Change", "compare", "read_header",
            "set_metadata", "rewrite", "replace", "temp_path", "TEMP_SUFFIX", "describe"]
@@ -99,11 +107,12 @@ def temp_path(path: str) -> str:
     return path + TEMP_SUFFIX
 
 
-def _fetch_all(image: bytes, header: Header, now: int) -> list[list[tuple[int, float]]]:
+def _fetch_all(image: bytes, header: Header, now: int) -> list[array[float]]:
     """whisper-resize.py's reads: for each archive, coarsest first, the points of
-    ``whisper.fetch(path, now - retention + step, now)`` that are not None."""
+    ``whisper.fetch(path, now - retention + step, now)`` that are not None, as one
+    ``array('d')`` of interleaved timestamps and values (in time order)."""
     info = header.info()
-    result: list[list[tuple[int, float]]] = []
+    result: list[array[float]] = []
     ordered = sorted(info["archives"], key=lambda a: a["secondsPerPoint"], reverse=True)
 
     def read(offset: int, size: int) -> bytes:
@@ -112,18 +121,25 @@ def _fetch_all(image: bytes, header: Header, now: int) -> list[list[tuple[int, f
         start = now - wanted["retention"] + wanted["secondsPerPoint"]
         archive, start, end = choose_archive(info, start, now, now)
         if archive is None:  # whisper.fetch returned None: nothing to migrate
-            result.append([])
+            result.append(array("d"))
             continue
         time_info, base, ranges = archive_ranges(archive, start, end, read, "<image>")
         if not base:
-            result.append([])
+            result.append(array("d"))
             continue
+        first, until, step = time_info
         data = b"".join(read(offset, size) for offset, size in ranges)
-        values = decode_values(time_info, data)
-        # zip stops at the shorter, as whisper-resize.py's does
-        stamps = range(*time_info)
-        result.append([(t, v) for t, v in zip(stamps, values, strict=False)
-                       if v is not None])
+        # whisper-resize.py zips the fetch's time range with its values: the shorter wins
+        count = min(len(data) // POINT_SIZE, (until - first) // step)
+        flat = run_struct(count).unpack_from(data) if count else ()
+        expected = range(first, first + count * step, step)
+        if flat[0::2] == tuple(expected):  # every slot holds its interval's point
+            result.append(array("d", flat))
+            continue
+        # slots holding older points read as None (decode_values), and are left out
+        values = decode_values((first, until, step), data[:count * POINT_SIZE])
+        result.append(array("d", chain.from_iterable(
+            (t, v) for t, v in zip(expected, values, strict=True) if v is not None)))
     return result
 
 
@@ -148,9 +164,14 @@ def rewrite(path: str, change: Change, now: int, options: CreateOptions | None =
     fd = made.fd
     try:
         new = parse_header(change.new_header, temp)
-        for points in batches:
-            if points:
-                apply_update(fd, temp, new, None, prepare_points(points), now)
+        empty: bytes | None = change.new_header  # every archive empty: nothing to read
+        for flat in batches:
+            if not flat:
+                continue
+            if not _native_update(temp, fd, flat, now, empty):
+                points = prepare_points(zip(flat[0::2], flat[1::2], strict=True))
+                apply_update(fd, temp, new, None, points, now)
+            empty = None
         st = os.stat(path)
         os.fchmod(fd, st.st_mode & 0o7777)
         if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
@@ -161,6 +182,19 @@ def rewrite(path: str, change: Change, now: int, options: CreateOptions | None =
         raise
     os.close(fd)
     return temp
+
+
+def _native_update(path: str, fd: int, flat: array[float], now: int,
+                   empty: bytes | None) -> bool:
+    """update_many of time-ordered points (``flat``: interleaved timestamps and values)
+    by the C accelerator, which writes the same bytes (tests/storage/
+    test_whisper_batch.py); False when it leaves them to Python (points for coarser
+    archives...), which then does the whole update again."""
+    if update_native is None:
+        return False
+    item = (os.fsencode(path), fd, 0, 0, False, flat, empty)
+    [(status, _)] = update_native.update_files([item], now, False, False, False, aggregate)
+    return status == 0
 
 
 def replace(temp: str, path: str, fsync: bool = True) -> None:

@@ -131,3 +131,14 @@ def test_leftover_temp_is_replaced(tmp_path) -> None:
     change = compare(read_header(path), Target([(10, 200)], 0.5, "average"))
     temp = rewrite(path, change, NOW)
     assert os.path.getsize(temp) == change.new_size
+
+
+def test_full_archive_is_whisper_resize_bytes(tmp_path) -> None:
+    """Every slot of the old archive holds its interval's point (the fast read path)."""
+    path = str(tmp_path / "full.wsp")
+    whisper.create(path, [(10, 360)], xFilesFactor=0.5, aggregationMethod="average")
+    whisper.update_many(path, [(NOW - 10 * k, float(k % 7)) for k in range(360)], now=NOW)
+    theirs = str(tmp_path / "theirs.wsp")
+    run_pinned("whisper-resize.py", path, "10:360", "60:1440", "--newfile", theirs)
+    change = compare(read_header(path), Target([(10, 360), (60, 1440)], 0.5, "average"))
+    assert open(rewrite(path, change, NOW), "rb").read() == open(theirs, "rb").read()
