@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import os
 from array import array
-from itertools import chain
+from itertools import compress
+from operator import eq
 from typing import NamedTuple, Sequence
 
 from carbon.storage.whisper_create import CreateOptions, create_one, file_plan
-from carbon.storage.whisper_fetch import archive_ranges, choose_archive, decode_values
+from carbon.storage.whisper_fetch import archive_ranges, choose_archive
 from carbon.storage.whisper_format import (
     METADATA_SIZE, POINT_SIZE, Header, aggregate, pack_metadata, parse_header,
     read_header_from, run_struct,
@@ -133,13 +134,18 @@ def _fetch_all(image: bytes, header: Header, now: int) -> list[array[float]]:
         count = min(len(data) // POINT_SIZE, (until - first) // step)
         flat = run_struct(count).unpack_from(data) if count else ()
         expected = range(first, first + count * step, step)
-        if flat[0::2] == tuple(expected):  # every slot holds its interval's point
+        stamps = flat[0::2]
+        if stamps == tuple(expected):  # every slot holds its interval's point
             result.append(array("d", flat))
             continue
-        # slots holding older points read as None (decode_values), and are left out
-        values = decode_values((first, until, step), data[:count * POINT_SIZE])
-        result.append(array("d", chain.from_iterable(
-            (t, v) for t, v in zip(expected, values, strict=True) if v is not None)))
+        # a slot holding another interval's point reads as None (as decode_values
+        # has it) and is left out
+        keep = list(map(eq, stamps, expected))
+        times = array("d", compress(expected, keep))
+        out = array("d", bytes(16 * len(times)))
+        out[0::2] = times
+        out[1::2] = array("d", compress(flat[1::2], keep))
+        result.append(out)
     return result
 
 
@@ -159,19 +165,24 @@ def rewrite(path: str, change: Change, now: int, options: CreateOptions | None =
     except FileNotFoundError:
         pass
     options = options or CreateOptions(False, False, False, False, False)
-    made = create_one(temp, change.new_header, change.new_size, options, makedirs=False)
+    scratch = _scratch(change.new_size)
+    if scratch is not None:
+        # built in memory (many small reads and writes), then written in one go
+        try:
+            os.pwrite(scratch, change.new_header, 0)
+            _fill(scratch, temp, change.new_header, batches, now)
+            body = os.pread(scratch, change.new_size, 0)
+        finally:
+            os.close(scratch)
+        made = create_one(temp, body, len(body), options._replace(use_fallocate=False),
+                          makedirs=False, image=body)
+    else:
+        made = create_one(temp, change.new_header, change.new_size, options, makedirs=False)
     assert made is not None
     fd = made.fd
     try:
-        new = parse_header(change.new_header, temp)
-        empty: bytes | None = change.new_header  # every archive empty: nothing to read
-        for flat in batches:
-            if not flat:
-                continue
-            if not _native_update(temp, fd, flat, now, empty):
-                points = prepare_points(zip(flat[0::2], flat[1::2], strict=True))
-                apply_update(fd, temp, new, None, points, now)
-            empty = None
+        if scratch is None:
+            _fill(fd, temp, change.new_header, batches, now)
         st = os.stat(path)
         os.fchmod(fd, st.st_mode & 0o7777)
         if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
@@ -182,6 +193,31 @@ def rewrite(path: str, change: Change, now: int, options: CreateOptions | None =
         raise
     os.close(fd)
     return temp
+
+
+def _scratch(size: int) -> int | None:
+    """A zero-filled in-memory file of ``size`` bytes (None where there is no memfd)."""
+    create = getattr(os, "memfd_create", None)
+    if create is None:
+        return None
+    fd = create("carbon-resize", getattr(os, "MFD_CLOEXEC", 0))
+    os.ftruncate(fd, size)
+    return fd
+
+
+def _fill(fd: int, name: str, raw_header: bytes, batches: list[array[float]],
+          now: int) -> None:
+    """whisper-resize.py's ``update_many`` calls, one per old archive, into the new file
+    (open at ``fd``, header written, archives empty)."""
+    new = parse_header(raw_header, name)
+    empty: bytes | None = raw_header  # every archive empty: nothing to read
+    for flat in batches:
+        if not flat:
+            continue
+        if not _native_update(name, fd, flat, now, empty):
+            points = prepare_points(zip(flat[0::2], flat[1::2], strict=True))
+            apply_update(fd, name, new, None, points, now)
+        empty = None
 
 
 def _native_update(path: str, fd: int, flat: array[float], now: int,
