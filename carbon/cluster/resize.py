@@ -80,6 +80,7 @@ class Report:
     estimate: Optional[float] = None  # dry run: seconds for the changes at the rates
     swept: int = 0
     not_running: list[str] = field(default_factory=list)  # caches not held (down)
+    hold_seconds: float = 0.0  # spent asking the caches to hold and release
 
     def summary(self, dry_run: bool) -> str:
         head = "would change" if dry_run else "changed"
@@ -93,6 +94,8 @@ class Report:
                                         else "n/a")
         else:
             text += " in %.1f s" % self.seconds
+            if self.hold_seconds:
+                text += " (%.1f s holding)" % self.hold_seconds
             if self.swept:
                 text += "; %d leftover temp files swept" % self.swept
         if self.not_running:
@@ -285,14 +288,18 @@ class LocalResize:
             batch = todo[start:start + BATCH]
             metrics = [metric for metric, _, _ in batch]
             if holds is not None:
+                asked = time.monotonic()
                 holds.hold(metrics)
+                report.hold_seconds += time.monotonic() - asked
             try:
                 for metric, path, _ in batch:
                     files.take()
                     self._one(metric, path, report, volume)
             finally:
                 if holds is not None:
+                    asked = time.monotonic()
                     holds.release(metrics)
+                    report.hold_seconds += time.monotonic() - asked
             now = time.monotonic()
             if now - last >= (0.2 if self._tty() else 5.0):
                 last = now
