@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from carbon.storage.whisper_resize import (
     HEADER, REWRITE, TEMP_SUFFIX, UNCHANGED, Change, Target, compare, read_header, replace,
     rewrite, set_metadata,
 )
-from carbon.writer.ratelimit import make_limiter
+from carbon.writer.ratelimit import RateLimiter, make_limiter
 from carbon.writer.schemacheck import schema_target
 
 __all__ = ["Rates", "Report", "LocalResize", "walk", "sweep_temps"]
@@ -140,6 +141,14 @@ def sweep_temps(whisper_dir: str) -> int:
                 except FileNotFoundError:
                     pass
     return count
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class _Holds:
@@ -284,6 +293,15 @@ class LocalResize:
         volume = make_limiter("token_bucket", self.rates.bytes or float("inf"),
                               capacity=max(1.0, self.rates.bytes))
         last = 0.0
+        pool = ThreadPoolExecutor(2, thread_name_prefix="carbon-resize-fsync")
+        try:
+            self._batches(todo, report, holds, started, files, volume, pool, last)
+        finally:
+            pool.shutdown()
+
+    def _batches(self, todo: list[tuple[str, str, Change]], report: Report,
+                 holds: _Holds | None, started: float, files: RateLimiter,
+                 volume: RateLimiter, pool: ThreadPoolExecutor, last: float) -> None:
         for start in range(0, len(todo), BATCH):
             batch = todo[start:start + BATCH]
             metrics = [metric for metric, _, _ in batch]
@@ -292,9 +310,14 @@ class LocalResize:
                 holds.hold(metrics)
                 report.hold_seconds += time.monotonic() - asked
             try:
+                made: list[tuple[str, str, Future[None] | None]] = []
                 for metric, path, _ in batch:
                     files.take()
-                    self._one(metric, path, report, volume)
+                    temp = self._one(metric, path, report, volume)
+                    if temp is not None:  # its fsync runs while the next file is made
+                        made.append((temp, path, pool.submit(_fsync, temp)
+                                     if self.rates.fsync else None))
+                self._rename(made, report)
             finally:
                 if holds is not None:
                     asked = time.monotonic()
@@ -305,8 +328,26 @@ class LocalResize:
                 last = now
                 self._progress(report, len(todo), started)
 
-    def _one(self, metric: str, path: str, report: Report, volume) -> None:
-        """Compare again (a file may have changed since the plan) and change it."""
+    @staticmethod
+    def _rename(made: list[tuple[str, str, Future[None] | None]], report: Report) -> None:
+        """Each new file into place once its fsync is done."""
+        for temp, path, synced in made:
+            try:
+                if synced is not None:
+                    synced.result()
+                replace(temp, path, fsync=False)
+                report.done += 1
+            except OSError as exc:
+                report.errors.append("%s: %s" % (path, exc))
+                try:
+                    os.unlink(temp)
+                except OSError:
+                    pass
+
+    def _one(self, metric: str, path: str, report: Report, volume: RateLimiter
+             ) -> str | None:
+        """Compare again (a file may have changed since the plan) and change it: a
+        header in place, or a new file made (its temp path returned, to be renamed)."""
         try:
             change = compare(read_header(path), self.target(metric))
             if change.kind == HEADER:
@@ -320,13 +361,13 @@ class LocalResize:
                     piece = min(cost, max(1.0, self.rates.bytes or cost))
                     volume.take(piece)
                     cost -= piece
-                replace(rewrite(path, change, int(self.clock()), self.options, image), path,
-                        self.rates.fsync)
+                return rewrite(path, change, int(self.clock()), self.options, image)
             else:
-                return
+                return None
             report.done += 1
         except (OSError, WhisperError, ValueError) as exc:
             report.errors.append("%s: %s" % (path, exc))
+        return None
 
     def _tty(self) -> bool:
         return self.out is not None and self.out.isatty()
