@@ -163,22 +163,30 @@ class _Holds:
             except ConnectionRefusedError:
                 self.down.append(address)
 
-    def hold(self, metrics: list[str]) -> None:
+    def ask(self, metrics: list[str]) -> list[list[str]]:
+        """Ask every cache to hold ``metrics``; per cache, those still being written."""
+        return [self._hold(session, metrics) for session in self.sessions]
+
+    def wait(self, pending: list[list[str]]) -> None:
+        """Until no cache is writing any of the metrics ``ask`` left pending."""
         deadline = time.monotonic() + HOLD_TIMEOUT
-        for session in self.sessions:
-            wanted = metrics
-            while True:
-                answer = session.request({"type": "resize-hold", "metrics": wanted})
-                if "error" in answer:
-                    raise RuntimeError("cache %s:%d: %s" % (*session.address, answer["error"]))
-                pending = answer.get("pending") or []
-                if not pending:
-                    break
+        for session, wanted in zip(self.sessions, pending, strict=True):
+            while wanted:
                 if time.monotonic() > deadline:
                     raise RuntimeError("cache %s:%d still writing %s after %.0f s"
-                                       % (*session.address, pending[0], HOLD_TIMEOUT))
-                wanted = list(pending)
+                                       % (*session.address, wanted[0], HOLD_TIMEOUT))
                 time.sleep(0.005)
+                wanted = self._hold(session, wanted)
+
+    def hold(self, metrics: list[str]) -> None:
+        self.wait(self.ask(metrics))
+
+    @staticmethod
+    def _hold(session: Session, metrics: list[str]) -> list[str]:
+        answer = session.request({"type": "resize-hold", "metrics": metrics})
+        if "error" in answer:
+            raise RuntimeError("cache %s:%d: %s" % (*session.address, answer["error"]))
+        return list(answer.get("pending") or [])
 
     def release(self, metrics: list[str]) -> None:
         for session in self.sessions:
@@ -302,12 +310,17 @@ class LocalResize:
     def _batches(self, todo: list[tuple[str, str, Change]], report: Report,
                  holds: _Holds | None, started: float, files: RateLimiter,
                  volume: RateLimiter, pool: ThreadPoolExecutor, last: float) -> None:
-        for start in range(0, len(todo), BATCH):
-            batch = todo[start:start + BATCH]
+        # The next batch is asked for before this one is worked on: the writes of it
+        # in flight end meanwhile, and waiting for them costs nothing.
+        batches = [todo[start:start + BATCH] for start in range(0, len(todo), BATCH)]
+        pending = holds.ask([m for m, _, _ in batches[0]]) if holds and batches else []
+        for number, batch in enumerate(batches):
             metrics = [metric for metric, _, _ in batch]
             if holds is not None:
                 asked = time.monotonic()
-                holds.hold(metrics)
+                holds.wait(pending)
+                if number + 1 < len(batches):
+                    pending = holds.ask([m for m, _, _ in batches[number + 1]])
                 report.hold_seconds += time.monotonic() - asked
             try:
                 made: list[tuple[str, str, Future[None] | None]] = []
