@@ -247,10 +247,28 @@ class LocalResize:
     def dry_run(self) -> Report:
         report = Report()
         todo = self.plan(report)
-        report.estimate = self._estimate(todo, report)
+        lock = self._lock()
+        try:
+            # one rewrite is timed on a temp copy, unless a resize runs (its temp files)
+            report.estimate = self._estimate(todo, report, measure=lock is not None)
+        finally:
+            if lock is not None:
+                os.close(lock)
         return report
 
-    def _estimate(self, todo: list[tuple[str, str, Change]], report: Report) -> float:
+    def _lock(self) -> int | None:
+        """The folder's resize lock (an open descriptor), None if another run holds it."""
+        os.makedirs(self.whisper_dir, exist_ok=True)
+        lock = os.open(os.path.join(self.whisper_dir, LOCK_NAME), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            return None
+        return lock
+
+    def _estimate(self, todo: list[tuple[str, str, Change]], report: Report,
+                  measure: bool = True) -> float:
         """Seconds for the changes: the slowest of the rate limits and the time one
         rewrite takes here (measured on a temp copy of the first file, then removed)."""
         changes = report.header_only + report.rewrite
@@ -260,7 +278,7 @@ class LocalResize:
         if self.rates.bytes:
             limits.append(report.bytes / self.rates.bytes)
         sample = next((item for item in todo if item[2].kind == REWRITE), None)
-        if sample is not None:
+        if sample is not None and measure:
             started = time.perf_counter()
             temp = rewrite(sample[1], sample[2], int(self.clock()), self.options)
             os.unlink(temp)
@@ -270,13 +288,10 @@ class LocalResize:
     def run(self) -> Report:
         """Change every file that differs; returns the counts."""
         started = time.monotonic()
-        os.makedirs(self.whisper_dir, exist_ok=True)
-        lock = os.open(os.path.join(self.whisper_dir, LOCK_NAME), os.O_CREAT | os.O_RDWR, 0o644)
+        lock = self._lock()
+        if lock is None:
+            raise RuntimeError("another resize runs on %s" % self.whisper_dir)
         try:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise RuntimeError("another resize runs on %s" % self.whisper_dir) from None
             report = Report()
             report.swept = sweep_temps(self.whisper_dir)
             todo = self.plan(report)

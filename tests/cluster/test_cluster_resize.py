@@ -130,6 +130,12 @@ def test_carbon_resize_one_host_sweeps_and_refuses_bad_options(tmp_path: Path) -
     assert "caches not running (nothing to hold): 127.0.0.43:1" in done.stdout
     assert [(a.step, a.points) for a in read_header(path).archives] == [(10, 360)]
     assert whisper.fetch(path, time.time() - 60)[1].count(5.0) == 1
+    import fcntl
+    with open(tmp_path / "whisper" / ".carbon-resize.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run
+        busy = run()
+        assert busy.returncode == 1 and "another resize runs on" in busy.stderr
+        assert run("--dry-run").returncode == 0  # counts still (no timed rewrite)
     bad = run("--rate-files", "-1")
     assert bad.returncode == 1 and "--rate-files must be 0 or more" in bad.stderr
     bad = run("--carbonlink", "nohostport")
