@@ -3,7 +3,8 @@
 Steps (each idempotent, so a crashed run is resumed by running the same command):
 
 1. write every host's configuration for the move and start the new hosts;
-2. send each host's agent the rebalance state and restart the relays with the
+2. send each host's agent the rebalance state and tell the relays (the agent SIGHUPs
+   its relay, which swaps its ring in place and confirms) to route with the
    ``cluster-rebalance`` router: new owners get every point, old owners too until a
    metric has moved (double-write); SIGHUP the render apps to read the new CLUSTER_SERVERS;
 3. list the old hosts' metrics (their agents) and plan the moves: a metric an old host
@@ -12,10 +13,13 @@ Steps (each idempotent, so a crashed run is resumed by running the same command)
 4. per metric: the new owner's agent pulls it from the old owner's agent (rate-limited
    stream), merges whisper-fill style and verifies; the name is then reported moved to
    every relay host and journaled (``journal.txt``: a rerun skips journaled names);
-5. once relays stopped double-writing (their 10 s poll), old copies are pulled once more
-   (points the relays stopped at the switch delivered late) and removed (``delete=True``;
-   only when the old host's caches hold no points for them) or listed;
-6. relays restart on the new ring alone.
+5. the relays are told to route on the new ring alone (swapped in place, confirmed:
+   the double-write ends); with ``delete=True`` the moved metrics whose old copy changed
+   after its pull (file stamp, or points still in the old host's caches) are pulled
+   once more, then old copies are removed in batches (each only while the caches hold
+   no points of it and its file is unchanged since the last pull, else pulled again),
+   or listed;
+6. hosts no longer in the file stop.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
-from urllib.parse import quote
 
 from carbon.cluster import control, generate
 from carbon.cluster.agent import whisper_listing
@@ -36,7 +39,7 @@ from carbon.cluster.spec import ClusterSpec, HostSpec
 from carbon.config.settings import Settings
 from carbon.relay.routing import ConsistentHashingRouter
 
-RELAY_POLL = 10.0  # the relay checks its router's files every 10 s
+DELETE_BATCH = 1000  # old copies removed a request
 
 
 @dataclass
@@ -206,18 +209,19 @@ class Rebalancer:
 
     def __init__(self, old: ClusterSpec, new: ClusterSpec, rates: Rates | None = None,
                  out: TextIO | None = None, delete: bool = False,
-                 relay_poll: float = RELAY_POLL, crash_after: int | None = None) -> None:
+                 crash_after: int | None = None) -> None:
         if old.root != new.root:
             raise ValueError("old and new cluster files must share one root folder")
         self.old, self.new = old, new
         self.rates = rates or Rates()
         self.out = out
         self.delete = delete
-        self.relay_poll = relay_poll
         self.crash_after = crash_after  # tests: stop after this many moves (a 'crash')
         self.folder = os.path.join(new.root, "rebalance")
         self.journal_path = os.path.join(self.folder, "journal.txt")
         self.plan_path = os.path.join(self.folder, "plan.json")
+        # name -> (mtime_ns, read_ns) of the source's file at the last pull
+        self.stamps: dict[str, tuple[int, int]] = {}
 
     # -- helpers ----------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -239,16 +243,6 @@ class Rebalancer:
                 return {line[5:].rstrip("\n") for line in handle if line.startswith("done ")}
         except FileNotFoundError:
             return set()
-
-    def restart(self, hosts: list[HostSpec], kind: str, rolling: bool = False) -> None:
-        """Restart one kind of process on every host in ``hosts``, hosts in parallel, or
-        one after the other (``rolling``: the others keep answering meanwhile)."""
-        def one(host: HostSpec) -> None:
-            spec = self.spec_of(host)
-            control.stop(spec, host.name, only=kind)
-            control.start(spec, host.name, only=kind)
-        with ThreadPoolExecutor(1 if rolling else max(1, len(hosts))) as pool:
-            list(pool.map(one, hosts))
 
     # -- steps ------------------------------------------------------------------------
     def prepare(self, resume: bool) -> None:
@@ -273,10 +267,27 @@ class Rebalancer:
                 control.start(self.new, host.name)
         for host in self.all_hosts():
             agent_call(host, "POST", "/state", json.dumps(state).encode())
-        self.restart(self.all_hosts(), "relay")
+        union = generate.rebalance_relay(self.old, self.new, "")["DESTINATIONS"]
+        self.reload_relays([(host, union) for host in self.all_hosts()])
         for host in self.all_hosts():  # new CLUSTER_SERVERS, port kept open
             control.reload_render(self.spec_of(host), host.name)
         self.say("relays double-write to old and new owners; render apps see every host")
+
+    def reload_relays(self, targets: list[tuple[HostSpec, list[str]]]) -> None:
+        """Every host's relay swaps its ring in place (its agent sends the SIGHUP and
+        waits until the master and each worker confirmed ``destinations``), hosts in
+        parallel; a relay that does not run is started."""
+        def one(target: tuple[HostSpec, list[str]]) -> None:
+            host, destinations = target
+            try:
+                agent_call(host, "POST", "/relay-reload",
+                           json.dumps({"destinations": destinations}).encode())
+            except OSError as exc:
+                if "relay not running" not in str(exc):
+                    raise
+                control.start(self.spec_of(host), host.name, only="relay")
+        with ThreadPoolExecutor(max(1, len(targets))) as pool:
+            list(pool.map(one, targets))
 
     def _state_file(self, spec: ClusterSpec, host: HostSpec, state: dict[str, Any]) -> None:
         folder = os.path.join(generate.storage_dir(spec, host), "rebalance")
@@ -349,6 +360,7 @@ class Rebalancer:
                 for answer in answers:
                     name = answer["name"]
                     report.bytes += int(answer["bytes"])
+                    self._stamp(answer)
                     if not answer["verified"]:
                         failed.add(name)
                     waiting[name] -= 1
@@ -383,16 +395,43 @@ class Rebalancer:
     def spec_host(self, name: str) -> HostSpec:
         return self.old.host(name)
 
+    def _stamp(self, answer: dict[str, Any]) -> None:
+        if answer.get("verified") and int(answer.get("mtime_ns", -1)) >= 0:
+            self.stamps[answer["name"]] = (int(answer["mtime_ns"]), int(answer["read_ns"]))
+        else:
+            self.stamps.pop(answer["name"], None)
+
+    def _stamp_lines(self, names: list[str]) -> bytes:
+        return "".join("%s %d %d\n" % (n, *self.stamps.get(n, (-1, -1)))
+                       for n in names).encode()
+
+    def changed(self, moves: list[Move]) -> list[Move]:
+        """The moves whose source copy changed after its pull (``POST /changed``; a
+        move pulled by an earlier run has no stamp and counts as changed)."""
+        by_source: dict[str, list[Move]] = {}
+        for move in moves:
+            by_source.setdefault(move.source, []).append(move)
+        out: list[Move] = []
+        for source, group in by_source.items():
+            for i in range(0, len(group), DELETE_BATCH):
+                part = group[i:i + DELETE_BATCH]
+                names = set(json.loads(agent_call(
+                    self.spec_host(source), "POST", "/changed",
+                    self._stamp_lines([m.name for m in part]))))
+                out += [m for m in part if m.name in names]
+        return out
+
     def catch_up(self, moves: list[Move], batch: int = 25) -> set[str]:
-        """Pull the moved metrics once more before their old copies go: points the relays
-        stopped at the switch (old ring only) delivered to an old owner after its first
-        pull are merged too. Returns the names whose new copy did not verify."""
+        """Pull ``moves`` once more before their old copies go: points delivered to an
+        old owner after its first pull (the relays' last points routed on the old ring)
+        are merged too. Returns the names whose new copy did not verify."""
         groups: dict[tuple[str, str], list[str]] = {}
         for move in moves:
             for target in move.targets:
                 groups.setdefault((move.source, target), []).append(move.name)
         tasks = [(source, target, names[i:i + batch]) for (source, target), names
                  in groups.items() for i in range(0, len(names), batch)]
+        lock = threading.Lock()
 
         def pull(task: tuple[str, str, list[str]]) -> list[str]:
             source, target, names = task
@@ -400,44 +439,88 @@ class Rebalancer:
                 self.new.host(target), "POST", "/pull?source=%s" % (
                     self.spec_host(source).agent_address),
                 "".join(name + "\n" for name in names).encode()))
+            with lock:
+                for answer in answers:
+                    self._stamp(answer)
             return [a["name"] for a in answers if not a["verified"]]
         with ThreadPoolExecutor(max(1, self.rates.workers)) as pool:
             return {name for failed in pool.map(pull, tasks) for name in failed}
 
     def finish(self, moves: list[Move], report: Report) -> None:
-        time.sleep(self.relay_poll + 1.0)  # every relay has stopped double-writing
+        # the double-write ends: every relay routes on the new ring alone (confirmed)
+        final = generate.final_relay(self.new)
+        for host in self.new.hosts:
+            generate.write_host(self.new, host)
+        for host in self.old.hosts:
+            if host.name not in self.new.names():  # leaving: its relay sends to the new ring
+                generate.write_host(self.old, host, final)
+        self.reload_relays([(host, final["DESTINATIONS"]) for host in self.all_hosts()])
         verified = self.journal()
+        done = [m for m in moves if m.name in verified]
         if self.delete:
-            verified -= self.catch_up([m for m in moves if m.name in verified and m.delete])
-        for name in sorted({t for m in moves for t in m.targets}):
-            agent_call(self.new.host(name), "POST", "/sync")
-        for move in moves:
-            if move.name not in verified:
-                continue
-            for name in move.delete:
-                host = self.spec_host(name)
-                if self.delete and self._delete(host, move.name):
-                    report.deleted += 1
-                else:
-                    report.left.append("%s %s" % (name, move.name))
+            deletions = [m for m in done if m.delete]
+            unverified = self.catch_up(self.changed(deletions))
+            verified -= unverified
+            report.left += self._delete_all([m for m in deletions if m.name in verified],
+                                            report)
+        for move in done:
+            if not self.delete or move.name not in verified:
+                report.left += ["%s %s" % (name, move.name) for name in move.delete]
         with open(os.path.join(self.folder, "old-copies.txt"), "w", encoding="utf-8") as out:
             out.write("".join(line + "\n" for line in report.left))
         for host in self.new.hosts:
-            generate.write_host(self.new, host)
             control.reload_render(self.new, host.name)
-        self.restart(list(self.new.hosts), "relay")
         for host in self.old.hosts:
             if host.name not in self.new.names():
                 control.stop(self.old, host.name)
 
-    def _delete(self, host: HostSpec, name: str, attempts: int = 30) -> bool:
-        for _ in range(attempts):
-            answer = json.loads(agent_call(host, "POST", "/delete?name=%s&unless_cached=1"
-                                           % quote(name)))
-            if not answer.get("pending"):
-                return bool(answer.get("deleted"))
-            time.sleep(1.0)
-        return False
+    def _delete_all(self, moves: list[Move], report: Report, rounds: int = 60) -> list[str]:
+        """Remove the old copies of ``moves`` in batches (``POST /delete-many``): after a
+        ``sync`` on the new owners; a copy that changed since its pull is pulled again
+        first, one whose points a cache still holds waits. Returns the copies kept
+        ("host name" lines)."""
+        def sync(group: list[Move]) -> None:
+            for name in sorted({t for m in group for t in m.targets}):
+                agent_call(self.new.host(name), "POST", "/sync")
+        todo = {(host, m.name): m for m in moves for host in m.delete}
+        sync(moves)
+        for _ in range(rounds):
+            if not todo:
+                break
+            by_host: dict[str, list[str]] = {}
+            for host, name in todo:
+                by_host.setdefault(host, []).append(name)
+            again: list[Move] = []
+            waiting = False
+            for host, names in by_host.items():
+                for i in range(0, len(names), DELETE_BATCH):
+                    part = names[i:i + DELETE_BATCH]
+                    lines = "".join(
+                        "%s %d %d\n" % (n, *(self.stamps.get(n, (-1, -1))
+                                              if todo[(host, n)].source == host
+                                              else (-1, -1))) for n in part)
+                    answer = json.loads(agent_call(self.spec_host(host), "POST",
+                                                   "/delete-many", lines.encode()))
+                    for name, outcome in answer.items():
+                        if outcome == "pending":
+                            waiting = True
+                            continue
+                        move = todo.pop((host, name))
+                        if outcome == "deleted":
+                            report.deleted += 1
+                        elif outcome == "changed":
+                            todo[(host, name)] = move
+                            again.append(move)
+                        # "missing": no old copy to remove
+            if again:
+                failed = self.catch_up(again)
+                for key in [k for k in todo if k[1] in failed]:
+                    report.left.append("%s %s" % key)  # new copy unverified: keep the old
+                    del todo[key]
+                sync(again)
+            if waiting and not again:
+                time.sleep(0.5)
+        return ["%s %s" % key for key in todo]
 
     def run(self, resume: bool | None = None) -> Report:
         started = time.monotonic()
