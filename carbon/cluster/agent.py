@@ -18,13 +18,11 @@ It asks its host's caches over carbonlink (cache-query-bulk) and answers:
   and verify it; answers a JSON list of MergeResults;
 * ``POST /delete?name=M[&unless_cached=1]`` -- remove the local copy (not while the
   host's caches still hold points of it: then ``pending`` is answered);
-* ``POST /changed`` (``name mtime_ns read_ns`` lines: the stamps a ``/files`` header
-  gave) -- the names whose file changed since that read, or was written within a second
-  before it (a later write in the same clock tick would not show), or whose points the
-  host's caches still hold: the ones a catch-up pull must fetch again;
-* ``POST /delete-many`` (the same lines) -- remove each local copy unless the caches
-  still hold points of it (``pending``) or it changed since its stamp (``changed``: pull
-  it again first); a stamp of ``-1`` skips the file check (a replica that was not the
+* ``POST /delete-many`` (``name mtime_ns read_ns`` lines: the stamps a ``/files``
+  header gave) -- remove each local copy unless the caches still hold points of it
+  (``pending``) or its file changed since that read, or was written within 0.1 s before
+  it, when a later write in the same clock tick would not show (``changed``: pull it
+  again first); a stamp of ``-1`` skips the file check (a replica that was not the
   source); answers ``{name: deleted|missing|pending|changed}``;
 * ``POST /sync`` -- flush written files to disk (before old copies are removed);
 * ``POST /state`` (JSON) and ``POST /moved`` (names) -- the files the relay's
@@ -59,7 +57,9 @@ from carbon.relay.destinations import Destination, parse_destinations
 from carbon.tags import filesystem_path
 
 CHUNK = 65536
-RECENT_NS = 1_000_000_000  # a file written this close before its read may change unseen
+# A file written this close before its read may change unseen: file times come from the
+# kernel's coarse clock (one tick, 1-10 ms, behind the fine one time.time_ns() reads).
+RECENT_NS = 100_000_000
 
 
 def whisper_listing(base: str) -> list[tuple[str, int]]:
@@ -141,15 +141,6 @@ class Agent:
         except FileNotFoundError:
             return None
         return mtime_ns < 0 or now != mtime_ns or mtime_ns > read_ns - RECENT_NS
-
-    def changed(self, stamps: dict[str, tuple[int, int]]) -> list[str]:
-        """Names to pull again (see ``POST /changed``)."""
-        try:
-            cached = self.cached(list(stamps))
-        except Exception:  # noqa: BLE001 - a cache that cannot answer: pull them all
-            return list(stamps)
-        return [name for name, stamp in stamps.items()
-                if cached[name] or self._file_changed(name, stamp)]
 
     def delete_many(self, stamps: dict[str, tuple[int, int]]) -> dict[str, str]:
         """Remove old copies (see ``POST /delete-many``)."""
@@ -412,9 +403,6 @@ class Handler(BaseHTTPRequestHandler):
                 except FileNotFoundError:
                     deleted = False
                 return self._send(200, json.dumps({"deleted": deleted}).encode())
-            if route == "/changed":
-                stamps = parse_stamps(body)
-                return self._send(200, json.dumps(agent.changed(stamps)).encode())
             if route == "/delete-many":
                 return self._send(200, json.dumps(agent.delete_many(parse_stamps(body))
                                                   ).encode())

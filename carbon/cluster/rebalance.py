@@ -202,6 +202,14 @@ class Report:
     left: list[str] = field(default_factory=list)  # old copies kept (host name, metric)
     seconds: float = 0.0
     transfer_seconds: float = 0.0
+    caught_up: int = 0  # metrics pulled again because their old copy changed
+    phases: dict[str, float] = field(default_factory=dict)  # step -> seconds
+
+    def phase(self, name: str, since: float) -> float:
+        """Record the seconds of step ``name`` begun at ``since``; returns now."""
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - since
+        return now
 
 
 class Rebalancer:
@@ -264,7 +272,7 @@ class Rebalancer:
             if host.name not in self.old.names():
                 # a new host's relay starts on the old ring until every relay switches
                 self._state_file(self.new, host, old_state)
-                control.start(self.new, host.name)
+                control.start(self.new, host.name, parallel=True)
         for host in self.all_hosts():
             agent_call(host, "POST", "/state", json.dumps(state).encode())
         union = generate.rebalance_relay(self.old, self.new, "")["DESTINATIONS"]
@@ -401,26 +409,6 @@ class Rebalancer:
         else:
             self.stamps.pop(answer["name"], None)
 
-    def _stamp_lines(self, names: list[str]) -> bytes:
-        return "".join("%s %d %d\n" % (n, *self.stamps.get(n, (-1, -1)))
-                       for n in names).encode()
-
-    def changed(self, moves: list[Move]) -> list[Move]:
-        """The moves whose source copy changed after its pull (``POST /changed``; a
-        move pulled by an earlier run has no stamp and counts as changed)."""
-        by_source: dict[str, list[Move]] = {}
-        for move in moves:
-            by_source.setdefault(move.source, []).append(move)
-        out: list[Move] = []
-        for source, group in by_source.items():
-            for i in range(0, len(group), DELETE_BATCH):
-                part = group[i:i + DELETE_BATCH]
-                names = set(json.loads(agent_call(
-                    self.spec_host(source), "POST", "/changed",
-                    self._stamp_lines([m.name for m in part]))))
-                out += [m for m in part if m.name in names]
-        return out
-
     def catch_up(self, moves: list[Move], batch: int = 25) -> set[str]:
         """Pull ``moves`` once more before their old copies go: points delivered to an
         old owner after its first pull (the relays' last points routed on the old ring)
@@ -448,6 +436,7 @@ class Rebalancer:
 
     def finish(self, moves: list[Move], report: Report) -> None:
         # the double-write ends: every relay routes on the new ring alone (confirmed)
+        mark = time.monotonic()
         final = generate.final_relay(self.new)
         for host in self.new.hosts:
             generate.write_host(self.new, host)
@@ -455,14 +444,12 @@ class Rebalancer:
             if host.name not in self.new.names():  # leaving: its relay sends to the new ring
                 generate.write_host(self.old, host, final)
         self.reload_relays([(host, final["DESTINATIONS"]) for host in self.all_hosts()])
+        mark = report.phase("switch", mark)
         verified = self.journal()
         done = [m for m in moves if m.name in verified]
-        if self.delete:
-            deletions = [m for m in done if m.delete]
-            unverified = self.catch_up(self.changed(deletions))
-            verified -= unverified
-            report.left += self._delete_all([m for m in deletions if m.name in verified],
-                                            report)
+        if self.delete:  # the catch-up pulls happen in the delete rounds, as needed
+            report.left += self._delete_all([m for m in done if m.delete], report)
+            mark = report.phase("delete", mark)
         for move in done:
             if not self.delete or move.name not in verified:
                 report.left += ["%s %s" % (name, move.name) for name in move.delete]
@@ -473,15 +460,27 @@ class Rebalancer:
         for host in self.old.hosts:
             if host.name not in self.new.names():
                 control.stop(self.old, host.name)
+        report.phase("end", mark)
 
     def _delete_all(self, moves: list[Move], report: Report, rounds: int = 60) -> list[str]:
-        """Remove the old copies of ``moves`` in batches (``POST /delete-many``): after a
-        ``sync`` on the new owners; a copy that changed since its pull is pulled again
-        first, one whose points a cache still holds waits. Returns the copies kept
-        ("host name" lines)."""
+        """Remove the old copies of ``moves`` in batches (``POST /delete-many``), after a
+        ``sync`` on the new owners. This is also the catch-up: a copy whose points the
+        old host's caches still hold waits (they reach its file, then it has changed); a
+        copy that changed since its pull (points delivered to the old owner after it:
+        the relays' last ones routed on the old ring, or double-written ones the cache
+        wrote late) is pulled again, synced, and asked for again; only a copy unchanged
+        since its last pull is removed. Returns the copies kept ("host name" lines)."""
         def sync(group: list[Move]) -> None:
             for name in sorted({t for m in group for t in m.targets}):
                 agent_call(self.new.host(name), "POST", "/sync")
+        kept: list[str] = []
+        unstamped = [m for m in moves if m.name not in self.stamps]
+        if unstamped:  # pulled by an earlier run: when is unknown, so pulled again now
+            report.caught_up += len(unstamped)
+            failed = self.catch_up(unstamped)
+            kept += ["%s %s" % (h, m.name) for m in unstamped if m.name in failed
+                     for h in m.delete]
+            moves = [m for m in moves if m.name not in failed]
         todo = {(host, m.name): m for m in moves for host in m.delete}
         sync(moves)
         for _ in range(rounds):
@@ -511,6 +510,7 @@ class Rebalancer:
                         elif outcome == "changed":
                             todo[(host, name)] = move
                             again.append(move)
+                            report.caught_up += 1
                         # "missing": no old copy to remove
             if again:
                 failed = self.catch_up(again)
@@ -520,19 +520,22 @@ class Rebalancer:
                 sync(again)
             if waiting and not again:
                 time.sleep(0.5)
-        return ["%s %s" % key for key in todo]
+        return kept + ["%s %s" % key for key in todo]
 
     def run(self, resume: bool | None = None) -> Report:
         started = time.monotonic()
         if resume is None:
             resume = os.path.exists(self.plan_path) and self._same_plan()
+        report = Report()
         self.prepare(resume)
+        mark = report.phase("prepare", started)
         moves = self.load_or_plan(resume)
+        mark = report.phase("plan", mark)
         self.say("%d metrics to move (%d transfers, %.1f MB)" % (
             len(moves), sum(len(m.targets) for m in moves),
             sum(m.size * len(m.targets) for m in moves) / 1e6))
-        report = Report()
         self.transfer(moves, report)
+        report.phase("transfer", mark)
         if self.crash_after is not None and report.moves >= self.crash_after:
             report.seconds = time.monotonic() - started
             return report  # the test's crash: the plan and journal stay for a resume

@@ -50,6 +50,8 @@ def swap_ring(daemon: Any, say: Callable[[str], None], workers: list[int] | None
     loads, or a router that cannot be built from it, keeps what runs (said why)."""
     settings, sink = daemon.settings, daemon.relay
     swapped = False
+    if not settings.get("config_file"):  # built in code, not from a file: nothing to read
+        return False
     try:
         fresh = load_settings(settings["program"], settings.get("instance"),
                               settings["config_file"], settings.get("GRAPHITE_ROOT"))
@@ -57,7 +59,7 @@ def swap_ring(daemon: Any, say: Callable[[str], None], workers: list[int] | None
         say("SIGHUP: kept the running ring: %s" % exc)
         fresh = None
     keys = changed_keys(settings, fresh) if fresh is not None else []
-    if keys:
+    if fresh is not None and keys:
         candidate = type(settings)()
         candidate.update(settings)
         for key in ROUTING_KEYS:

@@ -152,10 +152,9 @@ class RelaySink(Sink):
             client.flush()
             if client.drained() and not client.spool.points and not client.stopping:
                 client.begin_stop()
-                closing = client.close()
-                closing.addCallback(lambda _, c=client, d=dest: self._retired(d, c))
+                client.close().addCallback(self._retired, dest, client)
 
-    def _retired(self, dest: Destination, client: DestinationClient) -> None:
+    def _retired(self, _: Any, dest: Destination, client: DestinationClient) -> None:
         client.finish()
         if self.retiring.get(dest) is client:
             del self.retiring[dest]
