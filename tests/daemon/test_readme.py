@@ -269,3 +269,16 @@ def test_demo_no_wait_stops_within_seconds(tmp_path):
     assert "stopped graphite-render" in out and "carbon-cache.py --instance=a stop" in out, out
     assert stopped - shown < 5, "stopping took %.1f s:\n%s" % (stopped - shown, out)
     wait_for(lambda: not pids_of(run), 60, what="the demo's daemons to exit")
+
+
+def readme_section(title: str) -> str:
+    return (ROOT / "README.md").read_text().split("### " + title, 1)[1].split("\n### ", 1)[0]
+
+
+def test_readme_says_what_the_manhole_and_amqp_need():
+    manhole = readme_section("The manhole")
+    assert "MANHOLE_HOST_KEY_DIR" in manhole and "ssh-keygen" in manhole
+    assert re.search(r"`ssh -t -p 7222 \w+@127\.0\.0\.1`", manhole)
+    amqp = readme_section("AMQP")
+    assert "apt-get install rabbitmq-server" in amqp and "NODE_IP_ADDRESS=127.0.0.1" in amqp
+    assert "inet_dist_use_interface {127,0,0,1}" in amqp
