@@ -154,6 +154,9 @@ DEFAULTS = dict(
     # written.
     WRITER_KNOWN_FILES=100000,
     RELAY_WORKERS=1,
+    # RELAY_METHOD = cluster-rebalance (carbon-cluster rebalance writes it): the JSON file
+    # of the old and new rings (carbon/cluster/router.py).
+    REBALANCE_STATE="",
     # The cache journal (write-ahead log, carbon/cache/journal.py): every batch the cache
     # accepts is appended to a segment file first, so a killed daemon loses nothing; the
     # next start replays it before listening.
