@@ -81,7 +81,12 @@ def _cache(settings: Any, warnings: list[str]) -> None:
 
 def _router(settings: Any, warnings: list[str]) -> None:
     from carbon.routers import make_router
-    make_router(settings)
+    router = make_router(settings)
+    unknown = getattr(router, "unknown_rule_destinations", lambda: [])()
+    if unknown:   # the relay logs the same at start
+        warnings.append("%s: relay rules name destinations missing from DESTINATIONS, "
+                        "which are never used: %s" % (settings["relay-rules"],
+                                                      ", ".join(map(str, unknown))))
 
 
 def _aggregator_output(settings: Any, warnings: list[str]) -> None:

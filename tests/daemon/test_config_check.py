@@ -206,3 +206,12 @@ def test_carbon_config_check_names_the_render_settings_at_fault(tmp_path):
     settings.write_text("X = (\n")
     result = run(root, [str(BIN / "graphite-render"), "--config", str(settings), "--check"])
     assert result.returncode == 2 and "%s, line 1" % settings in result.stderr
+
+
+def test_check_warns_of_relay_rule_destinations_the_relay_never_uses(tmp_path):
+    root = shipped_root(tmp_path)
+    (root / "conf" / "relay-rules.conf").write_text(
+        "[default]\ndefault = true\ndestinations = 127.0.0.1:9999:z\n")
+    result = run(root, [str(BIN / "carbon-relay.py"), "--instance=rules", "check"])
+    assert result.returncode == 0 and "1 warning" in result.stdout, result.stdout
+    assert "missing from DESTINATIONS" in result.stderr and "127.0.0.1:9999:z" in result.stderr
