@@ -6,10 +6,17 @@ image, the build cache and the last image survive for the next run. Registries a
 reachable here: ``debian:bookworm-slim`` is made from Debian's packages with debootstrap
 (tarball cached beside it) and ``docker import``.
 
-On stop: the containers and networks this engine made are removed, dockerd is ended by
-its PID (and waited for), and what dockerd leaves behind is removed: the nft tables
-``ip nat`` / ``ip filter`` if they did not exist before it started, the docker0 link
-likewise, and the mounts under its exec-root (the network namespaces).
+The host's network is left as it was: dockerd runs without its iptables rules, without
+touching ip_forward and without the docker0 bridge (``--iptables=false --ip-forward=false
+--bridge=none``; otherwise it leaves nft tables and a FORWARD policy of DROP behind). So a
+build's RUN steps use the host's network (``--network host``) to reach Debian's archive
+and PyPI; containers talk over a user-defined bridge (names resolve through Docker's DNS)
+and published ports on 127.0.0.1 go through docker-proxy.
+
+On stop: every container, network and volume is removed, dockerd is ended by its PID (and
+waited for), and what it could still leave is removed: the mounts under its exec-root (the
+network namespaces), and the nft tables ``ip nat`` / ``ip filter`` and the docker0 link if
+they appeared while it ran.
 """
 
 from __future__ import annotations
@@ -159,7 +166,8 @@ class DockerEngine:
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             ["dockerd", "--data-root", str(self.data_root), "--exec-root", str(self.exec_root),
-             "--host", "unix://%s" % self.socket, "--pidfile", str(self.run_dir / "dockerd.pid")],
+             "--host", "unix://%s" % self.socket, "--pidfile", str(self.run_dir / "dockerd.pid"),
+             "--iptables=false", "--ip-forward=false", "--bridge=none"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + 60
@@ -240,7 +248,7 @@ class DockerEngine:
 
     def build(self, context: Path, tag: str, ca_bundle: str, timeout: float = 1500) -> str:
         """Build ``context``'s Dockerfile with BuildKit; the build's output (plain)."""
-        args = ["build", "--progress=plain", "-t", tag]
+        args = ["build", "--progress=plain", "--network", "host", "-t", tag]
         if os.path.exists(ca_bundle):
             args += ["--secret", "id=ca,src=%s" % ca_bundle]
         done = self.docker(*args, str(context), timeout=timeout)
