@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from tests.deploy.debian import install_missing, mirror
+
 CACHE = Path.home() / ".cache" / "carbon-fast" / "container"
 DOCKER = "/usr/bin/docker"  # Debian's client, with BuildKit (/usr/local/bin/docker has no buildx)
 BASE_TAG = "debian:bookworm-slim"
@@ -37,56 +39,9 @@ SUITE = "bookworm"
 NFT_TABLES = (("ip", "nat"), ("ip", "filter"))
 
 
-def debian_mirror() -> str:
-    """The Debian archive this machine's apt uses (read now, never written down)."""
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
-    if sources.exists():
-        for stanza in sources.read_text().split("\n\n"):
-            fields = {}
-            for line in stanza.splitlines():
-                if ":" in line and not line.startswith("#"):
-                    key, _, value = line.partition(":")
-                    fields[key.strip().lower()] = value.strip()
-            suites = fields.get("suites", "").split()
-            if SUITE in suites and fields.get("uris"):
-                return fields["uris"].split()[0]
-    listing = Path("/etc/apt/sources.list")
-    if listing.exists():
-        for line in listing.read_text().splitlines():
-            parts = line.split()
-            if len(parts) >= 3 and parts[0] == "deb" and parts[2] == SUITE:
-                return parts[1] if not parts[1].startswith("[") else parts[2]
-    raise RuntimeError("no Debian %s mirror in /etc/apt sources" % SUITE)
-
-
-def apt_install(*packages: str) -> None:
-    """Install Debian packages (as root), not letting their scripts start services."""
-    policy = Path("/usr/sbin/policy-rc.d")
-    created = not policy.exists()
-    if created:
-        policy.write_text("#!/bin/sh\nexit 101\n")
-        policy.chmod(0o755)
-    try:
-        lock = ["-o", "DPkg::Lock::Timeout=900"]
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run(["apt-get", *lock, "update", "-qq"], check=True, env=env,
-                       stdout=subprocess.DEVNULL, timeout=900)
-        subprocess.run(["apt-get", *lock, "install", "-y", "-qq", "--no-install-recommends",
-                        *packages], check=True, env=env, stdout=subprocess.DEVNULL,
-                       timeout=900)
-    finally:
-        if created:
-            policy.unlink()
-
-
 def ensure_tools() -> None:
-    need = [package for tool, package in (("/usr/bin/docker", "docker.io"),
-                                          ("/usr/bin/docker-compose", "docker-compose"),
-                                          ("/usr/sbin/debootstrap", "debootstrap"),
-                                          ("/usr/sbin/nft", "nftables"))
-            if not os.path.exists(tool)]
-    if need:
-        apt_install(*need)
+    install_missing({"/usr/bin/docker": "docker.io", "/usr/bin/docker-compose": "docker-compose",
+                     "/usr/sbin/debootstrap": "debootstrap", "/usr/sbin/nft": "nftables"})
 
 
 def base_tarball() -> Path:
@@ -102,7 +57,7 @@ def base_tarball() -> Path:
         log = Path(tmp) / "debootstrap.log"
         with open(log, "w") as out:
             done = subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(root),
-                                   debian_mirror()], stdout=out, stderr=subprocess.STDOUT,
+                                   mirror(SUITE)], stdout=out, stderr=subprocess.STDOUT,
                                   timeout=1200)
         if done.returncode != 0:
             raise RuntimeError("debootstrap failed: %s" % log.read_text()[-2000:])
