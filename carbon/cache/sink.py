@@ -9,7 +9,7 @@ from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Batch
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.tags import normalize_batch
 
 
