@@ -5,13 +5,12 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterable, Optional
 
-from carbon.plugins import Registry
-from webapp.plugins import RENDER_FUNCTIONS
+from webapp.plugins import PIE_FUNCTIONS, RENDER_FUNCTIONS
 from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries
 
-PIE_FUNCTIONS = Registry("pie function", "carbon.pie_functions", ("webapp.functions",))
+__all__ = ["PIE_FUNCTIONS", "RENDER_FUNCTIONS"]  # the registries live in webapp.plugins
 
 AGG_FUNCS = ['average', 'avg_zero', 'median', 'sum', 'min', 'max', 'diff', 'stddev',
              'count', 'range', 'multiply', 'last']
