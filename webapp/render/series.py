@@ -113,8 +113,9 @@ CONSOLIDATION_FUNCTIONS: dict[str, Callable[[list], Any]] = {
 }
 
 
-def xff_ok(non_null: int, total: int, x_files_factor: Optional[float]) -> bool:
-    """True when ``non_null`` of ``total`` values satisfies the xFilesFactor ratio."""
+def xff(non_null: int, total: float, x_files_factor: Optional[float] = None) -> bool:
+    """Whether ``non_null`` known values out of ``total`` meet the xFilesFactor ratio
+    (consolidation here, the functions' windows through webapp.functions.common)."""
     if not non_null or not total:
         return False
     return non_null / total >= (x_files_factor or 0.0)
@@ -193,7 +194,7 @@ class TimeSeries(list):
         if func is None:
             raise ValueError("Invalid consolidation function: '%s'" % self.consolidationFunc)
         non_null = [v for v in values if v is not None]
-        if not xff_ok(len(non_null), self.valuesPerPoint, self.xFilesFactor):
+        if not xff(len(non_null), self.valuesPerPoint, self.xFilesFactor):
             return None
         if self.consolidationFunc == 'avg_zero':
             return sum(non_null) / len(values)
