@@ -10,8 +10,6 @@ from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries
 
-__all__ = ["PIE_FUNCTIONS", "RENDER_FUNCTIONS"]  # the registries live in webapp.plugins
-
 AGG_FUNCS = ['average', 'avg_zero', 'median', 'sum', 'min', 'max', 'diff', 'stddev',
              'count', 'range', 'multiply', 'last']
 AGG_FUNC_ALIASES = ['rangeOf', 'avg', 'total', 'current']
