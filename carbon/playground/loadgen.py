@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import socket
 import sys
 import threading
@@ -318,7 +317,3 @@ def main(argv: list[str] | None = None) -> int:
         print("error: %s" % error, file=sys.stderr)
     return 1 if result.errors else 0
 
-
-def ceil_rounds(points: int, metrics: int) -> int:
-    """Rounds needed to send ``points`` points to ``metrics`` metrics."""
-    return math.ceil(points / max(metrics, 1))

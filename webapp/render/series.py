@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Callable, Iterable, Iterator, Optional
 
@@ -89,12 +88,6 @@ def _split_openmetrics(text: str) -> list[str]:
     if ''.join(buf).strip():
         parts.append(''.join(buf))
     return parts
-
-
-def format_tagged(tags: dict[str, str]) -> str:
-    """Canonical tagged path: ``name;k1=v1;k2=v2`` with tags sorted by key."""
-    rest = sorted((k, v) for k, v in tags.items() if k != 'name')
-    return ''.join([tags.get('name', '')] + [';%s=%s' % (k, v) for k, v in rest])
 
 
 def _avg(values: list) -> Any:
@@ -249,11 +242,6 @@ class TimeSeries(list):
             tags=self.tags if tags is None else tags,
             xFilesFactor=self.xFilesFactor if xFilesFactor is None else xFilesFactor,
         )
-
-
-def is_nan(value: Any) -> bool:
-    """True for float NaN (used by output formats)."""
-    return isinstance(value, float) and math.isnan(value)
 
 
 class PackedSeries(TimeSeries):

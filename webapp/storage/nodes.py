@@ -60,11 +60,6 @@ def union_intervals(intervals: Iterable[Interval]) -> list[Interval]:
     return [(s, e) for s, e in out]
 
 
-def is_pattern(s: str) -> bool:
-    """True when ``s`` has glob characters."""
-    return '*' in s or '?' in s or '[' in s or '{' in s
-
-
 def expand_braces(pattern: str) -> list[str]:
     """``a{b,c}d`` -> ['abd', 'acd'] (recursively, deduplicated)."""
     if '{' not in pattern:
