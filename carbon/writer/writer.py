@@ -277,10 +277,6 @@ class Writer:
         self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
         self.disk_errors.record(message)
 
-    def write_one(self) -> bool:
-        """Write the next metric. Returns False when there was nothing to do."""
-        return self.write_some(1)
-
     def write_some(self, limit: int = BATCH_SIZE) -> bool:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""

@@ -101,18 +101,18 @@ def test_points_of_a_metric_being_created_stay_in_the_cache(harness) -> None:
     size = h.cache.size
     # No threads: step by step. Metrics this writer has not seen go to the creator (which
     # looks for their files and makes the missing ones) and are skipped meanwhile.
-    assert h.writer.write_one()
+    assert h.writer.write_some(1)
     assert h.writer.creator.busy == {"new.one", "old.one"}
     assert not os.path.exists(h.database.get_filesystem_path("new.one"))
     assert h.cache.get("new.one") == sorted(expected().items())  # carbonlink sees them
     assert h.cache.size == size  # and they count in MAX_CACHE_SIZE
-    assert h.writer.write_one()  # only creates left: the creator handles a batch
+    assert h.writer.write_some(1)  # only creates left: the creator handles a batch
     assert os.path.exists(h.database.get_filesystem_path("new.one"))
     # the new file was made with its points in its first write: on disk, out of the
     # cache; the file that existed has its points back in the cache, for the writer
     assert h.stored("new.one") == expected() and h.cache.get("new.one") == []
     assert h.cache.get("old.one") == sorted(expected().items())
-    assert h.writer.write_one() and h.writer.write_one()
+    assert h.writer.write_some(1) and h.writer.write_some(1)
     assert h.stored("new.one") == expected() and h.stored("old.one") == expected()
     assert not h.cache and h.cache.size == 0 and not h.writer.creator.busy
     assert h.stats.get("creates") == 1 and h.tags.new == ["new.one"]
@@ -120,8 +120,8 @@ def test_points_of_a_metric_being_created_stay_in_the_cache(harness) -> None:
     assert "old.one" not in h.log_text("creates")
     # known files are written without the creator
     h.add(["old.one", "new.one"], count=1, value=9.0)
-    assert h.writer.write_one() and not h.writer.creator.busy
-    assert h.writer.write_one() and not h.cache
+    assert h.writer.write_some(1) and not h.writer.creator.busy
+    assert h.writer.write_some(1) and not h.cache
     assert h.stored("new.one")[NOW - 60] == 10.0 == h.stored("old.one")[NOW - 60]
 
 
@@ -506,8 +506,8 @@ def test_with_an_update_limit_a_create_writes_no_points(harness) -> None:
     the creator leaves the points in the cache, for the writer at its rate."""
     h = harness(MAX_UPDATES_PER_SECOND=1000.0)
     h.add(["limited.one"])
-    assert h.writer.write_one()  # handed to the creator
-    assert h.writer.write_one()  # the creator makes the file
+    assert h.writer.write_some(1)  # handed to the creator
+    assert h.writer.write_some(1)  # the creator makes the file
     assert os.path.exists(h.database.get_filesystem_path("limited.one"))
     assert h.cache.get("limited.one") == sorted(expected().items())
     while h.cache or h.writer.creator.ready or h.writer.returned or h.writer.creator.busy:
