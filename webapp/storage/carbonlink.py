@@ -1,10 +1,12 @@
-"""CarbonLink client: ask carbon-cache instances for points not yet written to disk.
+"""The render app's CarbonLink pool: ask carbon-cache instances for points not yet
+written to disk.
 
 One ``cache-query-bulk`` request per cache per render request (hosts queried in
 parallel), all within CARBONLINK_TIMEOUT. Metrics are placed on caches with the same
 consistent-hash ring carbon-relay uses (carbon.hashing), so each metric is asked of
-the cache that holds it. Framing: carbon.formats.pickled (4-byte big-endian length +
-pickle).
+the cache that holds it. Connections are kept per cache; each request and answer is
+carbon's client's ``exchange`` (carbon.carbonlink.client), answers read with
+graphite-web's unpickler table.
 """
 
 from __future__ import annotations
