@@ -66,7 +66,6 @@ setup(
     install_requires=[
         "twisted>=22.10",
         "whisper==1.1.10",
-        "cachetools>=5",
         "mmh3>=4",
         "tzdata",
         "txamqp>=0.8.2",
