@@ -12,6 +12,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # carbon-cluster's partition test (tests/cluster: hosts in network namespaces)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# carbon-fast install-layout (tests/deploy): systemd-sysusers and systemd-tmpfiles
+command -v systemd-tmpfiles >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         policy=/usr/sbin/policy-rc.d

@@ -14,4 +14,5 @@ if [ -x tools/system-deps.sh ]; then
     tools/system-deps.sh
 fi
 "$VENV/bin/ruff" check carbon webapp tests tools bench
+"$VENV/bin/mypy"  # pyproject.toml [tool.mypy]: strict on the typed modules, the rest as listed
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -19,6 +19,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from carbon.config.errors import ConfigError
+from carbon.daemon.notify import notify
 from webapp.process_tuning import freeze_startup_objects, keep_large_buffers
 from webapp.app import make_app
 from webapp.channel import bounded_channel
@@ -83,6 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     if args.check:
         return check_settings(settings, args.config)
+    # LOG_LEVEL names a logging level; an unknown name falls back
     level = logging.DEBUG if args.debug else getattr(logging, str(settings.LOG_LEVEL).upper(),
                                                      logging.INFO)
     logging.basicConfig(level=level, stream=sys.stderr,
@@ -96,10 +98,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   file=sys.stderr)
             return 1
         host, port = sock.getsockname()[:2]
+        def listening() -> None:
+            print('graphite-render listening on http://%s:%d/ (%d workers)'
+                  % (host, port, args.workers), flush=True)
+            notify('READY=1')   # a Type=notify unit (carbon/deploy/systemd) is started
+
         return Supervisor(sock, args.workers,
-                          lambda inherited: serve(args, settings, inherited)).run(
-            lambda: print('graphite-render listening on http://%s:%d/ (%d workers)'
-                          % (host, port, args.workers), flush=True))
+                          lambda inherited: serve(args, settings, inherited)).run(listening)
     return serve(args, settings)
 
 
@@ -142,6 +147,7 @@ def serve(args: argparse.Namespace, settings: Any, sock: Optional[socket.socket]
         address = port.getHost()
         print('graphite-render listening on http://%s:%d/' % (address.host, address.port),
               flush=True)
+        notify('READY=1')
     reactor.addSystemEventTrigger('before', 'shutdown', app.close)
     reactor.run()
     return 0

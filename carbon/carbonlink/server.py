@@ -41,6 +41,7 @@ def plain_value(value: Any) -> Any:
         return tuple(plain_value(v) for v in value)
     if isinstance(value, (list, set, frozenset)):
         return [plain_value(v) for v in value]
+    # a numpy scalar (third-party) answers item()
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "shape", None) == ():
         return plain_value(item())
@@ -112,6 +113,7 @@ class CarbonLinkProtocol(Protocol):
 
     def connectionMade(self) -> None:  # noqa: N802
         peer = self.transport.getPeer()
+        # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
         self.handler.log.query("%s connected" % self.peer)
 

@@ -40,6 +40,7 @@ class RebalancingRouter(DestinationSetRouter):
     DESTINATIONS (the clients) are kept as a set; the rings alone decide placement."""
 
     plugin_name = "cluster-rebalance"
+    rechecks_rules = True  # the cluster plan file
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)

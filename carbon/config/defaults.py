@@ -175,6 +175,10 @@ DEFAULTS = dict(
     # before exiting (as carbon). With CACHE_JOURNAL on, False exits as soon as the
     # journal is flushed: nothing is lost, the next start replays it.
     SHUTDOWN_DRAIN_CACHE=True,
+    # Rotated daily log files kept per log file (console.log.2026_11_27 ...): at each
+    # rotation the oldest beyond this count are removed. 0 keeps them all (carbon 1.1.10
+    # never removes one).
+    LOG_ROTATION_COUNT=0,
 )
 
 # Keys whose values are paths; derived from STORAGE_DIR when not set.

@@ -80,9 +80,9 @@ def _cache(settings: Any, warnings: list[str]) -> None:
 
 
 def _router(settings: Any, warnings: list[str]) -> None:
-    from carbon.routers import make_router
+    from carbon.relay.routing import make_router
     router = make_router(settings)
-    unknown = getattr(router, "unknown_rule_destinations", lambda: [])()
+    unknown = router.unknown_rule_destinations()
     if unknown:   # the relay logs the same at start
         warnings.append("%s: relay rules name destinations missing from DESTINATIONS, "
                         "which are never used: %s" % (settings["relay-rules"],
@@ -90,7 +90,7 @@ def _router(settings: Any, warnings: list[str]) -> None:
 
 
 def _aggregator_output(settings: Any, warnings: list[str]) -> None:
-    from carbon.routers import make_router
+    from carbon.relay.routing import make_router
     make_router(Settings(**dict(settings, RELAY_METHOD="consistent-hashing")))
 
 

@@ -15,9 +15,10 @@ from typing import Any
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.daemon.check import check_action, rule_paths
+from carbon.daemon.notify import notify
 from carbon.daemon.process import daemonize, handle_action, remove_pidfile, write_pidfile
 from carbon.receivers.limits import raise_open_file_limit
-from carbon.logs import CarbonLog, log_twisted_errors
+from carbon.logs import log_for, log_twisted_errors
 
 DAEMONS = {
     "carbon-cache": "carbon.daemon.cache:CacheDaemon",
@@ -44,6 +45,9 @@ def make_parser(program: str) -> OptionParser:
     add("--instance", default="a", help="Manage a specific carbon instance")
     add("--logfile", default=None, help="Log to a specified file, - for stdout")
     add("--logger", default=None, help="A fully-qualified name to a log observer factory")
+    add("--log-to", default=None, choices=("files", "stdout"), type="choice",
+        help="With --nodaemon: files writes carbon's log files in LOG_DIR (as the systemd "
+             "units run), stdout writes '[type] message' lines (the default, as carbon)")
     if "carbon-aggregator" in program:
         add("--rules", default=None, help="Use the given aggregation rules file.")
         add("--rewrite-rules", default=None, help="Use the given rewrite rules file.")
@@ -120,10 +124,8 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
-    if foreground:
-        log = CarbonLog(None, stream=sys.stdout, rotate=False, debug=bool(options.debug))
-    else:
-        log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.ENABLE_LOGROTATION))
+    to_files = options.log_to == "files" if options.log_to else not foreground
+    log = log_for(settings, to_files, debug=bool(options.debug))
 
     log_twisted_errors(log)
     raise_open_file_limit(log.msg)
@@ -153,12 +155,15 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     log.msg("%s (instance %s) started" % (program, options.instance))
     if report is not None:
         report(0, "")
+    notify("READY=1")   # a Type=notify unit is started now (carbon/deploy/systemd)
+    reactor.addSystemEventTrigger("before", "shutdown", notify, "STOPPING=1")
     reactor.run()
 
 
 def install_sighup(program: str, daemon: Any, reactor: Any) -> None:
     """SIGHUP runs ``daemon.reload`` in the reactor thread (queued until the reactor runs);
     a carbon-cache without one ignores the signal."""
+    # a daemon class has SIGHUP reload or not (carbon.daemon.reload)
     reload = getattr(daemon, "reload", None)
     if reload is not None:  # caches: re-read tunables and schema/rule files
         signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))

@@ -66,6 +66,7 @@ def reload_cache_daemon(daemon: Any) -> list[str]:
     elif (schemas.storage, schemas.aggregation) != before:
         say("SIGHUP: reloaded storage schemas (%d) and aggregation schemas (%d)"
             % (len(schemas.storage), len(schemas.aggregation)))
+    # the reload reaches into the daemons: only carbon-aggregator-cache has stages
     stages = getattr(daemon, "stages", None)
     if stages is not None:  # carbon-aggregator-cache: its rule files too
         stages.check_files(force=True)
@@ -104,6 +105,7 @@ def reload_relay_daemon(daemon: Any) -> list[str]:
     say = _logger(lines, daemon.log)
 
     router = daemon.relay.router
+    # RELAY_METHOD = rules and routers like it have a rules file (a plugin's, maybe)
     path = getattr(router, "rules_path", None)
     if path is not None:  # RELAY_METHOD = rules
         try:
@@ -119,6 +121,7 @@ def reload_relay_daemon(daemon: Any) -> list[str]:
                 if unknown:
                     say("SIGHUP: relay rules name destinations missing from DESTINATIONS, "
                         "never used: %s" % ", ".join(str(dest) for dest in unknown))
+    # aggregated routers (drop-in: carbon 1.1.10's rules objects have no check)
     aggregation = getattr(router, "aggregation_rules", None)
     if getattr(aggregation, "check", None) is not None:  # aggregated-consistent-hashing
         changed, error = aggregation.check()

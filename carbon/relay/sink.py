@@ -27,7 +27,7 @@ from twisted.internet import defer
 from carbon.config.defaults import DEFAULTS
 from carbon.formats.pickled import items_from_lines
 from carbon.logs import CarbonLog
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Sink
 from carbon.relay.client import DestinationClient
 from carbon.relay.chunks import ChunkRouter, available as chunks_available
 from carbon.relay.client_set import configured_destinations, make_clients, spool_directory
@@ -36,11 +36,11 @@ from carbon.relay.dynamic import DynamicRouting
 from carbon.relay.index import RouteIndex
 from carbon.relay.shutdown import flush_then_close
 from carbon.relay.timers import RelayTimers
-from carbon.routers import DatapointRouter, make_router
+from carbon.relay.routing import DatapointRouter, make_router
 from carbon.tags import normalize_batch
 
 
-class RelaySink:
+class RelaySink(Sink):
     """Routes batches to destination clients; see the module docstring."""
 
     def __init__(self, settings: Any, flow: Any, stats: Any, reactor: Any, *,
@@ -78,20 +78,25 @@ class RelaySink:
             max_delay=max_delay)
         self.client_list = list(self.clients.values())
         # The lean path: received lines are routed by name bytes. Tag normalisation
-        # rewrites names, and a router without a ``generation`` cannot say when its
-        # placement changes: both take the tuple path.
+        # rewrites names, and a router plugin that is not a DatapointRouter (one check,
+        # here) has no ``generation`` to say when its placement changes: both take the
+        # tuple path.
         self.line_protocol = settings.DESTINATION_PROTOCOL == "line"
-        self.accepts_lines = not self.normalize_tags and hasattr(self.router, "generation")
-        self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
-                                int(settings.get("RELAY_HASH_CACHE_SIZE",
-                                                 DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
-        # The whole-read path: reads routed (and lines written) in C.
-        self.chunks = ChunkRouter(self.index, self.router, self.index.size) if (
-            self.accepts_lines and chunks_available()) else None
+        declared = isinstance(self.router, DatapointRouter)
+        self.accepts_lines = not self.normalize_tags and declared
+        self.index: RouteIndex | None = None
+        self.chunks: ChunkRouter | None = None
+        if self.accepts_lines:
+            self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
+                                    int(settings.get("RELAY_HASH_CACHE_SIZE",
+                                                     DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
+            # The whole-read path: reads routed (and lines written) in C.
+            if chunks_available():
+                self.chunks = ChunkRouter(self.index, self.router, self.index.size)
         self.unroutable_unlogged = 0
         self.stopping = False
         self.stopped = False
-        unknown = getattr(self.router, "unknown_rule_destinations", lambda: [])()
+        unknown = self.router.unknown_rule_destinations() if declared else []
         if unknown:
             self.log.msg("WARNING: relay rules name destinations missing from DESTINATIONS, "
                          "which are never used: %s" % ", ".join(map(str, unknown)))
@@ -106,7 +111,7 @@ class RelaySink:
             client.connect()
         self.timers.every(self.check_interval, self._check)
         self.timers.every(self.log_interval, self._log_drops)
-        if hasattr(self.router, "check_rules"):
+        if isinstance(self.router, DatapointRouter) and self.router.rechecks_rules:
             self.timers.every(10.0, self._check_rules)  # the reference re-reads rules every 10 s
 
     def _check_rules(self) -> None:
@@ -156,7 +161,9 @@ class RelaySink:
         if self.stopped:
             self.put_many(batch.points())
             return
-        codes = self.index.codes(batch.names)
+        index = self.index
+        assert index is not None  # (accepts_lines)
+        codes = index.codes(batch.names)
         if codes is None:  # more destination sets than route codes
             self.put_many(batch.points())
             return
@@ -168,11 +175,11 @@ class RelaySink:
         first = codes[0]
         if codes.count(first) == count:  # the whole batch goes to the same place
             payload = b"\r\n".join(items) + b"\r\n" if lines else None
-            for n, k in enumerate(self.index.members[first]):
+            for n, k in enumerate(index.members[first]):
                 # A queue owns the item lists it is given: each replica gets its own.
                 self._queue(clients[k], payload or (list(items) if n else items), count, now)
         else:
-            for k, table in enumerate(self.index.tables):
+            for k, table in enumerate(index.tables):
                 selected = codes.translate(table)
                 number = selected.count(1)
                 if number:

@@ -7,17 +7,22 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any
+from array import array
+from typing import cast
 
 from carbon.cache.store import MetricCache, dedupe_sorted
 from carbon.cache.strategies import Strategy
+from carbon.cache.journal import Journal
 from carbon.config.schemas import SchemaFiles
+from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+from carbon.storage.backend import StorageBackend
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import EXISTED, Creator, Outcome, Written
+from carbon.writer.creator import Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
+from carbon.writer.tagfeed import TagFeed
 
 INF = float("inf")
 BATCH_SIZE = 64  # metrics a write batch at most
@@ -58,8 +63,8 @@ class Writer:
     in batches while the writer goes on with other metrics.
     """
 
-    def __init__(self, cache: MetricCache, strategy: Strategy, database: Any,
-                 schemas: SchemaFiles, settings: Any, stats: Stats, log: CarbonLog) -> None:
+    def __init__(self, cache: MetricCache, strategy: Strategy, database: StorageBackend,
+                 schemas: SchemaFiles, settings: Settings, stats: Stats, log: CarbonLog) -> None:
         self.cache = cache
         self.strategy = strategy
         self.database = database
@@ -77,8 +82,7 @@ class Writer:
                                        samples=1)
         self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
         self.stop_event = threading.Event()
-        self.idle_event = threading.Event()
-        self.tag_feed: Any = None
+        self.tag_feed: TagFeed | None = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
         self.thread_count = max(1, int(settings.get("WRITER_THREADS", 1)))
@@ -101,12 +105,12 @@ class Writer:
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
 
     @property
-    def journal(self) -> Any:
+    def journal(self) -> Journal | None:
         """carbon.cache.journal.Journal, told what is on disk (by the creator too)."""
         return self.creator.journal
 
     @journal.setter
-    def journal(self, journal: Any) -> None:
+    def journal(self, journal: Journal | None) -> None:
         self.creator.journal = journal
 
     # -- one step -------------------------------------------------------
@@ -131,7 +135,7 @@ class Writer:
                 return True, False
             metric, outcome = returned.popleft()
             creator.release(metric)
-            if outcome is not None and outcome is not EXISTED:
+            if isinstance(outcome, Exception):  # (neither None, EXISTED nor Written)
                 self._create_failed(metric, outcome)
                 return True, False
             if outcome is None:
@@ -144,20 +148,20 @@ class Writer:
         while skipped <= len(in_flight) + len(busy):
             if len(data) <= len(busy):
                 break  # every metric left is with the creator
-            metric = self.strategy.choose()
-            if metric is None:
+            chosen = self.strategy.choose()
+            if chosen is None:
                 break
-            if metric in in_flight or metric in busy:
+            if chosen in in_flight or chosen in busy:
                 skipped += 1
                 continue
-            if metric not in known:
-                creator.claim(metric)
-                self.unsubmitted.append(metric)
+            if chosen not in known:
+                creator.claim(chosen)
+                self.unsubmitted.append(chosen)
                 if len(self.unsubmitted) >= creator.batch_size:
                     self._submit()
                 submitted = True
                 continue
-            return metric, submitted
+            return chosen, submitted
         return False, submitted
 
     def _book_written(self) -> None:
@@ -169,7 +173,8 @@ class Writer:
         returned = self.returned
         written: list[tuple[str, Written]] = []
         while returned and type(returned[0][1]) is Written:
-            written.append(returned.popleft())  # type: ignore[arg-type]
+            metric, outcome = returned.popleft()
+            written.append((metric, cast(Written, outcome)))
         self.creator.release_many(metric for metric, _ in written)
         stats = self.stats
         stats.increment("creates", len(written))
@@ -201,7 +206,7 @@ class Writer:
         (``spare``): otherwise creates waiting for tokens (shutdown) would eat the
         update rate."""
         limiter = self.update_limiter
-        limited = not getattr(limiter, "unlimited", False)
+        limited = not limiter.unlimited
         taken: list[str] = []
         did = False
         with self.choose_lock:
@@ -278,10 +283,6 @@ class Writer:
         self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
         self.disk_errors.record(message)
 
-    def write_one(self) -> bool:
-        """Write the next metric. Returns False when there was nothing to do."""
-        return self.write_some(1)
-
     def write_some(self, limit: int = BATCH_SIZE) -> bool:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""
@@ -297,7 +298,7 @@ class Writer:
         # Wait for the update token before taking a metric, so points waiting on the rate
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
         waited = 0.0
-        limited = not getattr(self.update_limiter, "unlimited", False)
+        limited = not self.update_limiter.unlimited
         kept_token = limited and self._spare_token()
         if limited and not kept_token:
             started = time.time()
@@ -320,17 +321,16 @@ class Writer:
                          else metrics, mark)
         return True
 
-    def _write(self, metrics: list[str], taken: list, waited: float) -> set[str]:
+    def _write(self, metrics: list[str], taken: list[array[float]], waited: float
+               ) -> set[str]:
         """Store each metric's points: the backend's batch call where it has one, then
         ``write`` for what the batch left. Returns the metrics whose points went back
         to the cache."""
-        batch = getattr(self.database, "write_batch", None)
-        times: list = [None] * len(metrics)
-        if batch is not None:
-            try:
-                times = batch(list(zip(metrics, taken, strict=True)))
-            except Exception as exc:  # the metric-by-metric path below still stores them
-                self.errors.record("batch write: %s" % exc)
+        times: list[float | None] = [None] * len(metrics)
+        try:
+            times = self.database.write_batch(list(zip(metrics, taken, strict=True)))
+        except Exception as exc:  # the metric-by-metric path below still stores them
+            self.errors.record("batch write: %s" % exc)
         committed = 0
         kept: set[str] = set()
         for metric, raw, took in zip(metrics, taken, times, strict=True):
@@ -375,7 +375,7 @@ class Writer:
             self.log.updates("wrote %d datapoints for %s in %.5f seconds"
                              % (count, metric, took))
 
-    def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
+    def _store_one(self, metric: str, raw: array[float]) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
         when nothing was written, and then points -1 when they went back to the cache."""
         points = dedupe_sorted(raw)
@@ -408,10 +408,9 @@ class Writer:
         """Whether the file is a create the process died in, now mended: one without its
         whole header is removed (to be made again); one whose body stops short of what
         its header gives is extended with zeroes, as the create would have filled it."""
-        path_of = getattr(self.database, "get_filesystem_path", None)
-        if path_of is None:
+        path = self.database.get_filesystem_path(metric)
+        if path is None:  # a backend without files
             return False
-        path = path_of(metric)
         try:
             with open(path, "rb") as handle:
                 raw = handle.read(MAX_TORN_HEADER)
@@ -442,10 +441,7 @@ class Writer:
                 self.errors.record("writer: %s" % exc)
                 busy = False
             if not busy:
-                self.idle_event.set()
                 self.stop_event.wait(0.05)
-            else:
-                self.idle_event.clear()
 
     def start(self) -> None:
         self.creator.start()
@@ -465,6 +461,16 @@ class Writer:
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)
 
+    def drained(self) -> bool:
+        """Every point given to the cache is on disk (or dropped) and booked: none cached,
+        none taken by a writer thread or the creator and still being written
+        (``cache.writing``), no metric with the creator or its outcome unhandled. (An
+        empty ``cache`` alone is not that: a writer thread pops a batch's points before
+        it writes them.)"""
+        creator = self.creator
+        return self.cache.is_empty() and not creator.busy and not creator.ready \
+            and not self.returned
+
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
         rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
@@ -476,9 +482,9 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            creator = self.creator  # busy: points the creator may be writing
-            while (self.cache or creator.busy or creator.ready or self.returned) \
-                    and time.monotonic() < deadline:
+            # a writer thread still alive (its stop timed out) may be writing points it
+            # took: done only when they are on disk, not when the cache looks empty
+            while not self.drained() and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():
                         time.sleep(0.02)  # the disk refused writes: it gets a moment
@@ -486,4 +492,4 @@ class Writer:
                     time.sleep(0.02)
         finally:
             self.creator.stop(5.0)
-        return not self.cache
+        return self.drained()

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from webapp.functions.common import UNIT_SYSTEMS, format_units
+from webapp.graphs.units import UNIT_SYSTEMS, format_units
 
 EPSILON = 1e-7
 DEFAULT_DIVISORS = (4, 5, 6)

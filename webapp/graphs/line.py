@@ -118,6 +118,7 @@ def _connect(times: list, values: list, limit: Optional[float]) -> tuple[list, l
 def _own_color(series: Any, options: GraphOptions) -> Any:
     """The series' colour (color()) or its axis side's (leftColor/rightColor); None."""
     side = 'right' if series.options.get('secondYAxis') else 'left'
+    # set on a series only by color() and the graph's colorList
     return getattr(series, 'color', None) or options.str(side + 'Color')
 
 

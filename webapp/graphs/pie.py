@@ -13,7 +13,7 @@ from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
     """(label, value) per series using pieMode (average, maximum or minimum)."""
-    from webapp.functions.registry import PIE_FUNCTIONS
+    from webapp.plugins import PIE_FUNCTIONS
     mode = options.str('pieMode') or 'average'
     func = PIE_FUNCTIONS.get(mode).func
     slices = []
@@ -58,6 +58,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     slice_colors = []
     by_name = {str(s.name): s for s in series_list}
     for i, (label, _) in enumerate(slices):
+        # a series (or None) whose color() was set
         own = getattr(by_name.get(label), 'color', None)
         slice_colors.append(parse_color(own) if own else colors[i % len(colors)])
     total = sum(v for _, v in slices)

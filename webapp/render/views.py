@@ -188,7 +188,7 @@ def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[Any]:
 
     The graph renderer reduces each series with ``pieMode`` (graphite-web's PieFunctions).
     """
-    from webapp.functions.registry import PIE_FUNCTIONS
+    from webapp.plugins import PIE_FUNCTIONS
     from webapp.render.series import TimeSeries
     if opts['pieMode'] not in PIE_FUNCTIONS:
         raise HttpError("Invalid parameters (Invalid pieMode '%s', must be one of %s)"

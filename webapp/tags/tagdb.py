@@ -157,17 +157,6 @@ class SQLiteTagDB:
             raise TagSpecError("Invalid tag expression: %s" % err) from None
         return [row[0] for row in rows if _matches_filters(row[0], filters)]
 
-    def get_series(self, path: str, requestContext: Any = None) -> Optional[Any]:
-        rows = self._query('SELECT s.id, t.tag, v.value FROM tags_series AS s'
-                           ' JOIN tags_seriestag AS st ON st.series_id=s.id'
-                           ' JOIN tags_tag AS t ON t.id=st.tag_id'
-                           ' JOIN tags_tagvalue AS v ON v.id=st.value_id WHERE s.hash=?',
-                           [_hash(path)])
-        if not rows:
-            return None
-        tags = {tag: value for (_, tag, value) in rows}
-        return carbon_tags.TaggedSeries(tags.get('name', ''), tags)
-
     def list_tags(self, tagFilter: Optional[str] = None, limit: Any = None,
                   requestContext: Any = None) -> list[dict[str, Any]]:
         sql = 'SELECT t.id, t.tag FROM tags_tag AS t'
