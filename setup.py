@@ -84,6 +84,7 @@ setup(
             "carbon-relay.py = carbon.daemon.cli:relay_main",
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
+            "carbon-config = carbon.daemon.check:main",
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
             "carbon-cluster = carbon.cluster.cli:main",

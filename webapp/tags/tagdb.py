@@ -37,6 +37,9 @@ CREATE INDEX IF NOT EXISTS tags_seriestag_value_id ON tags_seriestag (value_id);
 _TAGSPEC = re.compile(r'^([^;!=]+)(!?=~?)([^;]*)$')
 
 
+SQL_INT_MAX = 2 ** 63 - 1
+
+
 class TagSpecError(ValueError):
     """A malformed tag expression or tagged name (HTTP 400)."""
 
@@ -164,7 +167,7 @@ class SQLiteTagDB:
         sql += ' ORDER BY t.tag'
         if limit:
             sql += ' LIMIT ?'
-            params.append(int(limit))
+            params.append(_sql_limit(limit))
         return [{'id': i, 'tag': t} for i, t in self._checked(sql, params)]
 
     def get_tag(self, tag: str, valueFilter: Optional[str] = None, limit: Any = None,
@@ -188,7 +191,7 @@ class SQLiteTagDB:
         sql += ' GROUP BY v.id, v.value ORDER BY v.value'
         if limit:
             sql += ' LIMIT ?'
-            params.append(int(limit))
+            params.append(_sql_limit(limit))
         return [{'id': i, 'value': v, 'count': c} for i, v, c in self._checked(sql, params)]
 
     def _checked(self, sql: str, params: list[Any]) -> list[tuple]:
@@ -284,6 +287,11 @@ class SQLiteTagDB:
                 continue
             _insert_limited(result, value, limit)
         return result
+
+
+def _sql_limit(limit: Any) -> int:
+    """A LIMIT for sqlite: beyond its 64-bit integers means no limit (not a 500)."""
+    return max(-1, min(int(limit), SQL_INT_MAX))
 
 
 def _insert_limited(result: list[str], item: str, limit: int) -> None:
