@@ -36,7 +36,7 @@ from carbon.relay.dynamic import DynamicRouting
 from carbon.relay.index import RouteIndex
 from carbon.relay.shutdown import flush_then_close
 from carbon.relay.timers import RelayTimers
-from carbon.routers import DatapointRouter, make_router
+from carbon.relay.routing import DatapointRouter, make_router
 from carbon.tags import normalize_batch
 
 
