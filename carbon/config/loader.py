@@ -15,10 +15,10 @@ from carbon.config.errors import ConfigError
 from carbon.config.inifile import Section, read_ini
 from carbon.config.settings import Settings, nearest_key
 
-# Keys the reference example file documents that have no code default, and
-# REBALANCE_STATE (RELAY_METHOD = cluster-rebalance's state file, carbon.cluster.router).
+# Keys the reference example file documents that have no code default (REBALANCE_STATE,
+# the cluster-rebalance router's state file, has its default in DEFAULTS).
 EXTRA_KNOWN_KEYS = ("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT",
-                    "DESTINATIONS_POOL_REPLICAS", "GRAPHITE_ROOT", "REBALANCE_STATE")
+                    "DESTINATIONS_POOL_REPLICAS", "GRAPHITE_ROOT")
 
 # carbon 1.1.10 keys accepted but not implemented here -> what they would enable. A value
 # other than the default gets a start-up warning naming file, line and key.

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.relay.client_set import configured_destinations
-from carbon.routers import make_router
+from carbon.relay.routing import make_router
 
 ROUTING_KEYS = ("RELAY_METHOD", "DESTINATIONS", "ROUTER_HASH_TYPE", "REPLICATION_FACTOR",
                 "DIVERSE_REPLICAS", "REBALANCE_STATE", "RELAY_RULES")
