@@ -66,7 +66,6 @@ setup(
     install_requires=[
         "twisted>=22.10",
         "whisper==1.1.10",
-        "cachetools>=5",
         "mmh3>=4",
         "tzdata",
         "txamqp>=0.8.2",
@@ -85,6 +84,7 @@ setup(
             "carbon-relay.py = carbon.daemon.cli:relay_main",
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
+            "carbon-config = carbon.daemon.check:main",
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
             "carbon-cluster = carbon.cluster.cli:main",

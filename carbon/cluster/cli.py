@@ -104,6 +104,8 @@ def _rebalance(old_path: str, new_path: str, args: argparse.Namespace) -> int:
           "old-copies.txt)" % (report.moves, report.skipped, report.bytes, report.seconds,
                                report.transfer_seconds, len(report.unverified),
                                report.deleted, len(report.left), new.root))
+    print("steps: %s; %d pulled again (changed after their first pull)" % (
+        ", ".join("%s %.1f s" % item for item in report.phases.items()), report.caught_up))
     for name in report.unverified:
         print("unverified: %s" % name)
     return 1 if report.unverified else 0

@@ -61,11 +61,7 @@ def carbon_conf(spec: ClusterSpec, host: HostSpec, relay: dict[str, Any] | None 
     section.update({
         "LINE_RECEIVER_PORT": host.relay_line_port,
         "PICKLE_RECEIVER_PORT": host.relay_pickle_port,
-        "RELAY_METHOD": "consistent-hashing",
-        "ROUTER_HASH_TYPE": spec.hash_type,
-        "REPLICATION_FACTOR": spec.replication_factor,
-        "DIVERSE_REPLICAS": spec.diverse_replicas,
-        "DESTINATIONS": [str(d) for d in spec.destinations()],
+        **final_relay(spec),
         "DESTINATION_PROTOCOL": "pickle",
     })
     section.update(relay or {})
@@ -103,6 +99,15 @@ def carbonate_conf(spec: ClusterSpec) -> str:
         "DIVERSE_REPLICAS = %s" % ("True" if spec.diverse_replicas else ""),
         "HASHING_TYPE = %s" % spec.hash_type,
         "RELAY_METHOD = consistent-hashing", ""])
+
+
+def final_relay(spec: ClusterSpec) -> dict[str, Any]:
+    """[relay] routing keys of ``spec``'s ring (consistent hashing over its caches)."""
+    return {"RELAY_METHOD": "consistent-hashing",
+            "ROUTER_HASH_TYPE": spec.hash_type,
+            "REPLICATION_FACTOR": spec.replication_factor,
+            "DIVERSE_REPLICAS": spec.diverse_replicas,
+            "DESTINATIONS": [str(d) for d in spec.destinations()]}
 
 
 def rebalance_relay(old: ClusterSpec, new: ClusterSpec, state_path: str) -> dict[str, Any]:

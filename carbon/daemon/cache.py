@@ -160,6 +160,7 @@ class CacheDaemon(Daemon):
         self.cache_sink.journal_log.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
+            self.writer.tag_feed.retry_full.flush()
 
     def reload(self) -> None:
         """SIGHUP: re-read the tunables and the schema files (carbon.daemon.reload)."""

@@ -84,7 +84,6 @@ class Writer:
                                        samples=1)
         self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
         self.stop_event = threading.Event()
-        self.idle_event = threading.Event()
         self.tag_feed: TagFeed | None = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
@@ -297,10 +296,6 @@ class Writer:
         self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
         self.disk_errors.record(message)
 
-    def write_one(self) -> bool:
-        """Write the next metric. Returns False when there was nothing to do."""
-        return self.write_some(1)
-
     def write_some(self, limit: int = BATCH_SIZE) -> bool:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""
@@ -479,10 +474,7 @@ class Writer:
                 self.errors.record("writer: %s" % exc)
                 busy = False
             if not busy:
-                self.idle_event.set()
                 self.stop_event.wait(0.05)
-            else:
-                self.idle_event.clear()
 
     def start(self) -> None:
         self.creator.start()
@@ -502,6 +494,16 @@ class Writer:
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)
 
+    def drained(self) -> bool:
+        """Every point given to the cache is on disk (or dropped) and booked: none cached,
+        none taken by a writer thread or the creator and still being written
+        (``cache.writing``), no metric with the creator or its outcome unhandled. (An
+        empty ``cache`` alone is not that: a writer thread pops a batch's points before
+        it writes them.)"""
+        creator = self.creator
+        return self.cache.is_empty() and not creator.busy and not creator.ready \
+            and not self.returned
+
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
         rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
@@ -513,9 +515,9 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            creator = self.creator  # busy: points the creator may be writing
-            while (self.cache or creator.busy or creator.ready or self.returned) \
-                    and time.monotonic() < deadline:
+            # a writer thread still alive (its stop timed out) may be writing points it
+            # took: done only when they are on disk, not when the cache looks empty
+            while not self.drained() and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():
                         time.sleep(0.02)  # the disk refused writes: it gets a moment
@@ -523,4 +525,4 @@ class Writer:
                     time.sleep(0.02)
         finally:
             self.creator.stop(5.0)
-        return not self.cache
+        return self.drained()

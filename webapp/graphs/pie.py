@@ -13,7 +13,7 @@ from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
     """(label, value) per series using pieMode (average, maximum or minimum)."""
-    from webapp.functions.registry import PIE_FUNCTIONS
+    from webapp.plugins import PIE_FUNCTIONS
     mode = options.str('pieMode') or 'average'
     func = PIE_FUNCTIONS.get(mode).func
     slices = []
