@@ -88,6 +88,7 @@ setup(
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
             "carbon-cluster = carbon.cluster.cli:main",
+            "carbon-resize = carbon.cluster.resize:main",
             "carbon-fast = carbon.deploy.cli:main",
         ],
         "carbon.routers": [

@@ -18,7 +18,7 @@ from carbon.formats.pickled import frame, frame_length, recv_exactly
 from carbon.formats.unpickler import PICKLE_ERRORS, safe_loads
 
 __all__ = ["CarbonlinkClosed", "CarbonlinkError", "exchange", "request", "cache_query",
-           "cache_query_bulk"]
+           "cache_query_bulk", "Session"]
 
 Address = tuple[str, int]
 
@@ -67,6 +67,21 @@ def request(address: Address, message: dict[str, Any], timeout: float = 10.0) ->
     that fails."""
     with socket.create_connection(address, timeout=timeout) as sock:
         return exchange(sock, message)
+
+
+class Session:
+    """One persistent carbonlink connection: requests answered in order on it. The
+    cache ties a resize's holds to the connection (released when it closes)."""
+
+    def __init__(self, address: Address, timeout: float = 10.0) -> None:
+        self.address = address
+        self.sock = socket.create_connection(address, timeout=timeout)
+
+    def request(self, message: dict[str, Any]) -> dict:
+        return exchange(self.sock, message)
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def cache_query(address: Address, metric: str, timeout: float = 10.0

@@ -27,6 +27,9 @@ It asks its host's caches over carbonlink (cache-query-bulk) and answers:
 * ``POST /sync`` -- flush written files to disk (before old copies are removed);
 * ``POST /state`` (JSON) and ``POST /moved`` (names) -- the files the relay's
   ``cluster-rebalance`` router follows (``STORAGE_DIR/rebalance/``);
+* ``POST /resize?dry_run=1&files=N&bytes=N&fsync=0`` -- apply the host's schema files
+  (``--conf-dir``) to its whisper files, holding the metrics on the host's caches
+  (``carbon.cluster.resize``): progress lines, then one JSON line with the counts.
 * ``POST /relay-reload`` (JSON ``{"destinations": [...]}``) -- SIGHUP the host's relay
   (it swaps its ring in place, ``carbon.relay.ring_swap``) and answer once its master
   and every worker process wrote a ``routing.json`` newer than the signal naming those
@@ -53,6 +56,7 @@ import numpy
 
 from carbon.carbonlink.client import cache_query_bulk
 from carbon.cluster.merge import POINT, fill_file, from_segments, segments
+from carbon.cluster.resize import LocalResize, Rates
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.tags import filesystem_path
 
@@ -81,9 +85,12 @@ class Agent:
     """What the handler works on: the host's whisper folder and caches."""
 
     def __init__(self, storage_dir: str, whisper_dir: str,
-                 caches: Sequence[Destination] = ()) -> None:
+                 caches: Sequence[Destination] = (), conf_dir: str | None = None) -> None:
         self.storage_dir = storage_dir
         self.whisper_dir = whisper_dir
+        # storage-schemas.conf / storage-aggregation.conf (the cluster's layout: beside
+        # the storage folder)
+        self.conf_dir = conf_dir or os.path.join(os.path.dirname(storage_dir), "conf")
         self.caches = list(caches)  # (host, carbonlink port, instance) of the host's caches
         self.state_dir = os.path.join(storage_dir, "rebalance")
 
@@ -365,6 +372,26 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(payload[start:start + CHUNK])
         return None
 
+    def _resize(self, agent: Agent, query: dict[str, str]) -> None:
+        """Stream a resize's progress lines, then its counts as one JSON line."""
+        rates = Rates(float(query.get("files") or 0), float(query.get("bytes") or 0),
+                      query.get("fsync", "1") != "0")
+        dry = query.get("dry_run", "0") not in ("", "0")
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        out = _LineOut(self.wfile)
+        resize = LocalResize(agent.whisper_dir, agent.conf_dir,
+                             [(cache.host, cache.port) for cache in agent.caches], rates, out)
+        try:
+            report = resize.dry_run() if dry else resize.run()
+            answer = dict(vars(report), summary=report.summary(dry))
+        except (OSError, RuntimeError, ValueError) as exc:
+            answer = {"error": str(exc)}
+        self.wfile.write(b"RESULT " + json.dumps(answer).encode() + b"\n")
+
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
         try:
@@ -403,6 +430,8 @@ class Handler(BaseHTTPRequestHandler):
                 except FileNotFoundError:
                     deleted = False
                 return self._send(200, json.dumps({"deleted": deleted}).encode())
+            if route == "/resize":
+                return self._resize(agent, query)
             if route == "/delete-many":
                 return self._send(200, json.dumps(agent.delete_many(parse_stamps(body))
                                                   ).encode())
@@ -427,6 +456,22 @@ class Handler(BaseHTTPRequestHandler):
                 type(exc).__name__, exc)}).encode())
 
 
+class _LineOut:
+    """A text stream onto the response (progress lines as they come)."""
+
+    def __init__(self, wfile: Any) -> None:
+        self.wfile = wfile
+
+    def write(self, text: str) -> None:
+        self.wfile.write(text.encode())
+
+    def flush(self) -> None:
+        self.wfile.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 class AgentServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -440,6 +485,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--storage-dir", required=True, help="the host's STORAGE_DIR")
     parser.add_argument("--carbonlink", action="append", default=[], metavar="HOST:PORT:INST",
                         help="a carbon-cache of this host (its CACHE_QUERY_PORT); repeat")
+    parser.add_argument("--conf-dir", help="the host's schema files (default: "
+                        "STORAGE_DIR/../conf)")
     parser.add_argument("--bind", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7070)
     args = parser.parse_args(argv)
@@ -449,7 +496,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("carbon-cluster-agent: %s" % exc, file=sys.stderr)
         return 2
     storage = os.path.abspath(args.storage_dir)
-    agent = Agent(storage, os.path.join(storage, "whisper"), caches)
+    agent = Agent(storage, os.path.join(storage, "whisper"), caches, args.conf_dir)
     server = AgentServer((args.bind, args.port), agent)
     print("carbon-cluster agent listening on %s:%d" % server.server_address[:2], flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -55,7 +55,8 @@ def host_processes(spec: ClusterSpec, host: HostSpec) -> list[Process]:
     out.append(Process("agent", os.path.join(storage, "carbon-cluster-agent.pid"),
                        (host.address, host.agent_port), command=(
                            sys.executable, "-m", "carbon.cluster.agent", "--storage-dir", storage,
-                           *caches, "--bind", host.address, "--port", str(host.agent_port))))
+                           "--conf-dir", conf, *caches, "--bind", host.address,
+                           "--port", str(host.agent_port))))
     return out
 
 

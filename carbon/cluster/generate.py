@@ -134,9 +134,24 @@ def write_host(spec: ClusterSpec, host: HostSpec, relay: dict[str, Any] | None =
         "local_settings.py": render_settings(spec, host),
         "carbonate.conf": carbonate_conf(spec),
     }
+    _write_files(folder, files)
+    return folder
+
+
+def write_schemas(spec: ClusterSpec, host: HostSpec) -> str:
+    """Write only ``host``'s storage-schemas.conf / storage-aggregation.conf (the caches
+    re-read them when they change; a resize applies them to existing files)."""
+    folder = conf_dir(spec, host)
+    os.makedirs(folder, exist_ok=True)
+    _write_files(folder, {"storage-schemas.conf": spec.schemas,
+                          "storage-aggregation.conf": spec.aggregation})
+    return folder
+
+
+def _write_files(folder: str, files: dict[str, str]) -> None:
+    """Each file replaced whole (a reader sees the old or the new text)."""
     for name, text in files.items():
         path = os.path.join(folder, name)
         with open(path + ".tmp", "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(path + ".tmp", path)
-    return folder

@@ -430,6 +430,16 @@ class WhisperDatabase(StorageBackend):
         else:
             self._fds.release(handle)
 
+    def forget(self, metrics: Iterable[str]) -> None:
+        """Close the descriptors held for ``metrics``' files (a resize replaced them)."""
+        with self._lock:
+            for metric in metrics:
+                path = self.get_filesystem_path(metric)
+                handle = self._created.pop(path, None)
+                if handle is not None:
+                    self._fds.release(handle)
+                self._fds.discard(path)
+
     # -- metadata ---------------------------------------------------------------------
 
     def info(self, metric: str) -> dict[str, Any]:

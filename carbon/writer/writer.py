@@ -22,6 +22,7 @@ from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, he
                                            parse_header)
 from carbon.writer.creator import Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
+from carbon.writer.schemacheck import SchemaCheck
 from carbon.writer.tagfeed import TagFeed
 
 INF = float("inf")
@@ -39,18 +40,19 @@ def disk_trouble(error: BaseException) -> bool:
 
 
 class _Unavailable:
-    """Metrics the writer cannot take now: with the creator or in flight (live sets)."""
+    """Metrics the writer cannot take now: with the creator, in flight or paused (a
+    resize is replacing their files) (live sets)."""
 
-    __slots__ = ("busy", "in_flight")
+    __slots__ = ("busy", "in_flight", "paused")
 
-    def __init__(self, busy: set[str], in_flight: set[str]) -> None:
-        self.busy, self.in_flight = busy, in_flight
+    def __init__(self, busy: set[str], in_flight: set[str], paused: set[str]) -> None:
+        self.busy, self.in_flight, self.paused = busy, in_flight, paused
 
     def __contains__(self, metric: object) -> bool:
-        return metric in self.busy or metric in self.in_flight
+        return metric in self.busy or metric in self.in_flight or metric in self.paused
 
     def __bool__(self) -> bool:
-        return bool(self.busy or self.in_flight)
+        return bool(self.busy or self.in_flight or self.paused)
 
 
 class Writer:
@@ -102,7 +104,13 @@ class Writer:
         self.returned: deque[tuple[str, Outcome]] = deque()
         self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
-        strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
+        # Metrics whose files a resize is replacing (``pause``/``resume``, under
+        # choose_lock): their points stay in the cache (and visible to carbonlink) until
+        # the new file is in place, so none is written into a file about to be replaced.
+        self.paused: set[str] = set()
+        # carbon.writer.schemacheck.SchemaCheck: existing files against the schema rules
+        self.schema_check: SchemaCheck | None = None
+        strategy.skip = _Unavailable(self.creator.busy, self.in_flight, self.paused)
 
     @property
     def journal(self) -> Journal | None:
@@ -141,17 +149,22 @@ class Writer:
             if outcome is None:
                 self._created(metric)
             self._known(metric)
+            if outcome is not None and self.schema_check is not None:
+                self.schema_check.offer(metric)  # an existing file: does it follow the rules?
+            if metric in self.paused:
+                return True, False  # its points wait in the cache for ``resume``
             return metric, False
         submitted = False
         skipped = 0
         known, busy, in_flight, data = self.known, creator.busy, self.in_flight, self.cache.data
-        while skipped <= len(in_flight) + len(busy):
+        paused = self.paused
+        while skipped <= len(in_flight) + len(busy) + len(paused):
             if len(data) <= len(busy):
                 break  # every metric left is with the creator
             chosen = self.strategy.choose()
             if chosen is None:
                 break
-            if chosen in in_flight or chosen in busy:
+            if chosen in in_flight or chosen in busy or chosen in paused:
                 skipped += 1
                 continue
             if chosen not in known:
@@ -431,6 +444,26 @@ class Writer:
         self.log.msg("Extended %s from %d to %d bytes: its create was interrupted"
                      % (path, size, end))
         return True
+
+    # -- resize ---------------------------------------------------------
+    def pause(self, metrics: list[str]) -> list[str]:
+        """Stop writing ``metrics`` (their points stay in the cache) until ``resume``;
+        returns those still being written or created now: the pause holds once a later
+        call returns none of them."""
+        with self.choose_lock:
+            self.paused.update(metrics)
+            busy, in_flight = self.creator.busy, self.in_flight
+            return [metric for metric in metrics if metric in in_flight or metric in busy]
+
+    def resume(self, metrics: list[str]) -> None:
+        """Write ``metrics`` again, into the files now at their paths: the storage
+        backend forgets descriptors it holds for them (a file it had just created and
+        not written yet is not checked for replacement otherwise)."""
+        forget = getattr(self.database, "forget", None)
+        with self.choose_lock:
+            if forget is not None:
+                forget(metrics)
+            self.paused.difference_update(metrics)
 
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
