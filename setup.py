@@ -5,6 +5,7 @@ Python headers are present, and the pure-Python code it mirrors is used otherwis
 CARBON_REQUIRE_NATIVE=1 to make a failed build an error, as the test setup does).
 """
 
+import glob
 import os
 
 from setuptools import Extension, find_packages, setup
@@ -68,11 +69,13 @@ setup(
         "Operating System :: POSIX :: Linux",
     ],
     ext_modules=NATIVE,
+    # the systemd units and the shipped conf/ that `carbon-fast install-layout` installs
+    package_data={"carbon.deploy": ["systemd/*"]},
+    data_files=[("share/carbon-fast/conf", sorted(glob.glob("conf/*")))],
     cmdclass={"build_ext": OptionalBuildExt},
     install_requires=[
         "twisted>=22.10",
         "whisper==1.1.10",
-        "cachetools>=5",
         "mmh3>=4",
         "tzdata",
         "txamqp>=0.8.2",
@@ -82,8 +85,8 @@ setup(
         "render": ["matplotlib>=3.7", "numpy", "orjson>=3.9"],
         "playground": ["matplotlib>=3.7", "numpy"],
         "manhole": ["twisted[conch]"],
-        "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "matplotlib>=3.7",
-                 "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
+        "test": ["pytest>=7", "pytest-timeout", "hypothesis>=6", "ruff", "mypy>=1.11",
+                 "matplotlib>=3.7", "numpy", "pillow", "twisted[conch]", "orjson>=3.9"],
     },
     entry_points={
         "console_scripts": [
@@ -91,9 +94,12 @@ setup(
             "carbon-relay.py = carbon.daemon.cli:relay_main",
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
+            "carbon-config = carbon.daemon.check:main",
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
             "carbon-cluster = carbon.cluster.cli:main",
+            "carbon-resize = carbon.cluster.resize:main",
+            "carbon-fast = carbon.deploy.cli:main",
         ],
         "carbon.routers": [
             "cluster-rebalance = carbon.cluster.router:RebalancingRouter",

@@ -1,18 +1,21 @@
 """Carbon's log files: console.log plus one file per log type (creates, updates, ...).
 
 Same layout and line format as carbon 1.1.10 (``dd/mm/YYYY HH:MM:SS :: message``,
-daily rotation unless ENABLE_LOGROTATION is off). With --debug or --nodaemon
-lines go to stdout prefixed with ``[type]``. One CarbonLog per daemon, passed in.
+daily rotation unless ENABLE_LOGROTATION is off; unlike carbon, only the newest
+LOG_ROTATION_COUNT rotated files of each log are kept). With --debug or --nodaemon lines
+go to stdout prefixed with ``[type]`` (unless --log-to=files). One CarbonLog per daemon,
+passed in.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
 import traceback
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from twisted.python.logfile import DailyLogFile
 
@@ -21,14 +24,21 @@ LOG_TYPES = ("console", "creates", "updates", "listener", "query", "clients", "a
 
 
 class _ReopeningLogFile(DailyLogFile):
-    """A daily log file that, with rotation off, follows external logrotate moves."""
+    """A daily log file that, with rotation off, follows external logrotate moves, and
+    with rotation on keeps only the ``keep`` newest rotated files (0: all)."""
 
-    def __init__(self, name: str, directory: str, rotate: bool) -> None:
+    def __init__(self, name: str, directory: str, rotate: bool, keep: int = 0) -> None:
         self.rotate_daily = rotate
+        self.keep = keep
         super().__init__(name, directory)
 
     def shouldRotate(self) -> bool:  # noqa: N802 (twisted API)
         return self.rotate_daily and super().shouldRotate()
+
+    def rotate(self) -> None:
+        super().rotate()
+        if self.keep > 0:
+            remove_old_rotations(self.directory, self.name, self.keep)
 
     def write(self, data: str) -> None:
         if not self.rotate_daily:
@@ -43,15 +53,43 @@ class _ReopeningLogFile(DailyLogFile):
         super().write(data)
 
 
+def rotated_files(directory: str, name: str) -> list[str]:
+    """The rotated copies of log ``name`` in ``directory`` (``name.YYYY_M_D``, Twisted's
+    DailyLogFile suffix), oldest first."""
+    pattern = re.compile(re.escape(name) + r"\.(\d+)_(\d+)_(\d+)$")
+    dated = []
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return []
+    for entry in entries:
+        match = pattern.match(entry)
+        if match:
+            dated.append((tuple(int(part) for part in match.groups()), entry))
+    return [entry for _date, entry in sorted(dated)]
+
+
+def remove_old_rotations(directory: str, name: str, keep: int) -> list[str]:
+    """Remove all but the ``keep`` newest rotated copies of log ``name``; returns them."""
+    old = rotated_files(directory, name)[:-keep] if keep > 0 else []
+    for entry in old:
+        try:
+            os.unlink(os.path.join(directory, entry))
+        except OSError:
+            pass
+    return old
+
+
 class CarbonLog:
     """Writes typed log lines to a directory of files, to a stream, or to a callback."""
 
     def __init__(self, logdir: str | None = None, stream: TextIO | None = None,
                  rotate: bool = True, debug: bool = False,
-                 sink: Callable[[str, str], None] | None = None) -> None:
+                 sink: Callable[[str, str], None] | None = None, keep: int = 0) -> None:
         self.logdir = logdir
         self.stream = stream if stream is not None else (None if logdir else sys.stdout)
         self.rotate = rotate
+        self.keep = keep
         self.debug_enabled = debug
         self.sink = sink
         self._files: dict[str, _ReopeningLogFile] = {}
@@ -62,7 +100,7 @@ class CarbonLog:
     def _file(self, kind: str) -> _ReopeningLogFile:
         handle = self._files.get(kind)
         if handle is None:
-            handle = _ReopeningLogFile("%s.log" % kind, self.logdir, self.rotate)
+            handle = _ReopeningLogFile("%s.log" % kind, self.logdir, self.rotate, self.keep)
             self._files[kind] = handle
         return handle
 
@@ -118,6 +156,15 @@ class CarbonLog:
         for handle in self._files.values():
             handle.close()
         self._files.clear()
+
+
+def log_for(settings: Any, to_files: bool, debug: bool = False) -> CarbonLog:
+    """A daemon's log: carbon's files in LOG_DIR (rotation and retention from settings),
+    or stdout lines prefixed with ``[type]`` (carbon's foreground format)."""
+    if not to_files:
+        return CarbonLog(None, stream=sys.stdout, rotate=False, debug=debug)
+    return CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION", True)),
+                     debug=debug, keep=int(settings.get("LOG_ROTATION_COUNT") or 0))
 
 
 def log_twisted_errors(log: CarbonLog) -> None:

@@ -23,7 +23,7 @@ import re
 
 from carbon.config.errors import ConfigError
 from carbon.config.watched import file_mtime
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Processor
 
 PRE = "pre"
 POST = "post"
@@ -144,11 +144,13 @@ def _meaning(rules: RewriteRules) -> dict[str, list[tuple[str, str]]]:
             for section, items in rules.sections.items()}
 
 
-class RewriteProcessor:
+class RewriteProcessor(Processor):
     """Pipeline processor applying one section's rules to every name in a batch.
 
     Rewritten names are cached in a bounded LRU (names repeat every interval).
     """
+
+    handles_lines = True
 
     def __init__(self, rules: RewriteRules, section: str, cache_size: int = 100000) -> None:
         self.section = section

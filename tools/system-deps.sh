@@ -16,6 +16,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 # statsd_install: `npm install statsd@0.9.0`, then run with node; npm brings nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
+# carbon-fast install-layout (tests/deploy): systemd-sysusers and systemd-tmpfiles
+command -v systemd-tmpfiles >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         policy=/usr/sbin/policy-rc.d

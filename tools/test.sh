@@ -18,6 +18,7 @@ if [ -x tools/system-deps.sh ]; then
     tools/system-deps.sh
 fi
 "$VENV/bin/ruff" check carbon webapp tests tools bench
+"$VENV/bin/mypy"  # pyproject.toml [tool.mypy]: strict on the typed modules, the rest as listed
 case "${CARBON_SYSTEM_TESTS:-}" in
     1|true|TRUE|True|yes|YES) both=$(( $# == 0 )) ;;
     *) both=0 ;;
@@ -43,4 +44,10 @@ set -e
 echo
 echo "suite on Python $here (this machine): $(summary "$logs/here.log") [exit $status_here]"
 echo "suite on Python 3.13 (Debian 13 chroot): $(summary "$logs/py313.log") [exit $status_py313]"
+# both runs' counts on one closing line ("total: N passed, N failed, N skipped")
+count() { grep -oE "[0-9]+ $2" <<<"$(summary "$1")" | grep -oE '^[0-9]+' || echo 0; }
+echo "total: $(( $(count "$logs/here.log" passed) + $(count "$logs/py313.log" passed) )) passed, \
+$(( $(count "$logs/here.log" failed) + $(count "$logs/py313.log" failed) \
+    + $(count "$logs/here.log" error) + $(count "$logs/py313.log" error) )) failed, \
+$(( $(count "$logs/here.log" skipped) + $(count "$logs/py313.log" skipped) )) skipped"
 [ "$status_here" = 0 ] && [ "$status_py313" = 0 ]

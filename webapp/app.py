@@ -80,6 +80,7 @@ class GraphiteApp:
         self.store = store
         self.gate = CpuGate(int(settings.get('CPU_SLOTS', 1)))
         store.gate = self.gate
+        # a local finder without carbonlink (CARBONLINK_HOSTS empty, a plugin finder)
         carbonlink = getattr(store.local_finder, 'carbonlink', None)
         if carbonlink is not None:
             carbonlink.gate = self.gate
@@ -121,6 +122,7 @@ class GraphiteApp:
         self.store.close()
         for finder in self.store.remotes:
             finder.close()
+        # a local finder without carbonlink (CARBONLINK_HOSTS empty, a plugin finder)
         carbonlink = getattr(self.store.local_finder, 'carbonlink', None)
         if carbonlink is not None:
             carbonlink.close()

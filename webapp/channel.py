@@ -58,6 +58,7 @@ class BoundedChannel(HTTPChannel):
         self._refused = True
         self._stop_clock()
         self.transport.write(answer)
+        # only half-closeable Twisted transports have it
         half_close = getattr(self.transport, 'loseWriteConnection', None)
         if discard and half_close is not None:
             half_close()

@@ -27,6 +27,7 @@ class CpuGate:
     @contextmanager
     def held(self) -> Iterator[None]:
         """Run the body with a slot (re-entrant within a thread)."""
+        # a threading.local: unset in a thread that never held a slot
         if self._sem is None or getattr(self._local, 'held', False):
             yield
             return
@@ -41,6 +42,7 @@ class CpuGate:
     @contextmanager
     def released(self) -> Iterator[None]:
         """Give the slot back for the body (a wait on the network), if this thread has it."""
+        # a threading.local: unset in a thread that never held a slot
         if self._sem is None or not getattr(self._local, 'held', False):
             yield
             return

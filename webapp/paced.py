@@ -25,6 +25,7 @@ POLL_SECONDS = 0.002
 
 def queued_bytes(request: Any) -> int:
     """Bytes the request's connection still has to send (0 once it is gone)."""
+    # Twisted's request and transport internals (gone once the connection closes)
     channel = getattr(request, 'channel', None)
     transport = getattr(channel, 'transport', None)
     if transport is None:

@@ -82,6 +82,7 @@ class Readahead:
                       type(err).__name__, err)
             self._put(_Failed(err))
         finally:
+            # PEP 3333: a WSGI body may have close()
             close = getattr(self._rest, 'close', None)
             if close is not None:
                 close()

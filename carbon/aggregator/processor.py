@@ -26,7 +26,7 @@ from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.rules import AggregationRule, RuleSet
 from carbon.aggregator.staging import append_values, stage
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Processor
 
 _MIN_STAMP, _MAX_STAMP = 0, 1 << 62  # bounds that hold every canonical timestamp
 SETTLE_AFTER = 100_000  # staged lines that make process_lines/process_chunk settle
@@ -44,7 +44,7 @@ class _Slot(list):
         self.rule = rule
 
 
-class AggregationProcessor:
+class AggregationProcessor(Processor):
     """Feeds matching points into buffers and forwards the rest per FORWARD_ALL.
 
     Self-metrics (the reference's aggregator instrumentation names):
@@ -55,6 +55,9 @@ class AggregationProcessor:
     as too late / with a non-finite timestamp are counted as
     ``aggregateDatapointsTooLate`` / ``aggregateDatapointsInvalid``.
     """
+
+    handles_lines = True
+    handles_chunks = True
 
     def __init__(self, ruleset: RuleSet, buffers: BufferManager, settings, stats: Stats,
                  log: Callable[[str], None] | None = None,

@@ -54,7 +54,7 @@ def describe(error: Any) -> str:
     """A one-line reason for a failure, exception or txAMQP close reason."""
     error = getattr(error, "value", error)  # a Failure
     if isinstance(error, Closed) and error.args:
-        error = getattr(error.args[0], "value", error.args[0])
+        error = getattr(error.args[0], "value", error.args[0])  # txAMQP's reason: a Failure
     if isinstance(error, Message):
         return closed_reason(error)
     return str(error) or error.__class__.__name__

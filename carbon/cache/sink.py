@@ -8,12 +8,12 @@ from carbon.cache.journal import Journal
 from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
-from carbon.pipeline import Batch
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
+from carbon.pipeline import Batch, Sink
 from carbon.tags import normalize_batch
 
 
-class CacheSink:
+class CacheSink(Sink):
     """Puts batches into the cache; pauses receivers at MAX_CACHE_SIZE.
 
     With USE_FLOW_CONTROL (default) reaching MAX_CACHE_SIZE pauses every

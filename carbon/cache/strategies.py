@@ -172,4 +172,5 @@ class BucketMaxStrategy(Strategy):
 
 def make_strategy(name: str, cache: MetricCache, settings: Any = None, log: Any = None) -> Strategy:
     """The strategy registered as ``name`` (built-ins or entry points)."""
-    return WRITE_STRATEGIES.get(name)(cache, settings, log)
+    strategy: Strategy = WRITE_STRATEGIES.get(name)(cache, settings, log)
+    return strategy

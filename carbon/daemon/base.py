@@ -17,7 +17,7 @@ from carbon.pipeline import Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
 from carbon.receivers.context import ReceiverContext
 from carbon.receivers.drain import drain_connections
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.receivers.limits import release_reserved_descriptor
 from carbon.receivers.listeners import start_receivers
 

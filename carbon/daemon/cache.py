@@ -7,7 +7,7 @@ import pwd
 import sys
 from typing import Any
 
-from twisted.internet import defer, threads
+from twisted.internet import defer, task, threads
 from twisted.python import failure
 
 from carbon.cache.journal import Journal, journal_dir
@@ -18,29 +18,41 @@ from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.daemon.base import Daemon
+from carbon.daemon.notify import notify
 from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
-from carbon.receivers.limits import listen_tcp
+from carbon.receivers.limits import GuardedPort, listen_tcp
+from carbon.storage.backend import StorageBackend, as_backend
 from carbon.writer.tagfeed import TagFeed
+from carbon.writer.schemacheck import SchemaCheck
 from carbon.writer.writer import Writer
 
 SWITCH_INTERVAL = 0.001
+# While the cache drains at shutdown under systemd: every DRAIN_STATUS_SECONDS the unit's
+# status says what is left, and while the drain makes progress its stop timeout is pushed
+# to DRAIN_EXTEND_SECONDS from then (EXTEND_TIMEOUT_USEC), so a drain longer than
+# TimeoutStopSec still finishes and only a stuck one is killed (its points are in the
+# journal).
+DRAIN_STATUS_SECONDS = 5.0
+DRAIN_EXTEND_SECONDS = 60.0
 
 
-def open_database(settings: Any) -> Any:
+def open_database(settings: Any) -> StorageBackend:
     name = settings.DATABASE
     if name not in STORAGE_BACKENDS:
         raise ConfigError("No database plugin implemented for '%s' (known: %s)"
                           % (name, ", ".join(STORAGE_BACKENDS.names())),
                           settings.get("config_file"), key="DATABASE")
-    return STORAGE_BACKENDS.get(name)(settings)
+    return as_backend(STORAGE_BACKENDS.get(name)(settings))
 
 
 class CacheDaemon(Daemon):
     """Stores received points in the cache and writes them to the database."""
 
     metric_kind = "agents"
+    syncing: defer.Deferred[None] | None = None  # a journal fdatasync under way
+    carbonlink_port: GuardedPort | None = None  # with CACHE_QUERY_PORT
 
     def make_sink(self) -> CacheSink:
         settings = self.settings
@@ -60,6 +72,10 @@ class CacheDaemon(Daemon):
         self.strategy = make_strategy(strategy_name, self.cache, settings, self.log)
         self.writer = Writer(self.cache, self.strategy, self.database, self.schemas, settings,
                              self.stats, self.log)
+        if getattr(self.database, "get_filesystem_path", None) is not None:
+            self.writer.schema_check = SchemaCheck(
+                self.database.get_filesystem_path, self.schemas, self.log.msg,
+                limit=max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000))))
         self.journal = self.make_journal()
         self.writer.journal = self.journal
         self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log,
@@ -72,7 +88,8 @@ class CacheDaemon(Daemon):
             return None
         owner = None
         if settings.USER and os.getuid() == 0:  # the daemon drops to USER once started
-            owner = tuple(pwd.getpwnam(settings.USER)[2:4])
+            user = pwd.getpwnam(settings.USER)
+            owner = (user.pw_uid, user.pw_gid)
         return Journal(journal_dir(settings), self.cache, self.log,
                        segment_bytes=int(settings.CACHE_JOURNAL_SEGMENT_BYTES),
                        max_bytes=float(settings.CACHE_JOURNAL_MAX_BYTES),
@@ -105,7 +122,8 @@ class CacheDaemon(Daemon):
             self.every(0.5, self.cache_sink.check_journal)
             if journal.fsync_interval > 0:
                 self.every(journal.fsync_interval, self.sync_journal)
-        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log)
+        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log,
+                                    writer=self.writer)
         port = int(settings.CACHE_QUERY_PORT or 0)
         if port:
             self.carbonlink_port = listen_tcp(
@@ -121,12 +139,14 @@ class CacheDaemon(Daemon):
         # new files (docs/performance.md).
         sys.setswitchinterval(SWITCH_INTERVAL)
         self.writer.start()
+        if self.writer.schema_check is not None:
+            self.writer.schema_check.start()
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)
 
     def descriptor_claims(self) -> int:
         """The whisper descriptor cache's room (it opens files as it writes)."""
-        return int(getattr(self.database, "descriptor_capacity", 0))
+        return self.database.descriptor_capacity
 
     def flush_logs(self) -> None:
         """One summary line per interval for every bounded log of the cache daemon."""
@@ -135,9 +155,12 @@ class CacheDaemon(Daemon):
         self.cache_sink.bad_names.flush()
         self.writer.errors.flush()
         self.writer.disk_errors.flush()
+        if self.writer.schema_check is not None:
+            self.writer.schema_check.flush()
         self.cache_sink.journal_log.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
+            self.writer.tag_feed.retry_full.flush()
 
     def reload(self) -> None:
         """SIGHUP: re-read the tunables and the schema files (carbon.daemon.reload)."""
@@ -145,7 +168,7 @@ class CacheDaemon(Daemon):
 
     def sync_journal(self) -> Any:
         """fdatasync the journal on a pool thread (one at a time)."""
-        if getattr(self, "syncing", None) is not None:
+        if self.syncing is not None or self.journal is None:
             return None
         self.syncing = threads.deferToThread(self.journal.sync)
 
@@ -162,13 +185,31 @@ class CacheDaemon(Daemon):
         if problem:
             self.log.msg(problem)
 
+    def watch_drain(self) -> task.LoopingCall:
+        """Tell systemd how the shutdown drain goes (nothing is sent outside systemd)."""
+        last = [self.cache.size]
+
+        def tick() -> None:
+            size = self.cache.size
+            notify("STATUS=Draining %d datapoints to disk" % size)
+            if size < last[0]:
+                notify("EXTEND_TIMEOUT_USEC=%d" % int(DRAIN_EXTEND_SECONDS * 1e6))
+            last[0] = size
+
+        loop = task.LoopingCall(tick)
+        loop.clock = self.reactor
+        loop.start(DRAIN_STATUS_SECONDS, now=False)
+        return loop
+
     @defer.inlineCallbacks
     def stop_sink(self) -> Any:
-        port = getattr(self, "carbonlink_port", None)
+        port = self.carbonlink_port
         self.writer.stop_event.set()
+        if self.writer.schema_check is not None:
+            self.writer.schema_check.stop()
         yield threads.deferToThread(self.writer.stop, 5.0)
         journal = self.journal
-        if getattr(self, "syncing", None) is not None:
+        if self.syncing is not None:
             yield self.syncing
         if journal is not None and not self.settings.SHUTDOWN_DRAIN_CACHE:
             journal.close(remove=self.cache.is_empty())
@@ -178,13 +219,15 @@ class CacheDaemon(Daemon):
         else:
             self.log.msg("Draining %d datapoints of %d metrics to disk before exit"
                          % (self.cache.size, len(self.cache)))
-            drained = yield threads.deferToThread(self.writer.drain)
+            watch = self.watch_drain()
+            try:
+                drained = yield threads.deferToThread(self.writer.drain)
+            finally:
+                watch.stop()
             if not drained:
                 self.log.msg("Could not write %d datapoints before exit" % self.cache.size)
             if journal is not None:
                 journal.close(remove=drained and self.cache.is_empty())
         if port is not None:
             yield port.stopListening()
-        close = getattr(self.database, "close", None)
-        if close is not None:
-            close()
+        self.database.close()

@@ -14,9 +14,11 @@ from typing import Any
 
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
+from carbon.daemon.check import check_action, rule_paths
+from carbon.daemon.notify import notify
 from carbon.daemon.process import daemonize, handle_action, remove_pidfile, write_pidfile
 from carbon.receivers.limits import raise_open_file_limit
-from carbon.logs import CarbonLog, log_twisted_errors
+from carbon.logs import log_for, log_twisted_errors
 
 DAEMONS = {
     "carbon-cache": "carbon.daemon.cache:CacheDaemon",
@@ -27,7 +29,7 @@ DAEMONS = {
 
 
 def make_parser(program: str) -> OptionParser:
-    parser = OptionParser(usage="%prog [options] <start|stop|status>")
+    parser = OptionParser(usage="%prog [options] <start|stop|status|check>")
     add = parser.add_option
     add("--debug", action="store_true", help="Run in the foreground, log to stdout")
     add("--syslog", action="store_true", help="Write logs to syslog")
@@ -43,6 +45,9 @@ def make_parser(program: str) -> OptionParser:
     add("--instance", default="a", help="Manage a specific carbon instance")
     add("--logfile", default=None, help="Log to a specified file, - for stdout")
     add("--logger", default=None, help="A fully-qualified name to a log observer factory")
+    add("--log-to", default=None, choices=("files", "stdout"), type="choice",
+        help="With --nodaemon: files writes carbon's log files in LOG_DIR (as the systemd "
+             "units run), stdout writes '[type] message' lines (the default, as carbon)")
     if "carbon-aggregator" in program:
         add("--rules", default=None, help="Use the given aggregation rules file.")
         add("--rewrite-rules", default=None, help="Use the given rewrite rules file.")
@@ -63,20 +68,9 @@ def _daemon_class(program: str) -> Any:
 
 
 def _rule_paths(settings: Any, options: Any, program: str) -> None:
-    conf_dir = settings.CONF_DIR
-    settings["whitelist"] = options.whitelist or os.path.join(conf_dir, "whitelist.conf")
-    settings["blacklist"] = options.blacklist or os.path.join(conf_dir, "blacklist.conf")
-    if "carbon-aggregator" in program:
-        settings["aggregation-rules"] = options.rules or os.path.join(
-            conf_dir, settings.AGGREGATION_RULES)
-        settings["rewrite-rules"] = options.rewrite_rules or os.path.join(
-            conf_dir, settings.REWRITE_RULES)
-    elif program == "carbon-relay":
-        settings["relay-rules"] = options.rules or os.path.join(conf_dir, settings.RELAY_RULES)
-        settings["aggregation-rules"] = options.aggregation_rules or os.path.join(
-            conf_dir, settings.AGGREGATION_RULES)
-    settings["rewrite-rules"] = settings.get("rewrite-rules") or os.path.join(
-        conf_dir, settings.REWRITE_RULES)
+    rule_paths(settings, program, options.whitelist, options.blacklist,
+               getattr(options, "rules", None), getattr(options, "rewrite_rules", None),
+               getattr(options, "aggregation_rules", None))
 
 
 def run(program: str, argv: list[str] | None = None, script: str | None = None) -> None:
@@ -98,6 +92,11 @@ def run(program: str, argv: list[str] | None = None, script: str | None = None) 
         raise SystemExit(str(exc)) from None
     settings["debug"] = bool(options.debug)
     _rule_paths(settings, options, program)
+    if action == "check":   # validate every config file; writes nothing
+        sys.exit(check_action(program, settings))
+    if action == "start":   # on the terminal too, not only in console.log
+        for warning in settings.get("config_warnings", []):
+            print("WARNING: %s" % warning, file=sys.stderr)
     schemas = os.path.join(settings.CONF_DIR, "storage-schemas.conf")
     if not os.path.exists(schemas):
         print("Error: missing required config %s" % schemas)
@@ -125,10 +124,8 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
-    if foreground:
-        log = CarbonLog(None, stream=sys.stdout, rotate=False, debug=bool(options.debug))
-    else:
-        log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.ENABLE_LOGROTATION))
+    to_files = options.log_to == "files" if options.log_to else not foreground
+    log = log_for(settings, to_files, debug=bool(options.debug))
 
     log_twisted_errors(log)
     raise_open_file_limit(log.msg)
@@ -158,12 +155,15 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
     log.msg("%s (instance %s) started" % (program, options.instance))
     if report is not None:
         report(0, "")
+    notify("READY=1")   # a Type=notify unit is started now (carbon/deploy/systemd)
+    reactor.addSystemEventTrigger("before", "shutdown", notify, "STOPPING=1")
     reactor.run()
 
 
 def install_sighup(program: str, daemon: Any, reactor: Any) -> None:
     """SIGHUP runs ``daemon.reload`` in the reactor thread (queued until the reactor runs);
     a carbon-cache without one ignores the signal."""
+    # a daemon class has SIGHUP reload or not (carbon.daemon.reload)
     reload = getattr(daemon, "reload", None)
     if reload is not None:  # caches: re-read tunables and schema/rule files
         signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))

@@ -17,6 +17,7 @@ from carbon.cache.strategies import make_strategy
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.plugins import WRITE_STRATEGIES
+from carbon.relay.ring_swap import swap_ring
 from carbon.relay.rules import RelayRule, load_relay_rules
 
 RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
@@ -66,6 +67,7 @@ def reload_cache_daemon(daemon: Any) -> list[str]:
     elif (schemas.storage, schemas.aggregation) != before:
         say("SIGHUP: reloaded storage schemas (%d) and aggregation schemas (%d)"
             % (len(schemas.storage), len(schemas.aggregation)))
+    # the reload reaches into the daemons: only carbon-aggregator-cache has stages
     stages = getattr(daemon, "stages", None)
     if stages is not None:  # carbon-aggregator-cache: its rule files too
         stages.check_files(force=True)
@@ -97,13 +99,22 @@ def _rules_key(rules: list[RelayRule]) -> list[tuple]:
             for rule in rules]
 
 
-def reload_relay_daemon(daemon: Any) -> list[str]:
-    """carbon-relay's SIGHUP: its routing rules and the white/blacklist; returns the log
-    lines written (one per file whose contents changed)."""
+def reload_relay_daemon(daemon: Any, workers: list[int] | None = None) -> list[str]:
+    """carbon-relay's SIGHUP: a new ring when carbon.conf's routing keys changed
+    (``carbon.relay.ring_swap``, in place), its routing rules and the white/blacklist;
+    returns the log lines written (one per change). ``workers``: the pids of the
+    RELAY_WORKERS processes (for the routing acknowledgement)."""
     lines: list[str] = []
     say = _logger(lines, daemon.log)
 
+    swapped = swap_ring(daemon, say, workers)
     router = daemon.relay.router
+    if not swapped and getattr(router, "rechecks_rules", False) and \
+            getattr(router, "aggregation_rules", None) is None:
+        error = router.check_rules()  # e.g. cluster-rebalance's state: now, not in 10 s
+        if error is not None:
+            say("SIGHUP: kept the routing state: %s" % error)
+    # RELAY_METHOD = rules and routers like it have a rules file (a plugin's, maybe)
     path = getattr(router, "rules_path", None)
     if path is not None:  # RELAY_METHOD = rules
         try:
@@ -119,6 +130,7 @@ def reload_relay_daemon(daemon: Any) -> list[str]:
                 if unknown:
                     say("SIGHUP: relay rules name destinations missing from DESTINATIONS, "
                         "never used: %s" % ", ".join(str(dest) for dest in unknown))
+    # aggregated routers (drop-in: carbon 1.1.10's rules objects have no check)
     aggregation = getattr(router, "aggregation_rules", None)
     if getattr(aggregation, "check", None) is not None:  # aggregated-consistent-hashing
         changed, error = aggregation.check()

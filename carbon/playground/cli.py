@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,9 @@ from carbon.playground.report import write_report
 from carbon.playground.runner import run_sweep
 from carbon.playground.scenario import ScenarioError, load_scenario
 
+REPORTS_DIR = "playground-reports"
+REPORTS_ENV = "CARBON_PLAYGROUND_REPORTS"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="carbon-playground", description=__doc__)
@@ -26,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     form.add_argument("--quick", action="store_true", help="the scenario's quick form")
     form.add_argument("--long", action="store_true",
                       help="the scenario's long form (the study as published, hours)")
-    parser.add_argument("--out", help="report folder (default: report-<name>-<time>)")
+    parser.add_argument("--out", help="report folder (default: %s/<name>-<time>, a folder "
+                        "git ignores; or $%s/<name>-<time>)" % (REPORTS_DIR, REPORTS_ENV))
     parser.add_argument("--keep", action="store_true",
                         help="keep the daemons' folders (configs, logs, whisper files)")
     parser.add_argument("--check", action="store_true", help="check the scenario and exit")
@@ -43,12 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     usable, why = io_throttle_status(tempfile.gettempdir())
     throttle = ("usable (%s), not used: the disk profiles are emulated" % why if usable
                 else "not available here: %s" % why)
+    runs = scenario.runs()
     if args.check:
-        print("%s: %d sweep points" % (args.scenario, len(scenario.points())))
+        print("%s: %d sweep points, %d runs (a point repeated to measure the noise)"
+              % (args.scenario, len(scenario.points()), len(runs)))
         print("real disk throttle (cgroup v2 io.max): %s" % throttle)
         return 0
     name = scenario.settings.name or Path(args.scenario).stem
-    out = Path(args.out or "report-%s-%s" % (name, time.strftime("%Y%m%d-%H%M%S")))
+    out = Path(args.out) if args.out else default_out(name)
     reference = None
     if "reference" in scenario.settings.subjects:
         try:
@@ -62,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="carbon-playground-"))
     rows: list[dict] = []
     meta = {"command": " ".join(["carbon-playground"] + (argv or sys.argv[1:])),
-            "points_planned": len(scenario.points()), "status": "running",
+            "points_planned": len(runs), "status": "running",
             "real_throttle": throttle}
     stop = threading.Event()
 
@@ -92,10 +99,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     index = write_report(out, scenario, rows, dict(meta, status=status))
+    if scenario.quick:
+        print("smoke test (--quick): too short to tune from; the full form gives figures to "
+              "act on")
     print("report: %s" % index)
     if status == "complete":
         return 0
     return 130 if status.startswith("interrupted") else 1
+
+
+def default_out(name: str) -> Path:
+    """Where a report goes without --out: under $CARBON_PLAYGROUND_REPORTS when set,
+    otherwise under ./playground-reports, which .gitignore ignores wherever it is."""
+    root = Path(os.environ.get(REPORTS_ENV) or REPORTS_DIR)
+    return root / ("%s-%s" % (name, time.strftime("%Y%m%d-%H%M%S")))
 
 
 def _copy_profiles(workdir: Path, out: Path) -> None:

@@ -122,7 +122,7 @@ def find_python(versions: Sequence[tuple[int, int]], purpose: str) -> str:
         "%s needs Python %s, and none was found (running Python %s; tried: %s). Install "
         "one: on Debian 12 `apt-get install python%s-venv` where that version is packaged, "
         "elsewhere pyenv (`pyenv install %s`, found under $PYENV_ROOT or ~/.pyenv)."
-        % (purpose, wanted, _version_text(tuple(sys.version_info[:2])),
+        % (purpose, wanted, _version_text((sys.version_info[0], sys.version_info[1])),
            ", ".join(tried) or "no candidates", newest, newest))
 
 

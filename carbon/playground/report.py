@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from carbon.playground.scenario import Scenario
+from carbon.playground.scenario import REPEAT, Scenario
 
 COLUMNS = [
     ("label", "sweep point", "%s"),
@@ -63,56 +63,222 @@ def within_bounds(row: dict, scenario: Scenario) -> list[str]:
     return why
 
 
-def recommend(rows: list[dict], scenario: Scenario) -> str:
+TICK = 0.01  # seconds: /proc's CPU clock tick, the CPU figure's resolution
+
+
+def _base(point: dict) -> dict:
+    """A point without its repeat mark: the setting that ran."""
+    return {key: value for key, value in point.items() if key != REPEAT}
+
+
+def _settings_of(rows: list[dict]) -> list[list[dict]]:
+    """The group's rows by setting (a repeated point's runs together), in run order."""
+    out: list[list[dict]] = []
+    for row in rows:
+        for runs in out:
+            if _base(runs[0]["point"]) == _base(row["point"]):
+                runs.append(row)
+                break
+        else:
+            out.append([row])
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def noise(rows: list[dict]) -> dict | None:
+    """The run-to-run noise of one (disk, subject) group, from its repeated point: the
+    spread (max - min) of committed points/s and of CPU % between the runs, each at least
+    what the measurement resolves (one point over the load window; one /proc clock tick
+    over the measured window). None when no point of the group ran twice."""
+    repeated = [runs for runs in _settings_of(rows) if len(runs) > 1]
+    if not repeated:
+        return None
+    runs = repeated[0]
+    committed = [row["committed_per_s"] for row in runs]
+    cpu = [row["cpu_percent"] for row in runs]
+    load_s = min(max(row.get("load_seconds") or 0.0, 1e-3) for row in runs)
+    active_s = min(max(row.get("active_seconds") or 0.0, 1e-3) for row in runs)
+    return {"label": _base_label(runs[0]["label"]), "runs": len(runs),
+            "committed_per_s": committed, "cpu_percent": cpu,
+            "committed_spread": max(max(committed) - min(committed), 1.0 / load_s),
+            "cpu_spread": max(max(cpu) - min(cpu), 100.0 * TICK / active_s)}
+
+
+def _base_label(label: str) -> str:
+    return label.split(" (run ", 1)[0]
+
+
+def conf_lines(point: dict) -> str:
+    """The carbon.conf lines that set a point's swept keys (empty: only the disk or the
+    subject differed)."""
+    keys = [(key, value) for key, value in point.items()
+            if key not in ("disk", "subject", REPEAT)]
+    if not keys:
+        return ""
+    return "\n".join(["[cache]"] + ["%s = %s" % (key, value) for key, value in keys])
+
+
+def recommendations(rows: list[dict], scenario: Scenario) -> list[dict]:
     """Per disk profile and subject (the environment, not a knob): the setting that
-    maximises committed points/s within the bounds, in one paragraph made from the
-    numbers (ties within 5%: the lower CPU wins)."""
-    if not rows:
-        return "No sweep point finished, so there is nothing to recommend."
+    commits the most points/s within the bounds, or at the same rate uses the least CPU,
+    made only where it beats every other setting by more than the measured run-to-run
+    noise; each with its paragraph (the numbers it used), the carbon.conf lines to copy
+    and the noise."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         groups.setdefault((row["disk"], row["subject"]), []).append(row)
-    if len(groups) == 1:
-        return _recommend_group(rows, scenario)
-    return " ".join("On disk %s (%s): %s" % (disk, subject, _recommend_group(group, scenario))
-                    for (disk, subject), group in groups.items())
+    out = []
+    for (disk, subject), group in groups.items():
+        found = noise(group)
+        text, point = _recommend_group(group, scenario, found)
+        out.append({"disk": disk, "subject": subject, "text": text,
+                    "point": point, "conf": conf_lines(point) if point else "",
+                    "noise": found})
+    return out
 
 
-def _recommend_group(rows: list[dict], scenario: Scenario) -> str:
-    inside = [row for row in rows if not within_bounds(row, scenario)]
+def recommend(rows: list[dict], scenario: Scenario) -> str:
+    """:func:`recommendations` as one paragraph (prefixed per group when there are several)."""
+    if not rows:
+        return "No sweep point finished, so there is nothing to recommend."
+    found = recommendations(rows, scenario)
+    if len(found) == 1:
+        return found[0]["text"]
+    return " ".join("On disk %s (%s): %s" % (item["disk"], item["subject"], item["text"])
+                    for item in found)
+
+
+def _summary(runs: list[dict]) -> dict:
+    """One setting's figures: the mean over its runs (the bounds apply to every run)."""
+    first = runs[0]
+    return {"label": _base_label(first["label"]), "point": _base(first["point"]),
+            "runs": runs,
+            "committed_per_s": _mean([row["committed_per_s"] for row in runs]),
+            "cpu_percent": _mean([row["cpu_percent"] for row in runs]),
+            "sent_per_s": _mean([row["sent_per_s"] for row in runs]),
+            "points_per_update": _mean([row["points_per_update"] for row in runs]),
+            "peak_cache_size": max(row["peak_cache_size"] for row in runs),
+            "peak_rss_mb": max(row["peak_rss_mb"] for row in runs),
+            "time_to_disk": (None if any(row["time_to_disk"] is None for row in runs)
+                             else max(row["time_to_disk"] for row in runs))}
+
+
+def _recommend_group(rows: list[dict], scenario: Scenario,
+                     found: dict | None) -> tuple[str, dict | None]:
+    settings = [_summary(runs) for runs in _settings_of(rows)]
+    if len(settings) == 1:
+        return ("Only one setting ran here (%s), so there is nothing to compare."
+                % settings[0]["label"], None)
+    why = {item["label"]: sorted({reason for row in item["runs"]
+                                  for reason in within_bounds(row, scenario)})
+           for item in settings}
+    inside = [item for item in settings if not why[item["label"]]]
+    excluded = "; ".join("%s (%s)" % (label, ", ".join(reasons))
+                         for label, reasons in why.items() if reasons)
     if not inside:
-        reasons = "; ".join("%s: %s" % (row["label"], ", ".join(within_bounds(row, scenario)))
-                            for row in rows)
         return ("No sweep point stayed within the scenario's bounds (%s). Loosen the bounds "
-                "or lower the load." % reasons)
-    best_rate = max(row["committed_per_s"] for row in inside)
-    near = [row for row in inside if row["committed_per_s"] >= best_rate * 0.95]
-    best = min(near, key=lambda row: row["cpu_percent"])
-    worst = min(rows, key=lambda row: row["committed_per_s"])
-    text = ("Recommended: %s. It committed %.0f points/s (%.0f sent/s) at %.0f%% CPU, with "
+                "or lower the load." % excluded, None)
+    if found is None and len(inside) > 1:
+        return ("No recommendation: the run-to-run noise was not measured (scenario.repeats "
+                "= 1), so no difference between the points can be told from chance. Set "
+                "repeats = 2 or more.", None)
+    tail = " Outside the bounds: %s." % excluded if excluded else ""
+    if len(inside) == 1:   # the others broke a bound: no noise to beat
+        only = inside[0]
+        return ("Recommended: %s, the only setting within the scenario's bounds. It committed "
+                "%.1f points/s (%.0f sent/s) at %.2f%% CPU." % (
+                    only["label"], only["committed_per_s"], only["sent_per_s"],
+                    only["cpu_percent"]) + tail, only["point"])
+    assert found is not None
+    rate_noise, cpu_noise = found["committed_spread"], found["cpu_spread"]
+    measured = ("run-to-run noise, measured by running %s %d times: %.1f points/s committed "
+                "(%s) and %.2f%% CPU (%s)" % (
+                    found["label"], found["runs"], rate_noise,
+                    ", ".join("%.1f" % v for v in found["committed_per_s"]), cpu_noise,
+                    ", ".join("%.2f" % v for v in found["cpu_percent"])))
+
+    def beats(a: dict, b: dict) -> bool:
+        gap = a["committed_per_s"] - b["committed_per_s"]
+        if gap > rate_noise:
+            return True
+        return abs(gap) <= rate_noise and b["cpu_percent"] - a["cpu_percent"] > cpu_noise
+
+    winners = [a for a in inside if all(beats(a, b) for b in inside if b is not a)]
+    if not winners:
+        best = max(inside, key=lambda item: item["committed_per_s"])
+        ties = [item for item in inside if item is not best and
+                not beats(best, item)]
+        return ("No recommendation: no setting beats every other by more than the %s. %s "
+                "committed the most, %.1f points/s at %.2f%% CPU, but %s came within the noise "
+                "(on committed points/s and on CPU), so the sweep does not tell them apart: "
+                "keep what you run, or measure longer (a longer load, more repeats)."
+                % (measured, best["label"], best["committed_per_s"], best["cpu_percent"],
+                   ", ".join("%s (%.1f points/s at %.2f%% CPU)" % (
+                       item["label"], item["committed_per_s"], item["cpu_percent"])
+                       for item in ties)) + tail, None)
+    best = winners[0]
+    others = [item for item in inside if item is not best]
+    runner_up = max(others, key=lambda item: item["committed_per_s"])
+    text = ("Recommended: %s. It committed %.1f points/s (%.0f sent/s) at %.2f%% CPU, with "
             "%.1f points per update, a peak cache of %.0f points and %.0f MB peak RSS"
-            % (best["label"], best["committed_per_s"], best["sent_per_s"], best["cpu_percent"],
-               best["points_per_update"], best["peak_cache_size"], best["peak_rss_mb"]))
+            % (best["label"], best["committed_per_s"], best["sent_per_s"],
+               best["cpu_percent"], best["points_per_update"], best["peak_cache_size"],
+               best["peak_rss_mb"]))
     if best["time_to_disk"] is not None:
         text += "; every point was on disk %.1f s after the load ended" % best["time_to_disk"]
-    text += "."
-    others = [row for row in near if row is not best]
-    if others:
-        text += (" %d other point(s) came within 5%% of its committed rate (%s) but used "
-                 "more CPU, so the cheaper one is preferred." % (
-                     len(others), ", ".join("%s at %.0f%%" % (row["label"], row["cpu_percent"])
-                                            for row in others)))
-    if worst is not best and worst["committed_per_s"] < best["committed_per_s"]:
-        text += (" The slowest point, %s, committed %.0f points/s (%.0f%% of the best)"
-                 % (worst["label"], worst["committed_per_s"],
-                    100.0 * worst["committed_per_s"] / max(best["committed_per_s"], 1e-9)))
-        text += (" and its cache peaked at %.0f points." % worst["peak_cache_size"])
-    excluded = [row for row in rows if within_bounds(row, scenario)]
-    if excluded:
-        text += " Outside the bounds: %s." % "; ".join(
-            "%s (%s)" % (row["label"], ", ".join(within_bounds(row, scenario)))
-            for row in excluded)
+    text += (". The next best, %s, committed %.1f points/s at %.2f%% CPU; the %s, so the "
+             "difference is more than noise." % (
+                 runner_up["label"], runner_up["committed_per_s"],
+                 runner_up["cpu_percent"], measured))
+    worst = min(settings, key=lambda item: item["committed_per_s"])
+    if worst is not best and worst is not runner_up:
+        text += (" The slowest point, %s, committed %.1f points/s (%.0f%% of the best) and "
+                 "its cache peaked at %.0f points." % (
+                     worst["label"], worst["committed_per_s"],
+                     100.0 * worst["committed_per_s"] / max(best["committed_per_s"], 1e-9),
+                     worst["peak_cache_size"]))
+    return text + tail, best["point"]
+
+
+def load_as_run(scenario: Scenario, rows: list[dict], planned: int | None = None) -> str:
+    """The load that actually ran (this form's settings and the measured figures), not the
+    scenario's full form."""
+    load = scenario.load
+    points = len({json.dumps(_base(row["point"]), sort_keys=True) for row in rows})
+    repeats = len(rows) - points
+    if not rows:
+        return ("Load as run: nothing finished yet (%s planned)." % (planned or 0))
+    seconds = [row.get("load_seconds") or 0.0 for row in rows]
+    rates = [row["sent_per_s"] for row in rows]
+    names = sorted({row.get("metrics", 0) for row in rows})
+    asked = ("flat out" if not load.rate else "%g points/s asked%s" % (
+        load.rate, "" if load.shape == "steady" else " (%s)" % load.shape))
+    text = ("Load as run: %d run(s) (%d sweep point(s)%s) of %s s of load each (measured %.1f "
+            "to %.1f s), %s metric(s) (%s configured), %d connection(s), %s, %s; measured "
+            "%.0f to %.0f points/s sent, %d points a run on average, a point per metric "
+            "every %d s." % (
+                len(rows), points, " + %d repeat(s) of a point to measure the noise"
+                % repeats if repeats else "", "%g" % load.duration if load.duration else
+                "%d points" % load.points, min(seconds), max(seconds),
+                " to ".join("%d" % n for n in names), load.metrics, load.connections,
+                load.protocol, asked, min(rates), max(rates),
+                _mean([row["sent"] for row in rows]), load.step))
+    if planned is not None and planned != len(rows):
+        text += " %d of %d planned runs finished." % (len(rows), planned)
     return text
+
+
+def smoke_note(scenario: Scenario, rows: list[dict]) -> str:
+    """What a --quick report is (empty for the other forms)."""
+    if not scenario.quick:
+        return ""
+    return ("SMOKE TEST (--quick): a few seconds of load a point (%g s) on %d metric(s), to "
+            "check that the daemons, the load, the measurements and this report work. Its "
+            "figures are too short to tune from; run the full form (without --quick) for "
+            "numbers to act on." % (scenario.load.duration, scenario.load.metrics))
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -143,23 +309,34 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
     plots.mkdir(exist_ok=True)
     images = draw_plots(plots, rows)
     recommendation = recommend(rows, scenario)
+    advice = recommendations(rows, scenario) if rows else []
+    conf = [item for item in advice if item["conf"]]
     meta = dict(meta, written=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                 machine="%s, %d CPUs, Python %s" % (platform.platform(), os.cpu_count() or 0,
                                                     platform.python_version()))
+    smoke = smoke_note(scenario, rows)
+    as_run = load_as_run(scenario, rows, meta.get("points_planned"))
+    disk_note, files = _emulation_note(rows, meta), files_note(rows, scenario)
     document = {"scenario": scenario.settings.name or Path(scenario.path).stem,
                 "scenario_file": os.path.basename(scenario.path), "quick": scenario.quick,
-                "long": scenario.long, "meta": meta, "disk_note": _emulation_note(rows, meta),
-                "recommendation": recommendation, "rows": rows, "plots": images,
-                "files_note": files_note(rows, scenario),
+                "long": scenario.long, "meta": meta, "disk_note": disk_note,
+                "smoke_test": scenario.quick, "smoke_note": smoke,
+                "load_as_run": as_run,
+                "recommendation": recommendation, "recommendations": advice,
+                "rows": rows, "plots": images,
+                "files_note": files,
                 "profiles": sorted(path.name for path in (outdir / "profiles").glob("*"))}
     (outdir / "results.json").write_text(json.dumps(document, indent=1, default=str))
     title = "Playground report: %s%s" % (document["scenario"],
-                                         " (--quick)" if scenario.quick else
+                                         " (--quick: smoke test)" if scenario.quick else
                                          " (--long)" if scenario.long else "")
     status = meta.get("status", "complete")
-    md = ["# " + title, "", scenario.settings.description, "",
-          "Status: %s. %s" % (status, meta.get("written")), "", document["disk_note"], "",
-          markdown_table(rows), ""]
+    md = ["# " + title, ""]
+    if smoke:
+        md += ["**%s**" % smoke, ""]
+    md += [_description(scenario), "", as_run, "",
+           "Status: %s. %s" % (status, meta.get("written")), "", disk_note, "",
+           markdown_table(rows), ""]
     probed = [row for row in rows if row.get("render_requests")]
     if probed:
         md += ["Render app while loading: " + "; ".join(
@@ -172,12 +349,26 @@ def write_report(outdir: Path, scenario: Scenario, rows: list[dict], meta: dict)
         md += ["WARNING: killed after stop_timeout (%.0f s), so their points lost count what "
                "the kill cut off: %s." % (scenario.settings.stop_timeout, "; ".join(killed)),
                ""]
-    if document["files_note"]:
-        md += [document["files_note"], ""]
+    if files:
+        md += [files, ""]
     md += ["## Recommendation", "", recommendation, ""]
+    for item in conf:
+        md += ["carbon.conf%s:" % _where(item, advice), "", "```ini", item["conf"], "```", ""]
     (outdir / "results.md").write_text("\n".join(md))
     (outdir / "index.html").write_text(_html(title, scenario, document, rows, images))
     return outdir / "index.html"
+
+
+def _description(scenario: Scenario) -> str:
+    """The scenario file's description, which describes its full form."""
+    text = scenario.settings.description
+    if scenario.quick and text:
+        return "Scenario (its full form; this run is the --quick form): " + text
+    return text
+
+
+def _where(item: dict, advice: list[dict]) -> str:
+    return " for disk %s (%s)" % (item["disk"], item["subject"]) if len(advice) > 1 else ""
 
 
 def files_note(rows: list[dict], scenario: Scenario) -> str:
@@ -236,7 +427,8 @@ figure {{ display: inline-block; margin: 0.5em; }}
 img {{ max-width: 100%; }}
 </style></head><body>
 <h1>{title}</h1>
-<p>{description}</p>
+{smoke}<p>{description}</p>
+<p id="load-as-run">{load}</p>
 <p>Status: {status}. Written {written}. Machine: {machine}.</p>
 <p class="note">{disk}</p>
 <h2>Results</h2>
@@ -244,6 +436,7 @@ img {{ max-width: 100%; }}
 {files}
 <h2>Recommendation</h2>
 <p id="recommendation">{recommendation}</p>
+{conf}
 <h2>Across the sweep</h2>
 {sweep}
 <h2>Each sweep point over time</h2>
@@ -252,7 +445,13 @@ img {{ max-width: 100%; }}
 <p>Raw numbers: <a href="results.json">results.json</a>, <a href="results.md">results.md</a>.
 </p>
 </body></html>
-""".format(title=esc(title), description=esc(scenario.settings.description),
+""".format(title=esc(title), description=esc(_description(scenario)),
+           smoke='<p class="note" id="smoke-test"><strong>%s</strong></p>\n' % esc(
+               document["smoke_note"]) if document["smoke_note"] else "",
+           load=esc(document["load_as_run"]),
+           conf="".join("<p>carbon.conf%s:</p><pre>%s</pre>" % (
+               esc(_where(item, document["recommendations"])), esc(item["conf"]))
+               for item in document["recommendations"] if item["conf"]),
            status=esc(document["meta"].get("status", "complete")),
            written=esc(document["meta"]["written"]), machine=esc(document["meta"]["machine"]),
            disk=esc(document["disk_note"]), head=head, body=body,
@@ -350,7 +549,8 @@ def _point_plot(pyplot: Any, row: dict, path: Path) -> None:
 
 def _short(row: dict) -> str:
     """The point's values only (``sorted / inf / hdd / ours``): titles of small plots."""
-    return " / ".join(str(value) for value in row["point"].values())
+    return " / ".join(str(value) for value in _base(row["point"]).values()) + (
+        " (run %d)" % row["point"][REPEAT] if row["point"].get(REPEAT) else "")
 
 
 def _grid(pyplot: Any, count: int) -> tuple[Any, list]:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from carbon.playground import sampler as sampling
 from carbon.playground.loadgen import LoadProfile, LoadResult, run_load
-from carbon.playground.scenario import Scenario
+from carbon.playground.scenario import REPEAT, Scenario
 from carbon.playground.stack import (Daemon, Stack, build, precreate, start, start_render,
                                      write_disk_profile)
 
@@ -47,8 +47,10 @@ def render_target(load: LoadProfile) -> str:
 
 
 def point_label(point: dict[str, Any]) -> str:
-    parts = ["%s=%s" % (key, value) for key, value in point.items() if key != "subject"]
-    return " ".join(parts) + " [%s]" % point["subject"]
+    parts = ["%s=%s" % (key, value) for key, value in point.items()
+             if key not in ("subject", REPEAT)]
+    label = " ".join(parts) + " [%s]" % point["subject"]
+    return label + (" (run %d)" % point[REPEAT] if point.get(REPEAT) else "")
 
 
 class Progress:
@@ -58,8 +60,10 @@ class Progress:
         self.total = total
         self.per_point = per_point
         self.stream = stream or sys.stderr
+        # any file-like stream
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.began = time.monotonic()
+        self.point_began = self.began  # the current sweep point's start
         self.done = 0
         self.last_line = 0.0
         self.label = ""
@@ -72,7 +76,7 @@ class Progress:
     def remaining(self) -> float:
         """Seconds left: the points done so far took ``per`` each on average."""
         now = time.monotonic()
-        began = getattr(self, "point_began", self.began)
+        began = self.point_began
         per = (began - self.began) / self.done if self.done else self.per_point
         return max(0.0, per * (self.total - self.done) - (now - began))
 
@@ -196,7 +200,7 @@ def run_sweep(scenario: Scenario, workdir: Path, reference: Path | None,
     """Run every point; ``on_row`` gets each finished row (the report is rewritten with
     it, so an interrupted run keeps what it measured)."""
     stop = stop or threading.Event()
-    points = scenario.points()
+    points = scenario.runs()
     per_point = (scenario.load.duration or 10) + STARTUP_GUESS + 5
     progress = Progress(len(points), per_point, stream)
     rows: list[dict] = []
@@ -337,7 +341,7 @@ def _hup(stack: Stack, scenario: Scenario, point: dict) -> None:
     for daemon in stack.daemons:
         settings = dict(daemon.settings)
         for key, value in point.items():
-            if key not in ("disk", "subject"):
+            if key not in ("disk", "subject", REPEAT):
                 settings[key] = str(value)
         daemon.write_conf(settings)
         write_disk_profile(daemon, point.get("disk", "none"))

@@ -5,7 +5,7 @@ file, line and key.
 
     [scenario]            name, description, interval, settle_timeout, mode, subjects,
                           profile, allow_drops, warmup, precreate, reference_points,
-                          stop_timeout
+                          stop_timeout, repeats
     [scenario.bounds]     cpu_percent, rss_mb, writes_per_second
     [topology]            caches, relay, aggregator, render, aggregation_rules
     [load]                carbon.playground.loadgen.LoadProfile fields (not host/port)
@@ -87,6 +87,13 @@ class Settings:
     # sweep key -> values: the points carbon 1.1.10 runs (it cannot be stepped by SIGHUP,
     # so a hup sweep restarts it per point; a few representative points keep that short)
     reference_points: dict = field(default_factory=dict)
+    # runs of each (subject, disk) group's first point, when the group has several points:
+    # the spread between them is the run-to-run noise a recommendation must beat (1: not
+    # measured, so nothing is recommended)
+    repeats: int = 2
+
+
+REPEAT = "repeat"  # key of a repeated point: which run of its group's first point it is
 
 
 @dataclass
@@ -119,6 +126,22 @@ class Scenario:
                 point["subject"] = subject
                 out.append(point)
         return out
+
+    def runs(self) -> list[dict[str, Any]]:
+        """What is run: every point, then, for each (subject, disk) group of more than one
+        point, its first point again until it has run ``repeats`` times (marked
+        ``repeat``: 2, 3...). Run last, the repeats' spread includes the drift over the
+        sweep, not only back-to-back jitter."""
+        points = self.points()
+        firsts: dict[tuple[str, str], dict] = {}
+        sizes: dict[tuple[str, str], int] = {}
+        for point in points:
+            group = (point["subject"], point["disk"])
+            firsts.setdefault(group, point)
+            sizes[group] = sizes.get(group, 0) + 1
+        extra = [dict(first, **{REPEAT: run}) for group, first in firsts.items()
+                 if sizes[group] > 1 for run in range(2, self.settings.repeats + 1)]
+        return points + extra
 
 
 def key_line(text: str, table: str, key: str) -> int | None:
@@ -296,6 +319,8 @@ def load_scenario(path: str | Path, quick: bool = False,
             raise check.fail("scenario", "subjects", "%r is not one of %s"
                              % (subject, ", ".join(SUBJECTS)))
     check.reference = "reference" in settings.subjects
+    if settings.repeats < 1:
+        raise check.fail("scenario", "repeats", "must be at least 1 (1: noise not measured)")
     if settings.interval <= 0:
         raise check.fail("scenario", "interval", "must be more than 0")
     if topology.caches < 1:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from carbon.playground.ports import free_port
-from carbon.playground.scenario import Scenario
+from carbon.playground.scenario import REPEAT, Scenario
 from carbon.storage.whisper_create import CreateOptions, create_many, file_plan
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -142,7 +142,7 @@ def build(scenario: Scenario, point: dict[str, Any], workdir: Path, rounds: int,
     }
     base.update(scenario.carbon)
     for key, value in point.items():
-        if key not in ("disk", "subject"):
+        if key not in ("disk", "subject", REPEAT):
             base[key] = str(value)
     schemas = SCHEMAS.format(interval=int(max(1, interval)),
                              carbon_points=int(7200 / max(1, interval)),

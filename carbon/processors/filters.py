@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from carbon.config.patternlist import PatternList
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import Batch
+from carbon.pipeline import Batch, Processor
 
 
-class ListFilter:
+class ListFilter(Processor):
     """Drops blacklisted names and, if a whitelist exists, names it does not match.
 
     Counts ``blacklistMatches`` and ``whitelistRejects`` like carbon 1.1.10.

@@ -226,6 +226,7 @@ class AMQPListenerFactory(ReconnectingClientFactory):
 
     def _where(self, connector: Any) -> str:
         dest = connector.getDestination()
+        # Twisted's address: a UNIX socket's has no host or port
         return "%s:%s" % (getattr(dest, "host", "?"), getattr(dest, "port", "?"))
 
     def clientConnectionFailed(self, connector: Any, reason: Any) -> None:  # noqa: N802

@@ -20,13 +20,15 @@ from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 
 def _enable_keepalive(transport: Any, settings: Any) -> None:
+    # Twisted transports: only socket ones have a handle (not a test's string transport)
     if not settings.TCP_KEEPALIVE or not hasattr(transport, "getHandle"):
         return
     sock = transport.getHandle()
-    if getattr(sock, "type", None) != socket.SOCK_STREAM:
+    if getattr(sock, "type", None) != socket.SOCK_STREAM:  # a socket-like handle
         return
     transport.setTcpKeepAlive(1)
     for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
+        # TCP_KEEP* constants are not on every platform
         flag = getattr(socket, name, None)
         value = settings.get(name)
         if flag is not None and value is not None:
@@ -45,11 +47,13 @@ class MetricReceiver(Protocol, TimeoutMixin):
 
     def connectionMade(self) -> None:  # noqa: N802
         settings = self.context.settings
+        # a Twisted TCP transport has bufferSize; TLS and test transports do not
         if self.context.read_size and hasattr(self.transport, "bufferSize"):
             self.transport.bufferSize = self.context.read_size
         self.setTimeout(settings.METRIC_CLIENT_IDLE_TIMEOUT)
         _enable_keepalive(self.transport, settings)
         peer = self.transport.getPeer()
+        # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
         if settings.LOG_LISTENER_CONN_SUCCESS:
             self.context.log.listener("%s connection with %s established" % (self.kind, self.peer))

@@ -15,15 +15,18 @@ import os
 from typing import Any
 
 from carbon.config.errors import ConfigError
+from carbon.plugins import ROUTERS
 from carbon.relay.destinations import Destination
 from carbon.relay.routing import (ConsistentHashingRouter, DatapointRouter, FastHashingRouter,
                                   _setting)
 
 
+@ROUTERS.register('aggregated-consistent-hashing')
 class AggregatedConsistentHashingRouter(DatapointRouter):
     """RELAY_METHOD = aggregated-consistent-hashing."""
 
     plugin_name = "aggregated-consistent-hashing"
+    rechecks_rules = True  # the reference re-reads aggregation-rules.conf every 10 s
     hash_router_class: type[ConsistentHashingRouter] = ConsistentHashingRouter
 
     def __init__(self, settings: Any, aggregation_rules: Any = None) -> None:
@@ -45,6 +48,7 @@ class AggregatedConsistentHashingRouter(DatapointRouter):
 
     def check_rules(self) -> ConfigError | None:
         """Reload changed aggregation rules (if they can); returns an error to log."""
+        # drop-in: agg_rules_manager may be set to carbon 1.1.10's rules object
         check = getattr(self.aggregation_rules, "check", None)
         if check is None:
             return None
@@ -54,14 +58,15 @@ class AggregatedConsistentHashingRouter(DatapointRouter):
         return error
 
     def _aggregates(self, metric: str) -> list[str]:
+        # drop-in: our RuleSet, its file, or carbon 1.1.10's rules manager
         rules = getattr(self.aggregation_rules, "ruleset", self.aggregation_rules)
         if rules is None:
             return []
-        many = getattr(rules, "get_aggregate_metrics", None)
+        many = getattr(rules, "get_aggregate_metrics", None)  # (the same drop-in objects)
         if many is not None:
             names = [item[1] if isinstance(item, tuple) else item for item in many(metric)]
             return [name for name in names if name is not None]
-        rule_list = getattr(rules, "rules", None)
+        rule_list = getattr(rules, "rules", None)  # (the same drop-in objects)
         if rule_list is not None:
             names = [rule.get_aggregate_metric(metric) for rule in rule_list]
             return [name for name in names if name is not None]
@@ -91,6 +96,7 @@ class AggregatedConsistentHashingRouter(DatapointRouter):
         return out
 
 
+@ROUTERS.register('fast-aggregated-hashing')
 class FastAggregatedHashingRouter(AggregatedConsistentHashingRouter):
     """RELAY_METHOD = fast-aggregated-hashing."""
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from carbon.hashing import ConsistentHashRing, JumpHashRing
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Processor
 from carbon.relay.index import RouteIndex
-from carbon.relay.routing import ConsistentHashingRouter, _same_key
+from carbon.relay.routing import ConsistentHashingRouter, DatapointRouter, _same_key
 
 try:  # the C router (setup.py builds it when it can); without it reads are parsed
     from carbon.relay._route import RouteTable
@@ -44,7 +44,7 @@ def available() -> bool:
 class ChunkRouter:
     """Drives one ``RouteTable`` for a RelaySink's destinations (see the module doc)."""
 
-    def __init__(self, index: RouteIndex, router: Any, size: int) -> None:
+    def __init__(self, index: RouteIndex, router: DatapointRouter, size: int) -> None:
         if RouteTable is None:
             raise RuntimeError("carbon.relay._route is not built")
         self.index = index
@@ -68,7 +68,7 @@ class ChunkRouter:
         """(payloads, counts, nowhere, example name, datapoints) of a read of complete
         lines, or None when the read must be parsed (see the module doc). A payload is
         a destination's line bytes, or with ``items`` its pickle message items."""
-        generation = getattr(self.router, "generation", 0)
+        generation = self.router.generation
         if generation != self.generation:
             self.table.clear()
             self.generation = generation
@@ -95,20 +95,22 @@ class ChunkRouter:
     def _set_ring(self) -> None:
         """Let the table place unknown names itself when the router's answer is the
         owner of one ring position (see ``ConsistentHashingRouter.compute_destinations``)."""
-        kind, positions, owners = 0, [], []
+        kind, positions = 0, []
+        codes: list[int | None] = []
         router = self.router
-        ring = getattr(router, "ring", None)
-        if (getattr(router, "replication_factor", 0) == 1
-                and getattr(type(router), "compute_destinations", None)
+        # exactly consistent hashing's placement: not a subclass placing names its own way
+        if (isinstance(router, ConsistentHashingRouter) and router.replication_factor == 1
+                and type(router).compute_destinations
                 is ConsistentHashingRouter.compute_destinations
-                and getattr(router, "getKey", None) is _same_key):
+                and router.getKey is _same_key):
+            ring, owners = router.ring, []
             if type(ring) is ConsistentHashRing and ring.hash_type in RING_KINDS and ring.ring:
                 kind, positions = RING_KINDS[ring.hash_type], list(ring._positions)
                 owners = [node for _, node in ring.ring]
             elif type(ring) is JumpHashRing and ring._buckets:
                 kind, owners = JUMP_KIND, list(ring._buckets)
                 positions = list(range(len(owners)))
-        codes = [self.index._answer_code((router._destination(node),)) for node in owners]
+            codes = [self.index._answer_code((router._destination(node),)) for node in owners]
         if kind and None not in codes:
             self.table.set_ring(kind, positions, bytes(codes + codes[:1]))
         else:
@@ -118,9 +120,11 @@ class ChunkRouter:
         self._sync_codes()
 
 
-class ChunkStage:
+class ChunkStage(Processor):
     """The relay's last processor: whole reads go to ``RelaySink.put_chunk``."""
 
+    handles_lines = True
+    handles_chunks = True
     passes_chunks = True
 
     def __init__(self, sink: Any) -> None:

@@ -86,11 +86,13 @@ def tls_options(settings: Any, host: str) -> Any:
 
 
 def _enable_keepalive(transport: Any, settings: Any) -> None:
+    # Twisted transports: only socket ones have a handle
     if not settings.get("TCP_KEEPALIVE") or not hasattr(transport, "getHandle"):
         return
     sock = transport.getHandle()
     transport.setTcpKeepAlive(1)
     for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
+        # TCP_KEEP* constants are not on every platform
         flag, value = getattr(socket, name, None), settings.get(name)
         if flag is not None and value is not None:
             sock.setsockopt(socket.SOL_TCP, flag, int(value))

@@ -16,9 +16,10 @@ rules reloaded).
 from __future__ import annotations
 
 from operator import methodcaller
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from carbon.relay.destinations import Destination
+from carbon.relay.routing import DatapointRouter
 
 MAX_CODES = 256
 _DECODE = methodcaller("decode", "utf-8", "replace")
@@ -27,25 +28,25 @@ _DECODE = methodcaller("decode", "utf-8", "replace")
 class RouteIndex:
     """Name -> route code for the destinations of one RelaySink (see module doc)."""
 
-    def __init__(self, router: Any, destinations: Sequence[Destination], size: int) -> None:
+    def __init__(self, router: DatapointRouter, destinations: Sequence[Destination],
+                 size: int) -> None:
         self.router = router
         self.position = {dest: k for k, dest in enumerate(destinations)}
         self.size = max(0, int(size))
-        self.compute_many: Callable[[list[str]], list[Sequence[Destination]]] = getattr(
-            router, "destinations_many", None) or (
-                lambda metrics: [router.get_destinations(m) for m in metrics])
+        self.compute_many: Callable[[list[str]], Sequence[Sequence[Destination]]] = \
+            router.destinations_many
         self.current: dict[bytes, int] = {}
         self.retired: dict[bytes, int] = {}
         self.codes_of: dict[tuple[int, ...], int] = {}
-        self.codes_by_answer: dict[tuple, int] = {}  # the router's answer -> code
+        self.codes_by_answer: dict[tuple[Destination, ...], int] = {}  # answer -> code
         self.members: list[tuple[int, ...]] = []  # code -> destination positions
         self.tables = [bytearray(MAX_CODES) for _ in destinations]
-        self.generation = getattr(router, "generation", 0)
+        self.generation = router.generation
         self.code_for(())  # code 0: no destination
 
     def reset(self) -> None:
         self.current, self.retired = {}, {}
-        self.generation = getattr(self.router, "generation", 0)
+        self.generation = self.router.generation
 
     def code_for(self, positions: tuple[int, ...]) -> int | None:
         """The code of a destination set; None once all 256 codes are taken."""
@@ -62,7 +63,7 @@ class RouteIndex:
 
     def codes(self, names: list[bytes]) -> bytes | None:
         """One route code a name; None if the names need more than 256 codes."""
-        if self.generation != getattr(self.router, "generation", 0):
+        if self.generation != self.router.generation:
             self.reset()
         current = self.current
         try:
@@ -109,7 +110,7 @@ class RouteIndex:
             memo[key] = code
         return bytes(map(memo.__getitem__, map(id, answers)))
 
-    def _answer_code(self, answer: tuple) -> int | None:
+    def _answer_code(self, answer: tuple[Destination, ...]) -> int | None:
         """The code of one router answer (a tuple of destinations); None past 256 codes."""
         code = self.codes_by_answer.get(answer)
         if code is None:

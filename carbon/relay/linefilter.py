@@ -9,21 +9,22 @@ dropped when either pattern list is reloaded with new patterns.
 from __future__ import annotations
 
 from itertools import compress
-from typing import Any
-
-from carbon.pipeline import Batch, LineBatch
+from carbon.pipeline import Batch, LineBatch, Processor
+from carbon.processors.filters import ListFilter
 
 KEEP, BLACK, WHITE = 1, 2, 3  # verdict bytes
 
 
-class LineListFilter:
+class LineListFilter(Processor):
     """A ListFilter that also handles LineBatches (see the module docstring)."""
 
-    def __init__(self, list_filter: Any, size: int = 100000) -> None:
+    handles_lines = True
+
+    def __init__(self, list_filter: ListFilter, size: int = 100000) -> None:
         self.filter = list_filter
         self.size = max(1, size)
         self.verdicts: dict[bytes, int] = {}
-        self._patterns: tuple = ()
+        self._patterns: tuple[object, ...] = ()  # the pattern lists the verdicts are of
 
     def reload(self) -> None:
         self.filter.reload()
@@ -47,7 +48,8 @@ class LineListFilter:
         black, white = self.filter.blacklist, self.filter.whitelist
         if not black and not white:
             return batch
-        patterns = (getattr(black, "patterns", None), getattr(white, "patterns", None))
+        patterns = (black.patterns if black is not None else None,
+                    white.patterns if white is not None else None)
         verdicts = self.verdicts
         if (len(verdicts) > self.size or len(self._patterns) != 2
                 or patterns[0] is not self._patterns[0] or patterns[1] is not self._patterns[1]):

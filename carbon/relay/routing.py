@@ -1,6 +1,8 @@
 """The routers' machinery: the per-name LRU, the batch API, rules and hash placement.
 
-``carbon.routers`` (the reference module name) re-exports these and registers them.
+Built-in routers register in ``carbon.plugins.ROUTERS`` here (and in
+``carbon.relay.aggregated``); ``make_router`` builds the RELAY_METHOD one.
+``carbon.routers`` (the reference module name) re-exports them.
 """
 
 from __future__ import annotations
@@ -10,18 +12,19 @@ import importlib.util
 from bisect import bisect_left
 from itertools import repeat
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 from carbon.config.defaults import DEFAULTS
 from carbon.config.errors import ConfigError
 from carbon.hashing import ConsistentHashRing, hash_function, positions_function
 from carbon.pipeline import Batch, Datapoint
-from carbon.plugins import HASH_RINGS
-from carbon.relay.destinations import Destination
+from carbon.plugins import HASH_RINGS, ROUTERS
+from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.rules import RelayRule, load_relay_rules
 
 
 def _setting(settings: Any, key: str, default: Any = None) -> Any:
+    # drop-in: a Settings (dict) or carbon 1.1.10's settings object (attributes)
     getter = getattr(settings, "get", None)
     if getter is not None:
         return getter(key, default)
@@ -29,9 +32,15 @@ def _setting(settings: Any, key: str, default: Any = None) -> Any:
 
 
 class DatapointRouter:
-    """Base router: destination bookkeeping, the per-name LRU and the batch API."""
+    """Base router: destination bookkeeping, the per-name LRU and the batch API.
+
+    A router plugin (ROUTERS) subclasses it, as carbon 1.1.10's do; its ``generation``
+    says when placement changed, which the relay's lean paths need. A router with rules
+    of its own re-read every 10 s declares ``rechecks_rules`` and ``check_rules``.
+    """
 
     plugin_name = ""
+    rechecks_rules: ClassVar[bool] = False
 
     def __init__(self, settings: Any) -> None:
         size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE",
@@ -59,6 +68,14 @@ class DatapointRouter:
     def compute_destinations(self, metric: str) -> list[Destination]:
         """Uncached placement of ``metric``."""
         raise NotImplementedError
+
+    def check_rules(self) -> ConfigError | None:
+        """Reload changed rules (with ``rechecks_rules``); the error that kept the old."""
+        return None
+
+    def unknown_rule_destinations(self) -> list[Destination]:
+        """Destinations the router's rules name that are not among its own (none)."""
+        return []
 
     # -- shared --------------------------------------------------------------------
     def clear_cache(self) -> None:
@@ -159,6 +176,7 @@ class DestinationSetRouter(DatapointRouter):
         return len(self.destinations)
 
 
+@ROUTERS.register('rules')
 class RelayRulesRouter(DestinationSetRouter):
     """RELAY_METHOD = rules: first matching rule wins unless it says ``continue``.
 
@@ -194,6 +212,7 @@ class RelayRulesRouter(DestinationSetRouter):
         return out
 
 
+@ROUTERS.register('consistent-hashing')
 class ConsistentHashingRouter(DatapointRouter):
     """RELAY_METHOD = consistent-hashing, with REPLICATION_FACTOR and DIVERSE_REPLICAS."""
 
@@ -217,6 +236,7 @@ class ConsistentHashingRouter(DatapointRouter):
         """What makes a destination unique on this ring: (server, instance) as in the
         reference, or the whole destination for rings that hash the port."""
         server, port, instance = destination
+        # an optional attribute of a HASH_RINGS plugin (third-party rings lack it)
         if getattr(self.ring, "takes_port", False):
             return Destination(server, port, instance)
         return (server, instance)
@@ -260,6 +280,7 @@ class ConsistentHashingRouter(DatapointRouter):
             return out
         if self.replication_factor == 1:
             # The first node of the walk; rings with get_node answer it directly.
+            # an optional method of a HASH_RINGS plugin (third-party rings lack it)
             first = getattr(self.ring, "get_node", None)
             if first is not None:
                 try:
@@ -351,6 +372,7 @@ class FastHashRing:
             yield self.sorted_nodes[n % count][1]
 
 
+@ROUTERS.register('fast-hashing')
 class FastHashingRouter(ConsistentHashingRouter):
     """RELAY_METHOD = fast-hashing (mmh3_ch unless ROUTER_HASH_TYPE says otherwise)."""
 
@@ -362,3 +384,29 @@ class FastHashingRouter(ConsistentHashingRouter):
             return FastHashRing(self.hash_type)
         except ValueError as exc:
             raise ConfigError(str(exc), key="ROUTER_HASH_TYPE") from None
+
+
+def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
+                **kwargs: Any) -> DatapointRouter:
+    """The RELAY_METHOD router with DESTINATIONS (or ``destinations``) added in order.
+
+    Extra keyword arguments go to the router (``rules=``, ``aggregation_rules=``).
+    """
+    method = _setting(settings, "RELAY_METHOD", "rules")
+    try:
+        router_class = ROUTERS.get(method)
+    except KeyError:
+        raise ConfigError("In carbon.conf, RELAY_METHOD must be one of %s. Invalid value: '%s'"
+                          % (", ".join(ROUTERS.names()), method), key="RELAY_METHOD") from None
+    router = router_class(settings, **kwargs)
+    if destinations is None:
+        try:
+            destinations = parse_destinations(_setting(settings, "DESTINATIONS", []) or [])
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="DESTINATIONS") from None
+    for dest in destinations:
+        try:
+            router.add_destination(Destination(*dest))
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="DESTINATIONS") from None
+    return router

@@ -15,15 +15,17 @@ from typing import Any, Iterable, TextIO
 
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
-from carbon.routers import (AggregatedConsistentHashingRouter, ConsistentHashingRouter,
-                            DatapointRouter, RelayRulesRouter, make_router)
+from carbon.relay.aggregated import AggregatedConsistentHashingRouter
+from carbon.relay.routing import (ConsistentHashingRouter, DatapointRouter, RelayRulesRouter,
+                                  make_router)
 
 
 def describe_router(router: DatapointRouter) -> str:
     """One line saying how the router places names."""
     if isinstance(router, RelayRulesRouter):
         return "rules (%d rules)" % len(router.rules)
-    hashing = getattr(router, "hash_router", router)
+    hashing = router.hash_router if isinstance(router, AggregatedConsistentHashingRouter) \
+        else router
     if isinstance(hashing, ConsistentHashingRouter):
         return "%s (%s, replication %d%s)" % (
             router.plugin_name, hashing.hash_type, hashing.replication_factor,

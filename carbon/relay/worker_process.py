@@ -4,7 +4,6 @@ master hands over a Unix socket (the master's side is :mod:`carbon.relay.workers
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import sys
@@ -14,7 +13,7 @@ from twisted.internet.interfaces import IReadDescriptor
 from zope.interface import implementer
 
 from carbon.config.settings import Settings
-from carbon.logs import CarbonLog, log_twisted_errors
+from carbon.logs import log_for, log_twisted_errors
 from carbon.receivers.handoff import adopt
 from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
 from carbon.relay.daemon import RelayDaemon
@@ -93,11 +92,7 @@ def worker_main(argv: list[str] | None = None) -> None:
     epollreactor.install()
     from twisted.internet import reactor  # only after the reactor is installed
 
-    if mode == "fg":
-        log = CarbonLog(None, stream=sys.stdout, rotate=False)
-    else:
-        os.makedirs(settings.LOG_DIR, exist_ok=True)
-        log = CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION")))
+    log = log_for(settings, to_files=mode != "fg")
 
     log_twisted_errors(log)
     daemon = RelayDaemon(settings, log, reactor)

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 from carbon.config.errors import ConfigError
 from carbon.plugins import STORAGE_BACKENDS
 from carbon.storage import disk_model
+from carbon.storage.backend import Capabilities, CreateRequest, CreateResult
 from carbon.storage.disk_model import PROFILE_FILE, Device, DiskProfile
 from carbon.storage.whisper_backend import WhisperDatabase
 
@@ -42,6 +43,8 @@ class EmulatedDiskDatabase(WhisperDatabase):
     """WhisperDatabase whose updates and creates wait as on the profile's device."""
 
     plugin_name = "emulated-disk"
+    # create_many below takes the points and pays their I/Os; not split over threads
+    capabilities = Capabilities(writes_on_create=True)
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
@@ -49,7 +52,7 @@ class EmulatedDiskDatabase(WhisperDatabase):
         self.profile = load_profile(os.path.join(conf_dir, PROFILE_FILE))
         self.device = Device(self.profile)
 
-    def write_batch(self, items: Sequence[tuple[str, array]],
+    def write_batch(self, items: Sequence[tuple[str, array[float]]],
                     now: int | None = None) -> list[float | None]:
         taken = super().write_batch(items, now)
         done = [index for index, seconds in enumerate(taken) if seconds is not None]
@@ -66,17 +69,15 @@ class EmulatedDiskDatabase(WhisperDatabase):
         self.device.wait(self.profile.ios_per_update)
         return dropped
 
-    writes_on_create = True  # create_many below takes the points and pays their I/Os
-
-    def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                  float | None, str | None]],
-                    points: Sequence[array] | None = None, now: int | None = None
-                    ) -> list[Exception | float | None]:
+    def create_many(self, requests: Sequence[CreateRequest],
+                    points: Sequence[array[float] | None] | None = None, now: int | None = None
+                    ) -> list[CreateResult]:
         errors = super().create_many(requests, points, now)
         made = sum(1 for error in errors if error is None or type(error) is float)
-        written = [index for index, error in enumerate(errors) if type(error) is float]
+        written = [(index, error) for index, error in enumerate(errors)
+                   if isinstance(error, float)]
         delay = self.device.wait(made * self.profile.ios_per_create
                                  + len(written) * self.profile.ios_per_update)
-        for index in written:
-            errors[index] += delay / max(made, 1)  # type: ignore[operator]
+        for index, seconds in written:
+            errors[index] = seconds + delay / max(made, 1)
         return errors

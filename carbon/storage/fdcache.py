@@ -19,6 +19,7 @@ from carbon.storage.whisper_format import Header
 
 __all__ = ["Handle", "FdCache", "effective_capacity"]
 
+# O_CLOEXEC is not on every platform
 _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -72,6 +73,7 @@ class FdCache:
                  idle_seconds: float = 300.0) -> None:
         self.capacity = capacity
         self.idle_seconds = idle_seconds
+        # posix_fadvise is not on every platform
         self.fadvise_random = fadvise_random and hasattr(os, "posix_fadvise")
         self._handles: OrderedDict[str, Handle] = OrderedDict()
 
@@ -136,11 +138,6 @@ class FdCache:
         oldest is idle)."""
         free = self.capacity - len(self._handles)
         return free if free > 0 else int(self.has_room())
-
-    def adopt_for_use(self, path: str, fd: int) -> Handle:
-        """Take over ``fd`` like ``adopt`` but hand it back for an immediate use;
-        the caller must ``release`` it."""
-        return self._admit(path, fd, time.monotonic())
 
     def adopt(self, path: str, fd: int) -> None:
         """Take over an open read-write descriptor of ``path`` (closed if not kept)."""

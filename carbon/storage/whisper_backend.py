@@ -33,9 +33,10 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from carbon import tags
 from carbon.plugins import STORAGE_BACKENDS
+from carbon.storage.backend import Capabilities, CreateRequest, CreateResult, StorageBackend
 from carbon.storage.fdcache import FdCache, Handle, effective_capacity
 from carbon.storage.whisper_create import (
-    CreateOptions, create_many, exists_many, file_plan,
+    CreateOptions, FileItem, create_many, exists_many, file_plan,
 )
 from carbon.storage.whisper_format import (
     AGGREGATION_METHODS, Header, aggregate, pack_metadata, parse_header,
@@ -58,23 +59,33 @@ except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None  # type: ignore[assignment]
 
 try:  # optional C accelerator (setup.py builds it)
-    from carbon.storage import _whisper_writer as update_native
+    import carbon.storage._whisper_writer as update_native
 except ImportError:  # pragma: no cover - built without a compiler
-    update_native = None  # type: ignore[assignment]
+    update_native = None
 
 
 _CREATED_KEEP = 1024
 
 
 @STORAGE_BACKENDS.register("whisper")
-class WhisperDatabase:
+class WhisperDatabase(StorageBackend):
     """Whisper files under LOCAL_DATA_DIR, one per metric (``a.b.c`` -> ``a/b/c.wsp``).
 
     Thread-safe: the writer thread writes while the reactor may read or set metadata.
+
+    ``create_many`` writes each new file's first points in its create, and
+    ``prepare_create_many`` splits it: a subclass that overrides ``create_many`` declares
+    its own ``capabilities`` (without, it gets none: it is called as ``create_many``).
     """
 
     plugin_name = "whisper"
     aggregation_methods = tuple(AGGREGATION_METHODS)
+    capabilities = Capabilities(writes_on_create=True, overlaps_creates=True)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "create_many" in cls.__dict__ and "capabilities" not in cls.__dict__:
+            cls.capabilities = Capabilities()
 
     def __init__(self, settings: Any) -> None:
         data_dir = settings.get("LOCAL_DATA_DIR")
@@ -87,6 +98,7 @@ class WhisperDatabase:
         self.autoflush = bool(settings.get("WHISPER_AUTOFLUSH", False))
         self.lock_writes = bool(settings.get("WHISPER_LOCK_WRITES", False))
         self.fadvise_random = bool(settings.get("WHISPER_FADVISE_RANDOM", False))
+        # posix_fallocate / posix_fadvise are not on every platform
         if self.fallocate_create and not hasattr(os, "posix_fallocate"):
             log.error("WHISPER_FALLOCATE_CREATE is enabled but posix_fallocate is unavailable")
             self.fallocate_create = False
@@ -167,20 +179,12 @@ class WhisperDatabase:
                xfilesfactor: float | None, aggregation_method: str | None) -> None:
         """Create the metric's file as whisper.create would (None picks 0.5 / average)."""
         error = self.create_many([(metric, retentions, xfilesfactor, aggregation_method)])[0]
-        if error is not None:
+        if isinstance(error, Exception):  # (a float only comes with points)
             raise error
 
-    @property
-    def writes_on_create(self) -> bool:
-        """Whether ``create_many`` takes each file's first points (written in the
-        create's own write): this class's does; a subclass that overrides it says so
-        itself."""
-        return type(self).create_many is WhisperDatabase.create_many
-
-    def create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                  float | None, str | None]],
-                    points: Sequence[array] | None = None, now: int | None = None
-                    ) -> list[Exception | float | None]:
+    def create_many(self, requests: Sequence[CreateRequest],
+                    points: Sequence[array[float] | None] | None = None, now: int | None = None
+                    ) -> list[CreateResult]:
         """Create files for (metric, retentions, xff, method) requests in one batch
         (see carbon.storage.whisper_create); per request None or its error.
 
@@ -197,24 +201,18 @@ class WhisperDatabase:
         job.run()
         return job.finish()
 
-    @property
-    def overlaps_creates(self) -> bool:
-        """Whether ``prepare_create_many`` may stand for ``create_many`` (a subclass that
-        overrides ``create_many`` is called as such)."""
-        return type(self).create_many is WhisperDatabase.create_many
-
-    def prepare_create_many(self, requests: Sequence[tuple[str, Sequence[tuple[int, int]],
-                                                          float | None, str | None]],
-                            points: Sequence[array] | None = None, now: int | None = None
-                            ) -> CreateJob:
+    def prepare_create_many(self, requests: Sequence[CreateRequest],
+                            points: Sequence[array[float] | None] | None = None,
+                            now: int | None = None) -> CreateJob:
         """``create_many`` in three steps: this one (headers, first images), the job's
         ``run`` (the file-system calls alone: any thread, while this one prepares the
         next batch) and its ``finish`` (adopting descriptors: the preparing thread)."""
         started = time.time()
         errors: list[Exception | float | None] = [None] * len(requests)
-        items: list[tuple] = []
+        items: list[FileItem] = []
         where: list[int] = []
-        plans: dict[tuple, tuple[bytes, int] | Exception] = {}  # metrics share schemas
+        # metrics share schemas: (retentions, xff, method) -> plan
+        plans: dict[tuple[object, ...], tuple[bytes, int] | Exception] = {}
         for index, (metric, retentions, xff, method) in enumerate(requests):
             key = (tuple(retentions), xff, method)
             plan = plans.get(key)
@@ -254,6 +252,7 @@ class WhisperDatabase:
             for index in job.where:
                 errors[index] = results
             return errors
+        assert results is not None  # finish() ran run() first
         took = job.seconds / len(job.items)
         with self._lock:
             for index, item, image, result in zip(job.where, job.items, job.images, results,
@@ -267,7 +266,7 @@ class WhisperDatabase:
                     self._adopt_new(item[0], item[1], result.fd, image is None)
         return errors
 
-    def _first_images(self, items: list[tuple], points: list[array | None], now: int
+    def _first_images(self, items: list[FileItem], points: list[array[float] | None], now: int
                       ) -> list[bytes | None]:
         """Per new file, its first bytes with ``points`` written (or None: no points,
         or an update ``write_batch`` would leave to ``write``)."""
@@ -304,7 +303,7 @@ class WhisperDatabase:
             while len(self._created) > self.created_keep:
                 self._fds.release(self._created.pop(next(iter(self._created))))
 
-    def write_batch(self, items: Sequence[tuple[str, array]],
+    def write_batch(self, items: Sequence[tuple[str, array[float]]],
                     now: int | None = None) -> list[float | None]:
         """Write many metrics' cached points in one call that releases the GIL
         (carbon.storage._whisper_writer), in the common case.
@@ -333,8 +332,11 @@ class WhisperDatabase:
                     where.append(index)
                     handles.append(handle)
                     # a file made by us and not written since: header known, archives
-                    # empty (nothing to read)
-                    empty = handle.header.raw if handle and handle.fresh and handle.header else None
+                    # empty (nothing to read) -- unless writers share files under
+                    # WHISPER_LOCK_WRITES: another one (a rebalance's merge) may have
+                    # written points since the create, so the update reads the file
+                    empty = handle.header.raw if (handle and handle.fresh and handle.header
+                                                  and not self.lock_writes) else None
                     calls.append((fs_path, handle.fd if handle else -1,
                                   handle.dev if handle else 0, handle.ino if handle else 0,
                                   check, points, empty))
@@ -428,9 +430,19 @@ class WhisperDatabase:
         else:
             self._fds.release(handle)
 
+    def forget(self, metrics: Iterable[str]) -> None:
+        """Close the descriptors held for ``metrics``' files (a resize replaced them)."""
+        with self._lock:
+            for metric in metrics:
+                path = self.get_filesystem_path(metric)
+                handle = self._created.pop(path, None)
+                if handle is not None:
+                    self._fds.release(handle)
+                self._fds.discard(path)
+
     # -- metadata ---------------------------------------------------------------------
 
-    def info(self, metric: str) -> dict:
+    def info(self, metric: str) -> dict[str, Any]:
         """The metric's header as ``whisper.info`` reports it."""
         path = self.get_filesystem_path(metric)
         with self._lock:
@@ -508,7 +520,7 @@ class CreateJob:
     ``finish`` (after ``run``, on the preparing thread) books them."""
 
     def __init__(self, database: WhisperDatabase, errors: list[Exception | float | None],
-                 items: list[tuple], where: list[int], images: list[bytes | None],
+                 items: list[FileItem], where: list[int], images: list[bytes | None],
                  seconds: float) -> None:
         self.database = database
         self.errors = errors  # per request; the schema errors already in

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from carbon.storage.whisper_format import (
     POINT_SIZE, InvalidConfiguration, build_header, validate_archive_list,
 )
 
 try:
-    from carbon.storage import _whisper_create as native
+    import carbon.storage._whisper_create as native
 except ImportError:  # the accelerator is optional
-    native = None  # type: ignore[assignment]
+    native = None
+
+#: a file to make: (path, header, total) or (path, header, total, first image, keep open)
+FileItem = tuple[Any, ...]  # Any: the two shapes above, unpacked by position
 
 __all__ = ["CreateOptions", "NewFile", "FileExists", "file_plan", "create_one", "create_many",
            "exists_many", "native"]
@@ -34,6 +37,7 @@ _ZEROES = bytes(16384)
 # even), a larger one is fallocated (a 103 KB body about 1.9x faster than writing it).
 # The bytes are the same either way. The C accelerator uses the same value.
 SMALL_BODY = 16384
+# O_CLOEXEC is not on every platform
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -137,7 +141,7 @@ def create_one(path: str, header: bytes, total: int, options: CreateOptions,
     return NewFile(fd)
 
 
-def create_many(items: Sequence[tuple], options: CreateOptions, makedirs: bool = True,
+def create_many(items: Sequence[FileItem], options: CreateOptions, makedirs: bool = True,
                 use_native: bool = True) -> list[NewFile | None | Exception]:
     """Create files from (path, header, total[, image, keep]) items (see ``create_one``);
     per item a NewFile, None (made and closed) or its error.
@@ -160,7 +164,7 @@ def exists_many(paths: Sequence[str], use_native: bool = True) -> list[bool]:
     return [code == 0 for code in native.stat_files(paths)]
 
 
-def _attempt(item: tuple, options: CreateOptions, makedirs: bool
+def _attempt(item: FileItem, options: CreateOptions, makedirs: bool
              ) -> NewFile | None | Exception:
     path, header, total, *rest = item
     try:

@@ -25,6 +25,7 @@ def prepare_points(datapoints: Iterable[tuple[float, float]]) -> list[tuple[int,
     carbon.cache.store.SortedPoints) are converted with C-level map and zip when their
     integer timestamps stay distinct.
     """
+    # carbon.cache.store.SortedPoints, which this lower layer does not import
     columns = getattr(datapoints, "columns", None)
     if columns is not None:
         stamps = list(map(int, columns[0]))

@@ -18,14 +18,14 @@ meaning EXISTED (one lookup a file instead of a stat and then the create's own),
 backend says a create finds the file (``found_by_create``). The storage backend's
 ``exists_many`` and ``create_many`` handle a whole batch in one call each that releases
 the GIL for all of its file-system calls (carbon.storage.whisper_create); backends
-without them are called once a metric.
+without them are called once a metric (the defaults of carbon.storage.backend).
 
-Without a create limit and an update limit, and with a backend that ``writes_on_create``
-(whisper), the creator takes the batch's cached points (``pop_raw_for_write``, still visible to
-carbonlink) and the backend writes them in each file's create (one write: header,
-zeroes, points), reported ``Written``; points it could not write that way go back
-to the cache, to be written by the writer as usual, and so do the points of a file
-that existed or failed. Points arriving meanwhile stay in the cache.
+Without a create limit and an update limit, and with a backend whose ``capabilities`` say
+it ``writes_on_create`` (whisper), the creator takes the batch's cached points
+(``pop_raw_for_write``, still visible to carbonlink) and the backend writes them in each
+file's create (one write: header, zeroes, points), reported ``Written``; points it could
+not write that way go back to the cache, to be written by the writer as usual, and so do
+the points of a file that existed or failed. Points arriving meanwhile stay in the cache.
 
 On that path the creator thread overlaps batches (``overlaps_creates`` backends):
 CREATE_THREADS threads make the batches' files (system calls only, the GIL released;
@@ -39,13 +39,18 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterable, NamedTuple, Union
+from typing import Callable, Iterable, NamedTuple, Union
 
-from carbon.config.schemas import SchemaFiles
+from carbon.cache.journal import Journal
+from carbon.cache.store import MetricCache
+from carbon.config.schemas import Schema, SchemaFiles
+from carbon.config.settings import Settings
 from carbon.logs import CarbonLog
-from carbon.writer.ratelimit import CreateTokens, Unlimited
+from carbon.storage.backend import CreateJob, CreateRequest, CreateResult, StorageBackend
+from carbon.writer.ratelimit import CreateTokens, RateLimiter, Unlimited
 
 __all__ = ["Creator", "EXISTED", "Outcome", "Written"]
 
@@ -53,14 +58,18 @@ EXISTED = "existed"
 _NO_TOKEN = "no token"  # an outcome that is never handed out: the metric waits
 
 
+#: (metric, storage schema, aggregation schema) of a metric to create
+_Match = tuple[str, Schema, Schema]
+
+
 class _InFlight(NamedTuple):
     """A batch whose files another thread is making (``_start_overlapped``)."""
 
     metrics: list[str]
-    matched: list[tuple]
-    points: list[Any]
-    job: Any
-    made: Future
+    matched: list[_Match]
+    points: list[array[float]]
+    job: CreateJob
+    made: Future[None]
     mark: int
 
 
@@ -82,6 +91,11 @@ IN_FLIGHT = 2  # batches handed to each file thread and not booked yet: one made
 MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate changes)
 
 
+def _plain(error: CreateResult) -> Outcome:
+    """A create's result without points: None (created) or its error."""
+    return None if isinstance(error, float) else error
+
+
 class Creator:
     """Submitted metrics -> one thread -> ``ready`` (metric, outcome).
 
@@ -89,10 +103,13 @@ class Creator:
     each has points in the cache (only the writer removes them).
     """
 
-    def __init__(self, database: Any, schemas: SchemaFiles, settings: Any, log: CarbonLog,
-                 limiter: Any = None, on_wait: Callable[[], None] = lambda: None,
-                 cache: Any = None, updates: Any = None) -> None:
+    def __init__(self, database: StorageBackend, schemas: SchemaFiles, settings: Settings,
+                 log: CarbonLog,
+                 limiter: RateLimiter | None = None,
+                 on_wait: Callable[[], None] = lambda: None,
+                 cache: MetricCache | None = None, updates: RateLimiter | None = None) -> None:
         self.database = database
+        self.capabilities = database.capabilities
         self.schemas = schemas
         self.settings = settings
         self.log = log
@@ -105,7 +122,7 @@ class Creator:
         # (set by the writer)
         self.cache = cache
         self.updates = updates if updates is not None else Unlimited()
-        self.journal: Any = None
+        self.journal: Journal | None = None
         self.cond = threading.Condition()
         self.pending: deque[str] = deque()  # submitted, not looked for yet: oldest first
         self.waiting: deque[str] = deque()  # no file, no token yet: oldest first
@@ -220,8 +237,7 @@ class Creator:
         return len(done)
 
     def _outcomes(self, metrics: list[str]) -> list[Outcome]:
-        if self.tokens.unlimited() and hasattr(self.database, "create_many") \
-                and self._found_by_create(metrics):
+        if self.tokens.unlimited() and self._found_by_create(metrics):
             return self._create_or_find(metrics)
         try:
             found = self._exists(metrics)
@@ -233,7 +249,7 @@ class Creator:
         if wanted:
             errors = self._create([metrics[index] for index in wanted])
             for index, error in zip(wanted, errors, strict=True):
-                outcomes[index] = error
+                outcomes[index] = _plain(error)
         return outcomes
 
     def _create_or_find(self, metrics: list[str]) -> list[Outcome]:
@@ -242,7 +258,7 @@ class Creator:
         instead of a stat and then the create's own."""
         if not self._takes_points():
             errors = self._create(metrics, log_after=True)
-            return [EXISTED if isinstance(error, FileExistsError) else error
+            return [EXISTED if isinstance(error, FileExistsError) else _plain(error)
                     for error in errors]
         points, mark = self._take_points(metrics)
         errors = self._create(metrics, log_after=True, points=points)  # never raises
@@ -250,18 +266,18 @@ class Creator:
 
     def _found_by_create(self, metrics: list[str]) -> bool:
         """Whether the backend's create finds each metric's existing file."""
-        found_by_create = getattr(self.database, "found_by_create", None)
-        return found_by_create is not None and all(map(found_by_create, metrics))
+        return all(map(self.database.found_by_create, metrics))
 
     def _takes_points(self) -> bool:
         """Whether a create writes the cached points (no update limit: the write pays no
         update token; a backend that ``writes_on_create``)."""
-        return self.cache is not None and getattr(self.updates, "unlimited", False) \
-            and getattr(self.database, "writes_on_create", False)
+        return self.cache is not None and self.capabilities.writes_on_create \
+            and self.updates.unlimited
 
-    def _take_points(self, metrics: list[str]) -> tuple[list[Any], int]:
+    def _take_points(self, metrics: list[str]) -> tuple[list[array[float]], int]:
         """The metrics' cached points for their creates (still visible to carbonlink),
-        and the journal's mark for ``_booked``."""
+        and the journal's mark for ``_booked`` (only where ``_takes_points``)."""
+        assert self.cache is not None
         journal = self.journal
         mark = journal.mark() if journal is not None else 0
         return self.cache.pop_raw_for_write(metrics), mark
@@ -271,7 +287,7 @@ class Creator:
         thread; None where that path does not apply (no overlap thread, a create or
         update limit, a backend that finds files otherwise or cannot split a create)."""
         if self.overlap is None or not self.tokens.unlimited() or not self._takes_points() \
-                or not getattr(self.database, "overlaps_creates", False) \
+                or not self.capabilities.overlaps_creates \
                 or not self._found_by_create(metrics):
             return None
         try:
@@ -305,15 +321,16 @@ class Creator:
             self.ready.extend(zip(inflight.metrics, outcomes, strict=True))
             self.cond.notify_all()
 
-    def _booked(self, metrics: list[str], points: list[Any],
-                errors: list[Exception | float | None], mark: int) -> list[Outcome]:
+    def _booked(self, metrics: list[str], points: list[array[float]],
+                errors: list[CreateResult], mark: int) -> list[Outcome]:
         """Outcomes of a create that took the metrics' cached points: points on disk are
         done in the journal, the others go back to the cache."""
         cache, journal = self.cache, self.journal
+        assert cache is not None  # points were taken from it
         outcomes: list[Outcome] = []
         written: list[str] = []
         for metric, raw, error in zip(metrics, points, errors, strict=True):
-            if type(error) is float:
+            if isinstance(error, float):
                 written.append(metric)
                 outcomes.append(Written(len(raw) >> 1, error))
                 continue
@@ -326,13 +343,10 @@ class Creator:
         return outcomes
 
     def _exists(self, metrics: list[str]) -> list[bool]:
-        exists_many = getattr(self.database, "exists_many", None)
-        if exists_many is not None:
-            return exists_many(metrics)
-        return [self.database.exists(metric) for metric in metrics]
+        return self.database.exists_many(metrics)
 
-    def _create(self, metrics: list[str], log_after: bool = False, points: Any = None
-                ) -> list[Exception | float | None]:
+    def _create(self, metrics: list[str], log_after: bool = False,
+                points: list[array[float]] | None = None) -> list[CreateResult]:
         """Create the files (with ``points``: see ``WhisperDatabase.create_many``);
         LOG_CREATES lines before each create, or with ``log_after`` after them for the
         files created (an existing one is not logged)."""
@@ -341,7 +355,7 @@ class Creator:
         except Exception as exc:  # a broken backend or schema must not stop the creator
             return [exc] * len(metrics)
 
-    def _log_create(self, metric: str, storage: Any, aggregation: Any) -> None:
+    def _log_create(self, metric: str, storage: Schema, aggregation: Schema) -> None:
         """carbon's three LOG_CREATES lines for a metric and its matched schemas."""
         xff, method = aggregation.value
         self.log.creates("new metric %s matched schema %s" % (metric, storage.name))
@@ -350,46 +364,35 @@ class Creator:
         self.log.creates("creating database metric %s (archive=%s xff=%s agg=%s)"
                          % (metric, storage.value, xff, method))
 
-    def _create_all(self, metrics: list[str], log_after: bool, points: Any = None
-                    ) -> list[Exception | float | None]:
+    def _create_all(self, metrics: list[str], log_after: bool,
+                    points: list[array[float]] | None = None) -> list[CreateResult]:
         matched = self._matched(metrics)
         log_creates = self.settings.LOG_CREATES
         if log_creates and not log_after:
             for match in matched:
                 self._log_create(*match)
         requests = self._requests(matched)
-        create_many = getattr(self.database, "create_many", None)
-        if create_many is not None:
-            errors = create_many(requests) if points is None else create_many(requests, points)
-        else:
-            errors = [self._create_one(*request) for request in requests]
+        create_many = self.database.create_many
+        errors = create_many(requests) if points is None else create_many(requests, points)
         if log_creates and log_after:
             self._log_made(matched, errors)
         return errors
 
-    def _log_made(self, matched: list[tuple], errors: list[Any]) -> None:
+    def _log_made(self, matched: list[_Match], errors: list[CreateResult]) -> None:
         """LOG_CREATES lines after a batch's creates, for each file not found existing."""
         for match, error in zip(matched, errors, strict=True):
             if not isinstance(error, FileExistsError):
                 self._log_create(*match)
 
-    def _matched(self, metrics: list[str]) -> list[tuple]:
+    def _matched(self, metrics: list[str]) -> list[_Match]:
         """(metric, storage schema, aggregation schema) of each metric."""
         return [(metric, *self.schemas.for_metric(metric)) for metric in metrics]
 
     @staticmethod
-    def _requests(matched: list[tuple]) -> list[tuple]:
+    def _requests(matched: list[_Match]) -> list[CreateRequest]:
         """The backend's (metric, retentions, xff, method) create requests."""
         return [(metric, storage.value, *aggregation.value)
                 for metric, storage, aggregation in matched]
-
-    def _create_one(self, metric: str, retentions: Any, xff: Any,
-                    method: Any) -> Exception | None:
-        try:
-            self.database.create(metric, retentions, xff, method)
-        except Exception as exc:
-            return exc
-        return None
 
     # -- thread -----------------------------------------------------------------------
     def run(self) -> None:
@@ -426,7 +429,7 @@ class Creator:
         if self.alive():
             return
         self.stopping = False
-        if getattr(self.database, "overlaps_creates", False):
+        if self.capabilities.overlaps_creates:
             self.overlap = ThreadPoolExecutor(self.create_threads,
                                               thread_name_prefix="carbon-creator-files")
         self.thread = threading.Thread(target=self.run, name="carbon-creator", daemon=True)

@@ -7,17 +7,23 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any
+from array import array
+from typing import cast
 
 from carbon.cache.store import MetricCache, dedupe_sorted
 from carbon.cache.strategies import Strategy
+from carbon.cache.journal import Journal
 from carbon.config.schemas import SchemaFiles
+from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+from carbon.storage.backend import StorageBackend
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import EXISTED, Creator, Outcome, Written
+from carbon.writer.creator import Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
+from carbon.writer.schemacheck import SchemaCheck
+from carbon.writer.tagfeed import TagFeed
 
 INF = float("inf")
 BATCH_SIZE = 64  # metrics a write batch at most
@@ -34,18 +40,19 @@ def disk_trouble(error: BaseException) -> bool:
 
 
 class _Unavailable:
-    """Metrics the writer cannot take now: with the creator or in flight (live sets)."""
+    """Metrics the writer cannot take now: with the creator, in flight or paused (a
+    resize is replacing their files) (live sets)."""
 
-    __slots__ = ("busy", "in_flight")
+    __slots__ = ("busy", "in_flight", "paused")
 
-    def __init__(self, busy: set[str], in_flight: set[str]) -> None:
-        self.busy, self.in_flight = busy, in_flight
+    def __init__(self, busy: set[str], in_flight: set[str], paused: set[str]) -> None:
+        self.busy, self.in_flight, self.paused = busy, in_flight, paused
 
     def __contains__(self, metric: object) -> bool:
-        return metric in self.busy or metric in self.in_flight
+        return metric in self.busy or metric in self.in_flight or metric in self.paused
 
     def __bool__(self) -> bool:
-        return bool(self.busy or self.in_flight)
+        return bool(self.busy or self.in_flight or self.paused)
 
 
 class Writer:
@@ -58,8 +65,8 @@ class Writer:
     in batches while the writer goes on with other metrics.
     """
 
-    def __init__(self, cache: MetricCache, strategy: Strategy, database: Any,
-                 schemas: SchemaFiles, settings: Any, stats: Stats, log: CarbonLog) -> None:
+    def __init__(self, cache: MetricCache, strategy: Strategy, database: StorageBackend,
+                 schemas: SchemaFiles, settings: Settings, stats: Stats, log: CarbonLog) -> None:
         self.cache = cache
         self.strategy = strategy
         self.database = database
@@ -77,8 +84,7 @@ class Writer:
                                        samples=1)
         self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
         self.stop_event = threading.Event()
-        self.idle_event = threading.Event()
-        self.tag_feed: Any = None
+        self.tag_feed: TagFeed | None = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
         self.thread_count = max(1, int(settings.get("WRITER_THREADS", 1)))
@@ -98,15 +104,21 @@ class Writer:
         self.returned: deque[tuple[str, Outcome]] = deque()
         self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
-        strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
+        # Metrics whose files a resize is replacing (``pause``/``resume``, under
+        # choose_lock): their points stay in the cache (and visible to carbonlink) until
+        # the new file is in place, so none is written into a file about to be replaced.
+        self.paused: set[str] = set()
+        # carbon.writer.schemacheck.SchemaCheck: existing files against the schema rules
+        self.schema_check: SchemaCheck | None = None
+        strategy.skip = _Unavailable(self.creator.busy, self.in_flight, self.paused)
 
     @property
-    def journal(self) -> Any:
+    def journal(self) -> Journal | None:
         """carbon.cache.journal.Journal, told what is on disk (by the creator too)."""
         return self.creator.journal
 
     @journal.setter
-    def journal(self, journal: Any) -> None:
+    def journal(self, journal: Journal | None) -> None:
         self.creator.journal = journal
 
     # -- one step -------------------------------------------------------
@@ -131,33 +143,38 @@ class Writer:
                 return True, False
             metric, outcome = returned.popleft()
             creator.release(metric)
-            if outcome is not None and outcome is not EXISTED:
+            if isinstance(outcome, Exception):  # (neither None, EXISTED nor Written)
                 self._create_failed(metric, outcome)
                 return True, False
             if outcome is None:
                 self._created(metric)
             self._known(metric)
+            if outcome is not None and self.schema_check is not None:
+                self.schema_check.offer(metric)  # an existing file: does it follow the rules?
+            if metric in self.paused:
+                return True, False  # its points wait in the cache for ``resume``
             return metric, False
         submitted = False
         skipped = 0
         known, busy, in_flight, data = self.known, creator.busy, self.in_flight, self.cache.data
-        while skipped <= len(in_flight) + len(busy):
+        paused = self.paused
+        while skipped <= len(in_flight) + len(busy) + len(paused):
             if len(data) <= len(busy):
                 break  # every metric left is with the creator
-            metric = self.strategy.choose()
-            if metric is None:
+            chosen = self.strategy.choose()
+            if chosen is None:
                 break
-            if metric in in_flight or metric in busy:
+            if chosen in in_flight or chosen in busy or chosen in paused:
                 skipped += 1
                 continue
-            if metric not in known:
-                creator.claim(metric)
-                self.unsubmitted.append(metric)
+            if chosen not in known:
+                creator.claim(chosen)
+                self.unsubmitted.append(chosen)
                 if len(self.unsubmitted) >= creator.batch_size:
                     self._submit()
                 submitted = True
                 continue
-            return metric, submitted
+            return chosen, submitted
         return False, submitted
 
     def _book_written(self) -> None:
@@ -169,7 +186,8 @@ class Writer:
         returned = self.returned
         written: list[tuple[str, Written]] = []
         while returned and type(returned[0][1]) is Written:
-            written.append(returned.popleft())  # type: ignore[arg-type]
+            metric, outcome = returned.popleft()
+            written.append((metric, cast(Written, outcome)))
         self.creator.release_many(metric for metric, _ in written)
         stats = self.stats
         stats.increment("creates", len(written))
@@ -201,7 +219,7 @@ class Writer:
         (``spare``): otherwise creates waiting for tokens (shutdown) would eat the
         update rate."""
         limiter = self.update_limiter
-        limited = not getattr(limiter, "unlimited", False)
+        limited = not limiter.unlimited
         taken: list[str] = []
         did = False
         with self.choose_lock:
@@ -278,10 +296,6 @@ class Writer:
         self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
         self.disk_errors.record(message)
 
-    def write_one(self) -> bool:
-        """Write the next metric. Returns False when there was nothing to do."""
-        return self.write_some(1)
-
     def write_some(self, limit: int = BATCH_SIZE) -> bool:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""
@@ -297,7 +311,7 @@ class Writer:
         # Wait for the update token before taking a metric, so points waiting on the rate
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
         waited = 0.0
-        limited = not getattr(self.update_limiter, "unlimited", False)
+        limited = not self.update_limiter.unlimited
         kept_token = limited and self._spare_token()
         if limited and not kept_token:
             started = time.time()
@@ -320,17 +334,16 @@ class Writer:
                          else metrics, mark)
         return True
 
-    def _write(self, metrics: list[str], taken: list, waited: float) -> set[str]:
+    def _write(self, metrics: list[str], taken: list[array[float]], waited: float
+               ) -> set[str]:
         """Store each metric's points: the backend's batch call where it has one, then
         ``write`` for what the batch left. Returns the metrics whose points went back
         to the cache."""
-        batch = getattr(self.database, "write_batch", None)
-        times: list = [None] * len(metrics)
-        if batch is not None:
-            try:
-                times = batch(list(zip(metrics, taken, strict=True)))
-            except Exception as exc:  # the metric-by-metric path below still stores them
-                self.errors.record("batch write: %s" % exc)
+        times: list[float | None] = [None] * len(metrics)
+        try:
+            times = self.database.write_batch(list(zip(metrics, taken, strict=True)))
+        except Exception as exc:  # the metric-by-metric path below still stores them
+            self.errors.record("batch write: %s" % exc)
         committed = 0
         kept: set[str] = set()
         for metric, raw, took in zip(metrics, taken, times, strict=True):
@@ -375,7 +388,7 @@ class Writer:
             self.log.updates("wrote %d datapoints for %s in %.5f seconds"
                              % (count, metric, took))
 
-    def _store_one(self, metric: str, raw) -> tuple[int, float | None]:
+    def _store_one(self, metric: str, raw: array[float]) -> tuple[int, float | None]:
         """One metric through the backend's ``write``: (points, seconds), seconds None
         when nothing was written, and then points -1 when they went back to the cache."""
         points = dedupe_sorted(raw)
@@ -408,10 +421,9 @@ class Writer:
         """Whether the file is a create the process died in, now mended: one without its
         whole header is removed (to be made again); one whose body stops short of what
         its header gives is extended with zeroes, as the create would have filled it."""
-        path_of = getattr(self.database, "get_filesystem_path", None)
-        if path_of is None:
+        path = self.database.get_filesystem_path(metric)
+        if path is None:  # a backend without files
             return False
-        path = path_of(metric)
         try:
             with open(path, "rb") as handle:
                 raw = handle.read(MAX_TORN_HEADER)
@@ -433,6 +445,26 @@ class Writer:
                      % (path, size, end))
         return True
 
+    # -- resize ---------------------------------------------------------
+    def pause(self, metrics: list[str]) -> list[str]:
+        """Stop writing ``metrics`` (their points stay in the cache) until ``resume``;
+        returns those still being written or created now: the pause holds once a later
+        call returns none of them."""
+        with self.choose_lock:
+            self.paused.update(metrics)
+            busy, in_flight = self.creator.busy, self.in_flight
+            return [metric for metric in metrics if metric in in_flight or metric in busy]
+
+    def resume(self, metrics: list[str]) -> None:
+        """Write ``metrics`` again, into the files now at their paths: the storage
+        backend forgets descriptors it holds for them (a file it had just created and
+        not written yet is not checked for replacement otherwise)."""
+        forget = getattr(self.database, "forget", None)
+        with self.choose_lock:
+            if forget is not None:
+                forget(metrics)
+            self.paused.difference_update(metrics)
+
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -442,10 +474,7 @@ class Writer:
                 self.errors.record("writer: %s" % exc)
                 busy = False
             if not busy:
-                self.idle_event.set()
                 self.stop_event.wait(0.05)
-            else:
-                self.idle_event.clear()
 
     def start(self) -> None:
         self.creator.start()
@@ -465,6 +494,16 @@ class Writer:
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)
 
+    def drained(self) -> bool:
+        """Every point given to the cache is on disk (or dropped) and booked: none cached,
+        none taken by a writer thread or the creator and still being written
+        (``cache.writing``), no metric with the creator or its outcome unhandled. (An
+        empty ``cache`` alone is not that: a writer thread pops a batch's points before
+        it writes them.)"""
+        creator = self.creator
+        return self.cache.is_empty() and not creator.busy and not creator.ready \
+            and not self.returned
+
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
         rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
@@ -476,9 +515,9 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            creator = self.creator  # busy: points the creator may be writing
-            while (self.cache or creator.busy or creator.ready or self.returned) \
-                    and time.monotonic() < deadline:
+            # a writer thread still alive (its stop timed out) may be writing points it
+            # took: done only when they are on disk, not when the cache looks empty
+            while not self.drained() and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():
                         time.sleep(0.02)  # the disk refused writes: it gets a moment
@@ -486,4 +525,4 @@ class Writer:
                     time.sleep(0.02)
         finally:
             self.creator.stop(5.0)
-        return not self.cache
+        return self.drained()

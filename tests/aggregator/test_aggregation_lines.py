@@ -12,7 +12,7 @@ from carbon.aggregator.rules import parse_rules
 from carbon.aggregator.staging import stage, stage_chunk
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import Pipeline
+from carbon.pipeline import Pipeline, Processor
 from carbon.formats.plaintext import canonical_lines, parse_lines
 from carbon.rewrite import RewriteProcessor, parse_rewrite_rules
 
@@ -173,6 +173,13 @@ def test_no_rules_consumes_and_counts_canonical_reads():
     assert pipeline.process_chunk(b"a 1 -1\n") is None
 
 
+class _Plain(Processor):
+    """A stage that declares only ``process``: reads do not pass it untouched."""
+
+    def process(self, batch):
+        return batch
+
+
 def test_only_stages_that_pass_reads_untouched_may_come_first():
     _, _, pipeline = make(RULES, FORWARD_ALL=False)
     assert pipeline.accepts_chunks
@@ -180,7 +187,7 @@ def test_only_stages_that_pass_reads_untouched_may_come_first():
     assert not pipeline.accepts_chunks and pipeline.process_chunk(b"a 1 1000\n") is None
     _, _, pipeline = make(RULES, "[post]\nx = y\n", FORWARD_ALL=False)  # post only: fine
     assert pipeline.accepts_chunks
-    plain = Pipeline([object(), pipeline.processors[1]], _Sink())  # e.g. a list filter
+    plain = Pipeline([_Plain(), pipeline.processors[1]], _Sink())  # e.g. a list filter
     assert not plain.accepts_chunks
 
 

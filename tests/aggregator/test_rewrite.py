@@ -10,7 +10,7 @@ from carbon.aggregator.rules import parse_rules
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import Pipeline
+from carbon.pipeline import Pipeline, Sink
 from carbon.rewrite import (
     POST,
     PRE,
@@ -32,7 +32,7 @@ _sum$ =
 """
 
 
-class ListSink:
+class ListSink(Sink):
     def __init__(self):
         self.points = []
 

@@ -12,16 +12,16 @@ from carbon.amqp.spec import load_spec
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
-from carbon.pipeline import Pipeline
+from carbon.pipeline import Pipeline, Sink
 from carbon.receivers.amqp import AMQPListener
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from tests.relay.harness import run_reactor, wait_for
 
 EXCHANGE = "client_test"
 
 
-class FlakySink:
+class FlakySink(Sink):
     """Fails the first ``failures`` batches that hold ``flaky``; records every attempt."""
 
     def __init__(self, flaky: str, failures: int) -> None:

@@ -22,11 +22,11 @@ from carbon.amqp.spec import load_spec
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
-from carbon.pipeline import Pipeline
+from carbon.pipeline import Pipeline, Sink
 from carbon.receivers.amqp import (RETRY_DELAY, AMQPListenerFactory, bind_patterns,
                                    message_batch)
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.relay.amqp_publisher import messages_from_lines
 
 SPEC = load_spec()
@@ -254,7 +254,7 @@ def test_broker_close_fails_ready_with_its_reason():
     assert "403 ACCESS_REFUSED" in errors[0].getErrorMessage()
 
 
-class FailingSink:
+class FailingSink(Sink):
     """Raises for a batch that holds ``bad``; keeps everything else."""
 
     def __init__(self, bad: str) -> None:

@@ -123,10 +123,11 @@ def statsd_install() -> Path:
 class GraphiteWeb:
     """graphite-web 1.1.10 as a real process (Django's server, no autoreload)."""
 
-    def __init__(self, folder: Path, **settings: Any) -> None:
+    def __init__(self, folder: Path, port: int | None = None, **settings: Any) -> None:
         venv = web_venv()
-        self.port = free_port()
+        self.port = port or free_port()
         env = graphite_web_settings(folder, **settings)
+        self.settings_file = folder / (env["GRAPHITE_SETTINGS_MODULE"] + ".py")
         # its own SQLite database (users, profiles): about a second
         subprocess.run([str(venv / "bin" / "django-admin"), "migrate", "-v", "0",
                         "--run-syncdb"], env=env, cwd=str(folder), check=True,

@@ -59,7 +59,7 @@ def ours(root: Path, strategy: str) -> list[str]:
         seen = 0
         for cycle in CYCLES:
             h.cache.add_batch(cycle)
-            wait_for(lambda: not h.cache and h.writer.idle_event.is_set(), what="drained")
+            wait_for(h.writer.drained, what="drained")
             lines = [line.split(" :: ", 1)[1] for line in h.log_text("console").splitlines()]
             out += lines[seen:] + ["-- cycle --"]
             seen = len(lines)

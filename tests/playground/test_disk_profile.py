@@ -55,6 +55,24 @@ def test_hdd_profile_slows_real_whisper_updates(tmp_path: Path) -> None:
     db.close()
 
 
+def test_creates_with_points_pay_their_updates_too(tmp_path: Path) -> None:
+    """``create_many`` with points (the backend declares ``writes_on_create``): each file
+    made with its points reports its seconds, its share of the device's wait added."""
+    db = make_db(tmp_path, "[disk]\nprofile = hdd\niops = 1000\n")
+    assert db.capabilities.writes_on_create and not db.capabilities.overlaps_creates
+    now = int(time.time())
+    metrics = ["p.m%d" % index for index in range(10)]
+    started = time.monotonic()
+    results = db.create_many([(metric, [(1, 600)], 0.5, "average") for metric in metrics],
+                             [array("d", [now - 5, 1.0, now - 4, 2.0])] * 10, now)
+    waited = time.monotonic() - started  # 10 creates (40 I/Os) + 10 updates (20): 0.06 s
+    assert waited >= 0.06
+    assert all(isinstance(seconds, float) and seconds >= 0.006 for seconds in results)
+    values = whisper.fetch(db.get_filesystem_path("p.m3"), now - 10, now)[1]
+    assert [v for v in values if v is not None] == [1.0, 2.0]
+    db.close()
+
+
 def test_bad_profile_names_file_line_and_key(tmp_path: Path) -> None:
     path = tmp_path / "disk-profile.conf"
     path.write_text("[disk]\nprofile = floppy\n")

@@ -33,8 +33,10 @@ def test_hup_sweep_steps_one_running_cache(tmp_path: Path, capsys: object) -> No
     path.write_text(SCENARIO)
     assert main([str(path), "--out", str(tmp_path / "report")]) == 0
     rows = json.loads((tmp_path / "report" / "results.json").read_text())["rows"]
-    assert [(row["point"]["MAX_UPDATES_PER_SECOND"], row["disk"]) for row in rows] == [
-        ("inf", "ssd"), ("inf", "none"), ("30", "ssd"), ("30", "none")]
+    assert [(row["point"]["MAX_UPDATES_PER_SECOND"], row["disk"], row["point"].get("repeat"))
+            for row in rows] == [
+        ("inf", "ssd", None), ("inf", "none", None), ("30", "ssd", None), ("30", "none", None),
+        ("inf", "ssd", 2), ("inf", "none", 2)]  # each disk's first point again: the noise
     for row in rows:
         assert row["points_on_disk"] + row["points_lost"] == row["sent"] > 400
         assert row["points_lost"] == 0
@@ -42,8 +44,9 @@ def test_hup_sweep_steps_one_running_cache(tmp_path: Path, capsys: object) -> No
         assert row["creates"] < 100  # the self-metrics' files; none of the 100 loaded
     # one process per disk served both of its points; its second ran at the new limit
     by_disk = {disk: [row for row in rows if row["disk"] == disk] for disk in ("ssd", "none")}
-    for first, second in by_disk.values():
-        assert first["pids"] == second["pids"]
+    for first, second, again in by_disk.values():
+        assert first["pids"] == second["pids"] == again["pids"]
+        assert again["update_ops_per_s"] > 100  # SIGHUP back to no limit
         # (30 a second plus the token bucket's burst of 30 at the start of the window)
         assert second["update_ops_per_s"] <= 50
         assert first["update_ops_per_s"] > 100

@@ -61,7 +61,9 @@ def test_report_numbers_are_consistent(report: Path) -> None:
     document = json.loads((report / "results.json").read_text())
     rows = document["rows"]
     assert document["meta"]["status"] == "complete"
-    assert len(rows) == document["meta"]["points_planned"] == 4
+    # 4 sweep points, then each disk's first point again to measure the run-to-run noise
+    assert len(rows) == document["meta"]["points_planned"] == 6
+    assert [row["point"].get("repeat") for row in rows] == [None] * 4 + [2, 2]
     cores = os.cpu_count() or 1
     for row in rows:
         assert row["sent"] > 1000, row["label"]
@@ -87,9 +89,64 @@ def test_report_numbers_are_consistent(report: Path) -> None:
         max(row["points_per_update"] for row in ssd)
     markdown = (report / "results.md").read_text()
     assert "EMULATED for hdd, ssd" in markdown
-    assert markdown.count("| CACHE_WRITE_STRATEGY=") == 4
-    assert "Recommended: CACHE_WRITE_STRATEGY=" in document["recommendation"]
-    assert re.search(r"committed \d+ points/s", document["recommendation"])
+    assert markdown.count("| CACHE_WRITE_STRATEGY=") == 6
+    assert markdown.count("(run 2) |") == 2
+
+
+def test_quick_is_a_smoke_test_with_the_load_that_ran(report: Path) -> None:
+    document = json.loads((report / "results.json").read_text())
+    markdown = (report / "results.md").read_text()
+    page = (report / "index.html").read_text()
+    assert document["smoke_test"] is True
+    assert markdown.startswith("# Playground report: strategies (--quick: smoke test)\n\n"
+                               "**SMOKE TEST (--quick):")
+    assert 'id="smoke-test"' in page and "too short to tune from" in page
+    # the header names the quick load (300 metrics, 3 s), not the full form's 6,000 x 10 s
+    header = document["load_as_run"]
+    assert header in markdown and header.replace("'", "&#x27;") in page
+    assert "6 run(s) (4 sweep point(s) + 2 repeat(s)" in header
+    assert "of 3 s of load each" in header and "300 metric(s) (300 configured)" in header
+    assert "1 connection(s), plaintext, 600 points/s asked" in header
+    sent = [row["sent_per_s"] for row in document["rows"]]
+    assert "measured %.0f to %.0f points/s sent" % (min(sent), max(sent)) in header
+    assert "6000" not in header and "6,000" not in header
+    assert "Scenario (its full form; this run is the --quick form)" in markdown
+
+
+def test_recommendation_only_beyond_the_measured_noise(report: Path) -> None:
+    document = json.loads((report / "results.json").read_text())
+    markdown = (report / "results.md").read_text()
+    advice = document["recommendations"]
+    assert [(item["disk"], item["subject"]) for item in advice] == [("ssd", "ours"),
+                                                                    ("hdd", "ours")]
+    for item in advice:
+        noise = item["noise"]
+        assert noise["runs"] == 2 and len(noise["committed_per_s"]) == 2
+        spread = max(noise["committed_per_s"]) - min(noise["committed_per_s"])
+        assert noise["committed_spread"] >= spread
+        group = [row for row in document["rows"] if row["disk"] == item["disk"]]
+        rates: dict[str, list] = {}
+        for row in group:
+            rates.setdefault(row["point"]["CACHE_WRITE_STRATEGY"], []).append(
+                row["committed_per_s"])
+        means = {key: sum(values) / len(values) for key, values in rates.items()}
+        gap = abs(means["sorted"] - means["naive"])
+        if item["point"] is None:   # within the noise on rate (and on CPU): nothing
+            assert item["text"].startswith("No recommendation: no setting beats every other")
+            assert item["conf"] == ""
+            continue
+        assert item["text"].startswith("Recommended: CACHE_WRITE_STRATEGY=")
+        winner = item["point"]["CACHE_WRITE_STRATEGY"]
+        cpu: dict[str, list] = {}
+        for row in group:
+            cpu.setdefault(row["point"]["CACHE_WRITE_STRATEGY"], []).append(row["cpu_percent"])
+        cpus = {key: sum(values) / len(values) for key, values in cpu.items()}
+        other = "naive" if winner == "sorted" else "sorted"
+        assert gap > noise["committed_spread"] or \
+            cpus[other] - cpus[winner] > noise["cpu_spread"]
+        assert item["conf"] == ("[cache]\nCACHE_WRITE_STRATEGY = %s\n"
+                                "MAX_UPDATES_PER_SECOND = 500" % winner)
+        assert "```ini\n%s\n```" % item["conf"] in markdown
 
 
 def test_every_plot_loads_and_is_not_blank_in_chromium(report: Path, tmp_path: Path) -> None:
@@ -99,7 +156,7 @@ def test_every_plot_loads_and_is_not_blank_in_chromium(report: Path, tmp_path: P
             "chromium not found (tools/system-deps.sh installs it)")
     page = (report / "index.html").read_text()
     images = re.findall(r'<img src="([^"]+)"', page)
-    assert len(images) == 4 + 3  # one per sweep point, three small-multiple/bar plots
+    assert len(images) == 6 + 3  # one per run (4 points, 2 repeats), three across the sweep
     (report / "check.html").write_text(page.replace("</body>", CHECK_SCRIPT + "</body>"))
     result = subprocess.run([
         browser, "--headless", "--no-sandbox", "--disable-gpu",

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import LineBatch, Pipeline
+from carbon.pipeline import LineBatch, Pipeline, Processor
 from carbon.processors.filters import ListFilter
 from carbon.formats.plaintext import canonical_lines, parse_lines
 from carbon.relay.destinations import Destination
@@ -192,7 +192,9 @@ class _Collect:
         self.points.append(batch)
 
 
-class _Upper:
+class _Upper(Processor):
+    """A stage that declares only ``process``."""
+
     def process(self, batch: list) -> list:
         return [(m.upper(), t, v) for m, t, v in batch]
 

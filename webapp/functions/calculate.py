@@ -11,7 +11,7 @@ from webapp.functions.common import (
     epoch, evaluate_first_arg, get_agg_func, interval_seconds, parse_at_time, percentile,
     safe_avg, safe_len, xff,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import NO_TRAITS, Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
@@ -30,12 +30,32 @@ def window_preview(seriesList: list, windowSize: Any) -> int:
 
 
 @render_function('movingWindow', CALCULATE, [SL, WINDOW, P('func', 'aggFunc', default='average'),
-                                             XFF])
+                                             XFF], traits=Traits(fused_window={}))
 def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: str = 'average',
                  xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
-    """Apply ``func`` over a sliding window of points (int) or time (string like '5min').
+    """Any aggregation over a window that slides along each series.
 
-    Data before ``from`` is fetched so the first points have a full window.
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``func``: the aggregation applied to each window: ``average`` (default), ``median``,
+      ``sum``, ``min``, ``max``, ``diff``, ``stddev``, ``count``, ``range``, ``multiply``,
+      ``last``.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    after the aggregation, e.g. ``movingMax(name,"5min")``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=movingWindow(servers.web01.requests,"15min","median",0.5)
     """
     if not seriesList:
         return []
@@ -79,7 +99,6 @@ def movingWindow(requestContext: dict, seriesList: list, windowSize: Any, func: 
 
 
 ARRAY_WINDOWS = {'average': True, 'avg': True, 'sum': False, 'total': False}
-movingWindow.fused_window = {}  # type: ignore[attr-defined]  # (webapp.render.fused)
 MAX_ARRAY_WINDOW = 4096
 
 
@@ -137,22 +156,145 @@ def _moving(name: str, func: str, doc: str) -> None:
         return movingWindow(requestContext, seriesList, windowSize, func, xFilesFactor)
     impl.__name__ = name
     impl.__doc__ = doc
-    if func in ARRAY_WINDOWS:   # computed on packed rows by webapp.render.fused
-        impl.fused_window = {'func': func}  # type: ignore[attr-defined]
-    render_function(name, CALCULATE, [SL, WINDOW, XFF])(impl)
+    # a sum or average window is computed on packed rows by webapp.render.fused
+    traits = Traits(fused_window={'func': func}) if func in ARRAY_WINDOWS else NO_TRAITS
+    render_function(name, CALCULATE, [SL, WINDOW, XFF], traits=traits)(impl)
 
 
-_moving('movingAverage', 'average', 'Average over a sliding window of points or time.')
-_moving('movingSum', 'sum', 'Sum over a sliding window of points or time.')
-_moving('movingMin', 'min', 'Minimum over a sliding window of points or time.')
-_moving('movingMax', 'max', 'Maximum over a sliding window of points or time.')
-_moving('movingMedian', 'median', 'Median over a sliding window of points or time.')
+_moving('movingAverage', 'average',
+    """The average over a window that slides along each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    ``movingAverage(name,window)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=movingAverage(servers.web01.cpu.user,"10min")
+    """)
+_moving('movingSum', 'sum',
+    """The sum over a window that slides along each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    ``movingSum(name,window)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=movingSum(servers.web01.cpu.user,60)
+    """)
+_moving('movingMin', 'min',
+    """The lowest value over a window that slides along each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    ``movingMin(name,window)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=movingMin(servers.web01.cpu.user,"5min")
+    """)
+_moving('movingMax', 'max',
+    """The highest value over a window that slides along each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    ``movingMax(name,window)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=movingMax(servers.web01.cpu.user,"5min")
+    """)
+_moving('movingMedian', 'median',
+    """The median over a window that slides along each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    ``movingMedian(name,window)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=movingMedian(servers.web01.cpu.user,5)
+    """)
 
 
 @render_function('exponentialMovingAverage', CALCULATE, [SL, WINDOW])
 def exponentialMovingAverage(requestContext: dict, seriesList: list,
                              windowSize: Any) -> list[TimeSeries]:
-    """EMA with smoothing constant 2 / (windowSize + 1), seeded by the first window's mean."""
+    """An exponentially weighted moving average of each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: a number of points (``10``) or a time span in quotes (``"10min"``); it
+      sets the smoothing constant to ``2 / (windowSize + 1)`` (for a time span its number of
+      seconds is used) and the length of the first window.
+
+    The average starts at the mean of the first window, fetched from before ``from``, and
+    each later point moves it toward the new value by the smoothing constant. A None value
+    gives None and leaves the average as it was. Values are rounded to 6 decimals.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=exponentialMovingAverage(servers.web01.load,20)
+    """
     if not seriesList:
         return []
     preview = window_preview(seriesList, windowSize)
@@ -186,7 +328,23 @@ def exponentialMovingAverage(requestContext: dict, seriesList: list,
 
 @render_function('nPercentile', CALCULATE, [SL, P('n', 'float', required=True)])
 def nPercentile(requestContext: dict, seriesList: list, n: float) -> list[TimeSeries]:
-    """A flat line at the n-th percentile of each series' values."""
+    """A flat line at a percentile of each series' values.
+
+    Parameters:
+
+    - ``seriesList``: the series to measure.
+    - ``n``: the percentile, above 0 and up to 100 (``95`` for the 95th percentile).
+
+    The percentile is taken over the known values of the whole requested range (None values
+    are left out), nearest rank, no interpolation. A series without any value gives no line.
+    The result is named ``nPercentile(name, n)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=nPercentile(servers.web01.response_time,95)
+    """
     if not n:
         raise InputParameterError('The requested percent is required to be greater than 0')
     results = []
@@ -208,9 +366,24 @@ def nPercentile(requestContext: dict, seriesList: list, n: float) -> list[TimeSe
                                       P('windowTolerance', 'float', default=0.1)])
 def stdev(requestContext: dict, seriesList: list, points: int,
           windowTolerance: float = 0.1) -> list[TimeSeries]:
-    """Moving population standard deviation over ``points`` points.
+    """The standard deviation of each series over a moving window of points.
 
-    A point is None when fewer than windowTolerance * points values are known.
+    Parameters:
+
+    - ``seriesList``: the series to measure.
+    - ``points``: the number of points in the window ending at each point.
+    - ``windowTolerance``: the smallest share (0 to 1, default 0.1) of known values a window
+      needs; with fewer the point is None.
+
+    It is the population standard deviation of the known values in the window (None values
+    are left out). The first points have shorter windows (nothing is fetched before
+    ``from``). The result is named ``stdev(name,points)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=stdev(servers.web01.response_time,10,0.5)
     """
     for index, series in enumerate(seriesList):
         series.tags['stdev'] = points
@@ -236,7 +409,25 @@ def stdev(requestContext: dict, seriesList: list, points: int,
                                               P('keepStep', 'boolean', default=False)])
 def aggregateLine(requestContext: dict, seriesList: list, func: str = 'average',
                   keepStep: bool = False) -> list[TimeSeries]:
-    """A flat line at ``func`` (average, max, ...) of each series."""
+    """A horizontal line at one aggregate of each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to summarise.
+    - ``func``: the aggregate: ``average`` (default), ``max``, ``min``, ``sum``, ``last``,
+      ``median`` ... (None values are left out).
+    - ``keepStep``: when true the line has as many points as the series (same step);
+      otherwise it is drawn across the graph like ``constantLine``.
+
+    A series without values gives a line of None values. The result is named
+    ``aggregateLine(name, value)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=aggregateLine(servers.web01.cpu.user,"max")
+    """
     from webapp.functions.special import constantLine
     agg = get_agg_func(func)
     results = []
@@ -275,7 +466,25 @@ def _regression(series: TimeSeries) -> Optional[tuple[float, float]]:
                                                  P('endSourceAt', 'date')])
 def linearRegression(requestContext: dict, seriesList: list, startSourceAt: Any = None,
                      endSourceAt: Any = None) -> list[TimeSeries]:
-    """Least-squares line fitted on the source interval, drawn over the whole graph."""
+    """The least-squares straight line through each series, drawn over the graph.
+
+    Parameters:
+
+    - ``seriesList``: the series to fit.
+    - ``startSourceAt``: optional start of the time range the line is fitted on (any
+      ``from`` form: ``-7d``, ``00:00_20240101``...); by default the graph's ``from``.
+    - ``endSourceAt``: optional end of that range; by default the graph's ``until``.
+
+    None values are left out of the fit; a series with fewer than two known points gives no
+    line. The line is then drawn at every point of the graph, which projects a trend beyond
+    the data it was fitted on.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=linearRegression(storage.disk.used,"-14d","now")
+    """
     changes = {}
     if startSourceAt is not None:
         changes['startTime'] = parse_at_time(startSourceAt, requestContext)
@@ -300,7 +509,21 @@ def linearRegression(requestContext: dict, seriesList: list, startSourceAt: Any 
 
 @render_function('identity', CALCULATE, [P('name', 'string', required=True)])
 def identity(requestContext: dict, name: str) -> list[TimeSeries]:
-    """A series whose value is its own timestamp, one point per minute."""
+    """A made-up series whose value is its own timestamp.
+
+    Parameters:
+
+    - ``name``: the name given to the series.
+
+    One point a minute over the requested range, each value the Unix time of its point: a
+    straight rising line, useful to test graphs and functions.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=identity("the time")
+    """
     start = epoch(requestContext['startTime'])
     end = epoch(requestContext['endTime'])
     series = TimeSeries(name, start, end, 60, list(range(start, end, 60)),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from webapp.functions.common import (
     NormalizeEmptyResultError, format_path_expressions, get_agg_func, normalize, percentile,
     rows, safe_avg, safe_max, safe_min, safe_pow, safe_sum, xff_values,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import NO_TRAITS, Traits, render_function
 from webapp import pysum
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
@@ -26,9 +26,28 @@ POSITIONS = [SL, P('position', 'node', multiple=True)]
                                         P('xFilesFactor', 'float')])
 def aggregate(requestContext: dict, seriesList: Any, func: str,
               xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
-    """Aggregate all series into one, point by point, using ``func`` (sum, average, max...).
+    """Combine all series into one with the aggregation you name, point by point.
 
-    The result is named ``<func>Series(<path expressions>)``.
+    Parameters:
+
+    - ``seriesList``: the series to combine.
+    - ``func``: ``sum``, ``average``, ``median``, ``min``, ``max``, ``diff``, ``stddev``,
+      ``count``, ``range``, ``multiply``, ``last``, ``avg_zero`` (None counts as 0) or one
+      of their aliases (``avg``, ``total``, ``rangeOf``, ``current``).
+    - ``xFilesFactor``: the smallest share (0 to 1) of series that must have a value at a
+      point for it to get one; by default that of the request (0 unless set).
+
+    The series are first brought to a common step (the least common multiple of their steps)
+    and time range. None values are left out of each point's aggregate, except that
+    ``multiply`` gives None where any value is None and ``avg_zero`` counts them as 0. The
+    result is named ``<func>Series(paths)``, e.g. ``sumSeries(servers.*.requests)``, and
+    keeps the tags all series share, plus ``aggregatedBy``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=aggregate(servers.*.requests,"median")
     """
     raw = func
     if func.endswith('Series'):
@@ -130,12 +149,9 @@ def aggregate_name_tags(series_list: list[TimeSeries], func: str) -> tuple[str, 
     return name, tags
 
 
-def _simple(func: str):
+def _simple(func: str) -> Callable[..., list[TimeSeries]]:
     def combined(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
         return aggregate(requestContext, seriesLists, func)
-    if func in ('sum', 'average', 'max', 'min'):
-        # the evaluator may compute these over packed whisper rows (webapp.render.fused)
-        combined.fused_aggregate = func  # type: ignore[attr-defined]
     return combined
 
 
@@ -143,25 +159,181 @@ def _register_simple(name: str, func: str, doc: str, aliases: tuple = ()) -> Non
     impl = _simple(func)
     impl.__name__ = name
     impl.__doc__ = doc
-    render_function(name, COMBINE, SLS, aliases=aliases, aggregator=True)(impl)
+    # the evaluator may compute these over packed whisper rows (webapp.render.fused)
+    traits = Traits(fused_aggregate=func) if func in ('sum', 'average', 'max', 'min') \
+        else NO_TRAITS
+    render_function(name, COMBINE, SLS, aliases=aliases, aggregator=True, traits=traits)(impl)
 
 
-_register_simple('sumSeries', 'sum', 'Sum of the series at each point (None ignored).',
-                 ('sum',))
+_register_simple('sumSeries', 'sum',
+    """Add the series together, point by point, into one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. None
+    values are left out of each sum; a point where every series is None is None. The result
+    is named ``sumSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=sumSeries(servers.*.requests)
+      &target=sum(servers.*.requests)
+
+    ``sum`` is a short name for the same function.
+    """, ('sum',))
 _register_simple('averageSeries', 'average',
-                 'Average of the non-null values of the series at each point.', ('avg',))
-_register_simple('minSeries', 'min', 'Lowest value of the series at each point.')
-_register_simple('maxSeries', 'max', 'Highest value of the series at each point.')
+    """The average of the series, point by point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. Each
+    point is the mean of the known values only: None values neither count as 0 nor as a
+    member; a point where every series is None is None. The result is named
+    ``averageSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=averageSeries(servers.*.cpu.user)
+      &target=avg(servers.*.cpu.user)
+
+    ``avg`` is a short name for the same function.
+    """, ('avg',))
+_register_simple('minSeries', 'min',
+    """The lowest value among the series at each point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. None
+    values are left out; a point where every series is None is None. The result is named
+    ``minSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=minSeries(servers.*.disk.free)
+    """)
+_register_simple('maxSeries', 'max',
+    """The highest value among the series at each point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. None
+    values are left out; a point where every series is None is None. The result is named
+    ``maxSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=maxSeries(servers.*.response_time)
+    """)
 _register_simple('diffSeries', 'diff',
-                 'First series minus all the others, point by point (None ignored).')
+    """The first series minus all the others, point by point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. None
+    values are left out: where the first series is None the first known value takes its
+    place; a point where every series is None is None. The result is named
+    ``diffSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=diffSeries(network.bytes_in,network.bytes_dropped)
+    """)
 _register_simple('stddevSeries', 'stddev',
-                 'Population standard deviation across the series at each point.')
-_register_simple('rangeOfSeries', 'rangeOf', 'Max minus min across the series at each point.')
+    """The standard deviation across the series at each point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. It is
+    the population standard deviation of the known values of each point (None values left
+    out); a point where every series is None is None. The result is named
+    ``stddevSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=stddevSeries(servers.*.response_time)
+    """)
+_register_simple('rangeOfSeries', 'rangeOf',
+    """The spread (highest minus lowest value) across the series at each point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
+      results); all their series are combined together.
+
+    The series are first brought to a common step (the least common multiple of their steps,
+    consolidating each series with its own consolidation function) and a common time range;
+    then each point of the result combines the values the series have at that time. None
+    values are left out; a point where every series is None is None. The result is named
+    ``rangeOfSeries(paths)`` and keeps the tags all series share.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=rangeOfSeries(servers.*.load)
+    """)
 
 
 @render_function('multiplySeries', COMBINE, SLS, aggregator=True)
 def multiplySeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """Product of the series at each point (None if any is None); one series passes through."""
+    """The product of the series, point by point, as one series.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists; all their series are multiplied together.
+
+    The series are first brought to a common step (the least common multiple of their steps)
+    and time range. A point is None as soon as any series is None there. A single series is
+    returned as it is. The result is named ``multiplySeries(paths)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=multiplySeries(app.requests_per_second,app.cost_per_request)
+    """
     if len(seriesLists) == 1 and len(seriesLists[0]) == 1:
         return seriesLists[0]
     return aggregate(requestContext, seriesLists, 'multiply')
@@ -172,7 +344,27 @@ def multiplySeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
 def aggregateSeriesLists(requestContext: dict, seriesListFirstPos: list,
                          seriesListSecondPos: list, func: str,
                          xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
-    """Aggregate the i-th series of the first list with the i-th series of the second."""
+    """Combine two series lists pair by pair: the first of one with the first of the other...
+
+    Parameters:
+
+    - ``seriesListFirstPos``: the first list.
+    - ``seriesListSecondPos``: the second list, as long as the first (otherwise a 400).
+    - ``func``: the aggregation applied to each pair, as in ``aggregate`` (``sum``,
+      ``diff``, ``multiply``, ``average``, ``max``...).
+    - ``xFilesFactor``: the smallest share of the pair that must have a value at a point; by
+      default that of the request.
+
+    Pairs are matched by position, so both lists should be sorted the same way. Each result
+    is named ``<func>Series(first,second)``. None values are treated as ``aggregate`` treats
+    them.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=aggregateSeriesLists(servers.*.bytes_in,servers.*.bytes_out,"sum")
+    """
     if len(seriesListFirstPos) != len(seriesListSecondPos):
         raise InputParameterError(
             'seriesListFirstPos and seriesListSecondPos argument must have equal length')
@@ -197,16 +389,86 @@ def _lists(func: str, name: str, doc: str) -> None:
     render_function(name, COMBINE, TWO_LISTS, aggregator=True)(impl)
 
 
-_lists('sum', 'sumSeriesLists', 'Pairwise sum of two equally long series lists.')
-_lists('diff', 'diffSeriesLists', 'Pairwise difference of two equally long series lists.')
-_lists('multiply', 'multiplySeriesLists', 'Pairwise product of two equally long series lists.')
+_lists('sum', 'sumSeriesLists',
+    """Add two series lists pair by pair.
+
+    Parameters:
+
+    - ``seriesListFirstPos``: the first list.
+    - ``seriesListSecondPos``: the second list, as long as the first (otherwise a 400).
+
+    Series are paired by position, so both lists should be sorted the same way. Each pair
+    becomes one series, ``aggregateSeriesLists`` with ``"sum"``: named
+    ``sumSeries(first,second)``, None values left out of each point.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=sumSeriesLists(servers.*.bytes_in,servers.*.bytes_out)
+    """)
+_lists('diff', 'diffSeriesLists',
+    """Subtract the second series list from the first, pair by pair.
+
+    Parameters:
+
+    - ``seriesListFirstPos``: the first list.
+    - ``seriesListSecondPos``: the second list, as long as the first (otherwise a 400).
+
+    Series are paired by position, so both lists should be sorted the same way. Each pair
+    becomes one series, ``aggregateSeriesLists`` with ``"diff"``: named
+    ``diffSeries(first,second)``, None values left out of each point.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=diffSeriesLists(servers.*.mem.total,servers.*.mem.free)
+    """)
+_lists('multiply', 'multiplySeriesLists',
+    """Multiply two series lists pair by pair.
+
+    Parameters:
+
+    - ``seriesListFirstPos``: the first list.
+    - ``seriesListSecondPos``: the second list, as long as the first (otherwise a 400).
+
+    Series are paired by position, so both lists should be sorted the same way. Each pair
+    becomes one series, ``aggregateSeriesLists`` with ``"multiply"``: named
+    ``multiplySeries(first,second)``; a point is None where either value is None.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=multiplySeriesLists(servers.*.requests,servers.*.bytes_per_request)
+    """)
 
 
 @render_function('aggregateWithWildcards', COMBINE, [
     SL, P('func', 'aggFunc', required=True), P('position', 'node', multiple=True)])
 def aggregateWithWildcards(requestContext: dict, seriesList: list, func: str,
                            *positions: int) -> list[TimeSeries]:
-    """Group series by their name without the given nodes and aggregate each group."""
+    """Combine the series whose names are the same once some nodes are left out.
+
+    Parameters:
+
+    - ``seriesList``: the series to combine.
+    - ``func``: the aggregation, as in ``aggregate`` (``sum``, ``average``, ``max``...).
+    - ``position``: one or more node positions (0 is the first) to leave out of the names;
+      series equal on the other nodes are combined.
+
+    Each group becomes one series named after the remaining nodes, computed as ``aggregate``
+    (common step, None values left out).
+
+    Example:
+
+    .. code-block:: none
+
+      &target=aggregateWithWildcards(dc1.servers.*.cpu.user,"sum",2)
+
+    is one series, ``dc1.servers.cpu.user``, the sum over all servers.
+    """
     groups: dict[str, list] = {}
     for series in seriesList:
         key = '.'.join(node for i, node in enumerate(series.name.split('.'))
@@ -228,19 +490,91 @@ def _wildcards(func: str, name: str, doc: str) -> None:
     render_function(name, COMBINE, POSITIONS, aggregator=True)(impl)
 
 
-_wildcards('sum', 'sumSeriesWithWildcards', 'Sum series that match once the given nodes '
-           'are removed from their names.')
-_wildcards('average', 'averageSeriesWithWildcards', 'Average series that match once the '
-           'given nodes are removed from their names.')
-_wildcards('multiply', 'multiplySeriesWithWildcards', 'Multiply series that match once the '
-           'given nodes are removed from their names.')
+_wildcards('sum', 'sumSeriesWithWildcards',
+    """Add up the series whose names are the same once some nodes are left out.
+
+    Parameters:
+
+    - ``seriesList``: the series to combine.
+    - ``position``: one or more node positions (0 is the first) to leave out of the names;
+      series equal on the other nodes are combined.
+
+    This is ``aggregateWithWildcards`` with ``"sum"``: each group becomes one series named
+    after the remaining nodes (common step, None values left out).
+
+    Example:
+
+    .. code-block:: none
+
+      &target=sumSeriesWithWildcards(host.cpu-[0-7].cpu-{user,system}.value,1)
+
+    gives ``host.cpu-user.value`` and ``host.cpu-system.value``, each summed over the CPUs.
+    """)
+_wildcards('average', 'averageSeriesWithWildcards',
+    """Average the series whose names are the same once some nodes are left out.
+
+    Parameters:
+
+    - ``seriesList``: the series to combine.
+    - ``position``: one or more node positions (0 is the first) to leave out of the names;
+      series equal on the other nodes are combined.
+
+    This is ``aggregateWithWildcards`` with ``"average"``: each group becomes one series
+    named after the remaining nodes (common step, None values left out).
+
+    Example:
+
+    .. code-block:: none
+
+      &target=averageSeriesWithWildcards(dc1.servers.*.cpu.user,2)
+
+    gives one series, ``dc1.servers.cpu.user``, the average over all servers.
+    """)
+_wildcards('multiply', 'multiplySeriesWithWildcards',
+    """Multiply the series whose names are the same once some nodes are left out.
+
+    Parameters:
+
+    - ``seriesList``: the series to combine.
+    - ``position``: one or more node positions (0 is the first) to leave out of the names;
+      series equal on the other nodes are combined.
+
+    This is ``aggregateWithWildcards`` with ``"multiply"``: each group becomes one series
+    named after the remaining nodes (common step; a point is None where any value is).
+
+    Example:
+
+    .. code-block:: none
+
+      &target=multiplySeriesWithWildcards(web.host-[0-7].{avg-response,total-request}.value,2)
+
+    gives one series per host, ``web.host-0.value``..., the product of its two series.
+    """)
 
 
 @render_function('percentileOfSeries', COMBINE, [
     SL, P('n', 'float', required=True), P('interpolate', 'boolean', default=False)])
 def percentileOfSeries(requestContext: dict, seriesList: list, n: float,
                        interpolate: bool = False) -> list[TimeSeries]:
-    """The n-th percentile across the series at each point."""
+    """A percentile across the series at each point, as one series.
+
+    Parameters:
+
+    - ``seriesList``: the series to combine.
+    - ``n``: the percentile, above 0 and up to 100.
+    - ``interpolate``: when true, the value between the two nearest ranks is interpolated;
+      by default (false) the nearest rank's value is taken, always one of the inputs.
+
+    The series are brought to a common step and range first; None values are left out of
+    each point; a point where every series is None is None. Named
+    ``percentileOfSeries(path,n)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=percentileOfSeries(servers.*.response_time,95,false)
+    """
     if n <= 0:
         raise InputParameterError('The requested percent is required to be greater than 0')
     if not seriesList:
@@ -255,10 +589,21 @@ def percentileOfSeries(requestContext: dict, seriesList: list, n: float,
 @render_function('countSeries', COMBINE, [P('seriesLists', 'seriesList', multiple=True)],
                  aggregator=True)
 def countSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """A constant series holding the number of series given.
+    """A flat series whose value is the number of series given.
 
-    With no argument it is a line at 0; with arguments matching nothing the answer is
-    empty (normalize's NormalizeEmptyResultError, as graphite-web 1.1.10 answers ``[]``).
+    Parameters:
+
+    - ``seriesLists``: optional series lists; every series in them is counted, whether it
+      has values or not.
+
+    Without any argument the result is a line at 0; when the arguments match nothing the
+    answer is empty. Named ``countSeries(paths)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=countSeries(servers.*.cpu.user)
     """
     if not seriesLists:
         from webapp.functions.special import constantLine
@@ -274,14 +619,45 @@ def countSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
 
 @render_function('group', COMBINE, [P('seriesLists', 'seriesList', multiple=True)])
 def group(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """Concatenate several series lists into one."""
+    """Put several series lists together into one list.
+
+    Parameters:
+
+    - ``seriesLists``: any number of series lists (paths, wildcards, other functions'
+      results).
+
+    Nothing is computed and names are untouched; it lets one function take several unrelated
+    paths at once.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=sumSeries(group(servers.web*.requests,servers.api*.requests))
+    """
     return [series for seriesList in seriesLists for series in seriesList]
 
 
 @render_function('powSeries', COMBINE, [P('seriesList', 'seriesList', required=True,
                                           multiple=True)], aggregator=True)
 def powSeries(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """First series raised to the power of the second, then the third... point by point."""
+    """Raise the first series to the power of the second, the result to the third, and so on,
+    point by point.
+
+    Parameters:
+
+    - ``seriesList``: two or more series (one or more lists), in the order used.
+
+    The series are brought to a common step and range first. A point is None where any
+    series is None or where the power is not a real number (a negative base with a
+    fractional exponent, an overflow). Named ``powSeries(names)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=powSeries(physics.base,physics.exponent)
+    """
     try:
         series_list, start, end, step = normalize(seriesLists)
     except NormalizeEmptyResultError:

@@ -10,7 +10,7 @@ from webapp.functions.common import (
     evaluate, get_agg_func, key_func, percentile, rename, safe_avg, safe_len, safe_max,
     xff_values,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries, materialize_all
@@ -38,7 +38,25 @@ OPERATORS: dict[str, Callable[[Any, float], bool]] = {
     P('threshold', 'float', required=True)])
 def filterSeries(requestContext: dict, seriesList: list, func: str, operator: str,
                  threshold: float) -> list[TimeSeries]:
-    """Keep series whose ``func`` aggregate compares true against ``threshold``."""
+    """Keep the series whose aggregate compares true against a threshold.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``func``: the aggregate computed over each series' known values: ``average``, ``max``,
+      ``min``, ``sum``, ``last``, ``median``...
+    - ``operator``: one of ``=``, ``!=``, ``>``, ``>=``, ``<``, ``<=``.
+    - ``threshold``: the number the aggregate is compared with.
+
+    A series without any value has no aggregate: it is kept by ``!=``, ``<`` and ``<=`` and
+    dropped by the others. Kept series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=filterSeries(servers.*.cpu.user,"max",">",80)
+    """
     agg = get_agg_func(func)
     if operator not in OPERATORS:
         raise InputParameterError('Unsupported operator: %s' % operator)
@@ -54,21 +72,174 @@ def _filter(name: str, func: str, operator: str, doc: str) -> None:
     render_function(name, FILTER, N_FLOAT)(impl)
 
 
-_filter('maximumAbove', 'max', '>', 'Series whose maximum is above n.')
-_filter('minimumAbove', 'min', '>', 'Series whose minimum is above n.')
-_filter('maximumBelow', 'max', '<=', 'Series whose maximum is at or below n.')
-_filter('minimumBelow', 'min', '<=', 'Series whose minimum is at or below n.')
-_filter('currentAbove', 'last', '>', 'Series whose last non-null value is above n.')
-_filter('currentBelow', 'last', '<=', 'Series whose last non-null value is at or below n.')
-_filter('averageAbove', 'average', '>', 'Series whose average is above n.')
-_filter('averageBelow', 'average', '<=', 'Series whose average is at or below n.')
+_filter('maximumAbove', 'max', '>',
+    """Keep the series whose highest value is above n.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"max",">",n)``: the maximum is taken over each series'
+    known values (None values left out); a series without any value is dropped. Kept series
+    are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=maximumAbove(servers.*.cpu.user,90)
+    """)
+_filter('minimumAbove', 'min', '>',
+    """Keep the series whose lowest value is above n.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"min",">",n)``: the minimum is taken over each series'
+    known values (None values left out); a series without any value is dropped. Kept series
+    are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=minimumAbove(servers.*.disk.free,1000000)
+    """)
+_filter('maximumBelow', 'max', '<=',
+    """Keep the series whose highest value is n or less.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"max","<=",n)``: the maximum is taken over each
+    series' known values (None values left out); a series without any value is kept. Kept
+    series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=maximumBelow(servers.*.errors,0)
+    """)
+_filter('minimumBelow', 'min', '<=',
+    """Keep the series whose lowest value is n or less.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"min","<=",n)``: the minimum is taken over each
+    series' known values (None values left out); a series without any value is kept. Kept
+    series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=minimumBelow(servers.*.disk.free,1000)
+    """)
+_filter('currentAbove', 'last', '>',
+    """Keep the series whose last value is above n.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"last",">",n)``: the last non-null value is taken over
+    each series' known values (None values left out); a series without any value is dropped.
+    Kept series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=currentAbove(servers.*.queue.size,100)
+    """)
+_filter('currentBelow', 'last', '<=',
+    """Keep the series whose last value is n or less.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"last","<=",n)``: the last non-null value is taken
+    over each series' known values (None values left out); a series without any value is
+    kept. Kept series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=currentBelow(servers.*.free_workers,2)
+    """)
+_filter('averageAbove', 'average', '>',
+    """Keep the series whose average is above n.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"average",">",n)``: the average is taken over each
+    series' known values (None values left out); a series without any value is dropped. Kept
+    series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=averageAbove(servers.*.cpu.user,50)
+    """)
+_filter('averageBelow', 'average', '<=',
+    """Keep the series whose average is n or less.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: the threshold.
+
+    This is ``filterSeries(seriesList,"average","<=",n)``: the average is taken over each
+    series' known values (None values left out); a series without any value is kept. Kept
+    series are returned unchanged, in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=averageBelow(servers.*.requests,10)
+    """)
 
 
 @render_function('highest', FILTER, [SL, P('n', 'integer', required=True),
                                      P('func', 'aggFunc', default='average')])
 def highest(requestContext: dict, seriesList: list, n: int = 1,
             func: str = 'average') -> list[TimeSeries]:
-    """The n series with the highest ``func`` aggregate."""
+    """The n series that rank highest by an aggregate of their values.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+    - ``func``: the aggregate to rank by: ``average`` (default), ``max``, ``min``, ``sum``,
+      ``current`` / ``last``, ``median``...
+
+    The aggregate skips None values; a series without values ranks below every number. The
+    series come back highest first, unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=highest(servers.*.cpu.user,5,"max")
+    """
     if func != 'max' or not packed_rows.sort_by_max(seriesList):
         materialize_all(seriesList)
         seriesList.sort(key=key_func(get_agg_func(func)), reverse=True)
@@ -79,7 +250,24 @@ def highest(requestContext: dict, seriesList: list, n: int = 1,
                                     P('func', 'aggFunc', default='average')])
 def lowest(requestContext: dict, seriesList: list, n: int = 1,
            func: str = 'average') -> list[TimeSeries]:
-    """The n series with the lowest ``func`` aggregate (all-null series rank lowest)."""
+    """The n series that rank lowest by an aggregate of their values.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+    - ``func``: the aggregate to rank by: ``average`` (default), ``max``, ``min``, ``sum``,
+      ``current`` / ``last``, ``median``...
+
+    The aggregate skips None values; a series without values ranks below every number, so it
+    comes first. The series come back lowest first, unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=lowest(servers.*.disk.free,3,"current")
+    """
     seriesList.sort(key=key_func(get_agg_func(func)))
     return seriesList[:int(n)]
 
@@ -90,29 +278,138 @@ def _ranked(name: str, base: Callable, func: str, doc: str) -> None:
     impl.__name__ = name
     impl.__doc__ = doc
     # highest(..., 'max') ranks packed rows itself (webapp.render.evaluator)
-    impl.packed_input = base is highest and func == 'max'  # type: ignore[attr-defined]
-    render_function(name, FILTER, N_INT)(impl)
+    traits = Traits(packed_input=base is highest and func == 'max')
+    render_function(name, FILTER, N_INT, traits=traits)(impl)
 
 
-_ranked('highestCurrent', highest, 'current', 'The n series with the highest last value.')
-_ranked('highestMax', highest, 'max', 'The n series with the highest maximum.')
-_ranked('highestAverage', highest, 'average', 'The n series with the highest average.')
-_ranked('lowestCurrent', lowest, 'current', 'The n series with the lowest last value.')
-_ranked('lowestAverage', lowest, 'average', 'The n series with the lowest average.')
+_ranked('highestCurrent', highest, 'current',
+    """The n series with the highest last value.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+
+    This is ``highest(seriesList,n,"current")``: the last non-null value skips None values,
+    and a series without values ranks below every number. The series come back highest
+    first, unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=highestCurrent(servers.*.queue.size,5)
+    """)
+_ranked('highestMax', highest, 'max',
+    """The n series with the highest peak.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+
+    This is ``highest(seriesList,n,"max")``: the maximum skips None values, and a series
+    without values ranks below every number. The series come back highest first, unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=highestMax(servers.*.response_time,3)
+    """)
+_ranked('highestAverage', highest, 'average',
+    """The n series with the highest average.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+
+    This is ``highest(seriesList,n,"average")``: the average skips None values, and a series
+    without values ranks below every number. The series come back highest first, unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=highestAverage(servers.*.cpu.user,5)
+    """)
+_ranked('lowestCurrent', lowest, 'current',
+    """The n series with the lowest last value.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+
+    This is ``lowest(seriesList,n,"current")``: the last non-null value skips None values,
+    and a series without values ranks below every number. The series come back lowest first,
+    unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=lowestCurrent(servers.*.disk.free,3)
+    """)
+_ranked('lowestAverage', lowest, 'average',
+    """The n series with the lowest average.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many series to keep.
+
+    This is ``lowest(seriesList,n,"average")``: the average skips None values, and a series
+    without values ranks below every number. The series come back lowest first, unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=lowestAverage(servers.*.requests,5)
+    """)
 
 
-@render_function('limit', FILTER, N_INT)
+@render_function('limit', FILTER, N_INT, traits=Traits(keeps_values=True))
 def limit(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
-    """The first n series."""
+    """Only the first n series of the list.
+
+    Parameters:
+
+    - ``seriesList``: the series, in the order they come (sort them first to choose).
+    - ``n``: how many to keep.
+
+    Series and values are unchanged; a list shorter than n is returned whole.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=limit(sortByMaxima(servers.*.cpu.user),10)
+    """
     return seriesList[0:n]
-
-
-limit.keeps_values = True  # type: ignore[attr-defined]  # (webapp.render.evaluator)
 
 
 @render_function('mostDeviant', FILTER, N_INT)
 def mostDeviant(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
-    """The n series with the largest variance."""
+    """The n series whose values vary the most.
+
+    Parameters:
+
+    - ``seriesList``: the series to rank.
+    - ``n``: how many to keep.
+
+    Each series' variance is computed over its known values around its own mean (None values
+    left out); series without values are dropped. The series come back most variable first,
+    unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=mostDeviant(servers.*.response_time,5)
+    """
     ranked = []
     for series in seriesList:
         mean = safe_avg(series)
@@ -127,7 +424,23 @@ def mostDeviant(requestContext: dict, seriesList: list, n: int) -> list[TimeSeri
 @render_function('averageOutsidePercentile', FILTER, N_FLOAT)
 def averageOutsidePercentile(requestContext: dict, seriesList: list,
                              n: float) -> list[TimeSeries]:
-    """Series whose average lies outside the n-th / (100-n)-th percentile of all averages."""
+    """Keep the series whose average is an outlier among the averages of all series.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: a percentile; a series is kept when its average is at or below the (100-n)-th
+      percentile of all averages or at or above the n-th (n and 100-n give the same band).
+
+    Averages skip None values; a series without values is dropped. Kept series are returned
+    unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=averageOutsidePercentile(servers.*.response_time,95)
+    """
     averages = [safe_avg(s) for s in seriesList]
     if n < 50:
         n = 100 - n
@@ -140,7 +453,23 @@ def averageOutsidePercentile(requestContext: dict, seriesList: list,
 @render_function('removeBetweenPercentile', FILTER, N_FLOAT)
 def removeBetweenPercentile(requestContext: dict, seriesList: list,
                             n: float) -> list[TimeSeries]:
-    """Drop series that stay strictly inside the per-point percentile band everywhere."""
+    """Keep the series that leave the band of the other series at least once.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``n``: a percentile; at each point the band runs from the (100-n)-th to the n-th
+      percentile of the series' values there (n and 100-n give the same band).
+
+    A series is kept when at least one of its known values lies on or outside the band at
+    its point; None values never count. Kept series are returned unchanged.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=removeBetweenPercentile(servers.*.response_time,95)
+    """
     if n < 50:
         n = 100 - n
     columns = list(zip(*seriesList, strict=False))
@@ -158,7 +487,23 @@ def removeBetweenPercentile(requestContext: dict, seriesList: list,
 @render_function('removeEmptySeries', FILTER, [SL, P('xFilesFactor', 'float')])
 def removeEmptySeries(requestContext: dict, seriesList: list,
                       xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
-    """Drop series with no values (or fewer than xFilesFactor known)."""
+    """Drop the series that have no values in the requested range.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``xFilesFactor``: optional share (0 to 1) of known values a series needs to be kept;
+      by default one known value is enough.
+
+    Kept series are returned unchanged. Useful before functions that would draw or count
+    empty series.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=removeEmptySeries(servers.*.errors,0.5)
+    """
     ratio = xFilesFactor if xFilesFactor is not None else 0
     return [s for s in seriesList if xff_values(s, ratio)]
 
@@ -166,7 +511,21 @@ def removeEmptySeries(requestContext: dict, seriesList: list,
 @render_function('unique', FILTER, [P('seriesLists', 'seriesList', required=True,
                                       multiple=True)])
 def unique(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
-    """Series with distinct names (first one wins)."""
+    """Drop the series whose name appeared earlier in the list.
+
+    Parameters:
+
+    - ``seriesLists``: one or more series lists; the first series of each name is kept.
+
+    Series are compared by their displayed name only; the kept ones are returned unchanged,
+    in their order.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=unique(servers.web01.*,servers.*.cpu)
+    """
     seen, result = set(), []
     for seriesList in seriesLists:
         for series in seriesList:
@@ -178,14 +537,42 @@ def unique(requestContext: dict, *seriesLists: Any) -> list[TimeSeries]:
 
 @render_function('exclude', FILTER, [SL, P('pattern', 'string', required=True)])
 def exclude(requestContext: dict, seriesList: list, pattern: str) -> list[TimeSeries]:
-    """Drop series whose name matches the regular expression."""
+    """Drop the series whose name matches a regular expression.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``pattern``: a Python regular expression, looked for anywhere in each name.
+
+    The others are returned unchanged. ``grep`` keeps the matches instead.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=exclude(servers.*.disk.*.free,"loop[0-9]+")
+    """
     regex = re.compile(pattern)
     return [s for s in seriesList if not regex.search(s.name)]
 
 
 @render_function('grep', FILTER, [SL, P('pattern', 'string', required=True)])
 def grep(requestContext: dict, seriesList: list, pattern: str) -> list[TimeSeries]:
-    """Keep series whose name matches the regular expression."""
+    """Keep only the series whose name matches a regular expression.
+
+    Parameters:
+
+    - ``seriesList``: the series to filter.
+    - ``pattern``: a Python regular expression, looked for anywhere in each name.
+
+    The matches are returned unchanged. ``exclude`` drops them instead.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=grep(servers.*.disk.*.free,"sd[a-z]$")
+    """
     regex = re.compile(pattern)
     return [s for s in seriesList if regex.search(s.name)]
 
@@ -195,7 +582,24 @@ def grep(requestContext: dict, seriesList: list, pattern: str) -> list[TimeSerie
     P('replace', 'string', required=True)])
 def useSeriesAbove(requestContext: dict, seriesList: list, value: float, search: str,
                    replace: str) -> list[TimeSeries]:
-    """For series peaking above ``value``, fetch the series named by a regex substitution."""
+    """For each series that peaks above a value, fetch a related series instead.
+
+    Parameters:
+
+    - ``seriesList``: the series whose peaks are checked.
+    - ``value``: the threshold their maximum (None values left out) must exceed.
+    - ``search``: a regular expression looked for in the name of each series above it.
+    - ``replace``: its replacement: the result is the path of the series to fetch.
+
+    The derived paths are fetched together; the series found (with values) are the answer.
+    No series above the value gives an empty answer.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=useSeriesAbove(servers.*.requests,1000,"requests","response_time")
+    """
     names = [re.sub(search, replace, s.name) for s in seriesList
              if (safe_max(s) is not None and safe_max(s) > value)]
     if not names:
@@ -219,7 +623,23 @@ def _percentile_of(series: TimeSeries, n: float) -> Any:
 @render_function('removeAbovePercentile', FILTER_DATA, N_FLOAT)
 def removeAbovePercentile(requestContext: dict, seriesList: list,
                           n: float) -> list[TimeSeries]:
-    """Set points above the series' n-th percentile to None."""
+    """Blank out the values above a percentile of each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to clean.
+    - ``n``: the percentile (0 to 100) of each series' own known values above which values
+      become None.
+
+    Outliers at the top disappear, the other values (and None values) stay. A series without
+    values is left as it is. Named ``removeAbovePercentile(name, n)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=removeAbovePercentile(servers.web01.response_time,99)
+    """
     for series in seriesList:
         rename(series, 'removeAbovePercentile(%s, %g)' % (series.name, n))
         cut = _percentile_of(series, n)
@@ -232,7 +652,23 @@ def removeAbovePercentile(requestContext: dict, seriesList: list,
 @render_function('removeBelowPercentile', FILTER_DATA, N_FLOAT)
 def removeBelowPercentile(requestContext: dict, seriesList: list,
                           n: float) -> list[TimeSeries]:
-    """Set points below the series' n-th percentile to None."""
+    """Blank out the values below a percentile of each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to clean.
+    - ``n``: the percentile (0 to 100) of each series' own known values below which values
+      become None.
+
+    Outliers at the bottom disappear, the other values (and None values) stay. A series
+    without values is left as it is. Named ``removeBelowPercentile(name, n)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=removeBelowPercentile(servers.web01.response_time,1)
+    """
     for series in seriesList:
         rename(series, 'removeBelowPercentile(%s, %g)' % (series.name, n))
         cut = _percentile_of(series, n)
@@ -244,7 +680,21 @@ def removeBelowPercentile(requestContext: dict, seriesList: list,
 
 @render_function('removeAboveValue', FILTER_DATA, N_FLOAT)
 def removeAboveValue(requestContext: dict, seriesList: list, n: float) -> list[TimeSeries]:
-    """Set points above n to None."""
+    """Blank out the values above a fixed number.
+
+    Parameters:
+
+    - ``seriesList``: the series to clean.
+    - ``n``: values above it become None; values equal to it stay.
+
+    None values stay None. Named ``removeAboveValue(name, n)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=removeAboveValue(servers.*.temperature,150)
+    """
     for series in seriesList:
         rename(series, 'removeAboveValue(%s, %g)' % (series.name, n))
         series[:] = [None if v is not None and v > n else v for v in list.__iter__(series)]
@@ -253,7 +703,21 @@ def removeAboveValue(requestContext: dict, seriesList: list, n: float) -> list[T
 
 @render_function('removeBelowValue', FILTER_DATA, N_FLOAT)
 def removeBelowValue(requestContext: dict, seriesList: list, n: float) -> list[TimeSeries]:
-    """Set points below n to None."""
+    """Blank out the values below a fixed number.
+
+    Parameters:
+
+    - ``seriesList``: the series to clean.
+    - ``n``: values below it become None; values equal to it stay.
+
+    None values stay None. Named ``removeBelowValue(name, n)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=removeBelowValue(servers.*.requests,0)
+    """
     for series in seriesList:
         rename(series, 'removeBelowValue(%s, %g)' % (series.name, n))
         series[:] = [None if v is None or v < n else v for v in list.__iter__(series)]

@@ -12,7 +12,7 @@ from webapp.functions.common import (
     agg_key, evaluate, format_path_expressions, lcm, normalize, rows, safe_div, safe_mul,
     safe_sum,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import PackedSeries, TimeSeries, parse_tags, materialize_all
@@ -36,7 +36,25 @@ def _divide(requestContext: dict, dividend: TimeSeries, divisor: TimeSeries) -> 
                                            P('divisorSeries', 'seriesList', required=True)])
 def divideSeries(requestContext: dict, dividendSeriesList: list,
                  divisorSeries: list) -> list[TimeSeries]:
-    """Divide every series by a single divisor series (None where the divisor is 0/None)."""
+    """Divide each series by one divisor series, point by point.
+
+    Parameters:
+
+    - ``dividendSeriesList``: the series to divide.
+    - ``divisorSeries``: exactly one series (more is a 400); every dividend is divided by
+      it.
+
+    The two are brought to a common step and range first. A point is None where either value
+    is None or the divisor is 0. When the divisor matches nothing, each dividend becomes all
+    None and is named ``divideSeries(name,MISSING)``. Named
+    ``divideSeries(dividend,divisor)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=divideSeries(app.errors,app.requests)
+    """
     if len(divisorSeries) == 0:
         for series in dividendSeriesList:
             series.name = 'divideSeries(%s,MISSING)' % series.name
@@ -54,7 +72,24 @@ def divideSeries(requestContext: dict, dividendSeriesList: list,
     P('divisorSeriesList', 'seriesList', required=True)])
 def divideSeriesLists(requestContext: dict, dividendSeriesList: list,
                       divisorSeriesList: list) -> list[TimeSeries]:
-    """Divide the i-th dividend series by the i-th divisor series."""
+    """Divide the series of one list by those of another, pair by pair.
+
+    Parameters:
+
+    - ``dividendSeriesList``: the series to divide.
+    - ``divisorSeriesList``: as many series (otherwise a 400); the first divides the
+      first...
+
+    Pairs are matched by position, so both lists should be sorted the same way. A point is
+    None where either value is None or the divisor is 0. Named
+    ``divideSeries(dividend,divisor)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=divideSeriesLists(servers.*.errors,servers.*.requests)
+    """
     if len(dividendSeriesList) != len(divisorSeriesList):
         raise InputParameterError(
             'dividendSeriesList and divisorSeriesList argument must have equal length')
@@ -132,10 +167,33 @@ def _as_percent_nodes(requestContext: dict, seriesList: list, total: Any,
 
 @render_function('asPercent', COMBINE, [SL, P('total', 'any'),
                                         P('nodes', 'nodeOrTag', multiple=True)],
-                 aliases=('pct',), aggregator=True)
+                 aliases=('pct',), aggregator=True, traits=Traits(packed_input=True))
 def asPercent(requestContext: dict, seriesList: list, total: Any = None,
               *nodes: Any) -> list[TimeSeries]:
-    """Each series as a percentage of a total (sum of all, a number, or matching series)."""
+    """Each series as a percentage of a total.
+
+    Parameters:
+
+    - ``seriesList``: the series to express as parts.
+    - ``total``: optional; without it, the point-by-point sum of ``seriesList``; a number is
+      a fixed total; one series is a total for all; a list as long as ``seriesList`` is
+      paired with it by sorted names.
+    - ``nodes``: optional node positions (or tag names): series and totals are grouped by
+      them and each series is taken as a percentage of its own group's (summed) total; a
+      group without a total or without series gives an all-None series named with
+      ``MISSING``.
+
+    A point is None where the value or the total is None, or the total is 0. Named
+    ``asPercent(name,total)``. ``pct`` is a short name for the same function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=asPercent(servers.web01.cpu.*)
+      &target=asPercent(servers.*.disk.used,servers.*.disk.total,1)
+      &target=pct(app.errors,app.requests)
+    """
     if not seriesList:
         return []
     normalize([seriesList])
@@ -221,7 +279,27 @@ def _array_percents(seriesList: list, total: Any) -> Optional[Block]:
     P('nodes', 'nodeOrTag', multiple=True)])
 def weightedAverage(requestContext: dict, seriesListAvg: list, seriesListWeight: list,
                     *nodes: Any) -> list[TimeSeries]:
-    """Average of the first list weighted by the matching (by nodes) series of the second."""
+    """The average of one list weighted by the values of another, point by point.
+
+    Parameters:
+
+    - ``seriesListAvg``: the series to average.
+    - ``seriesListWeight``: the weights, as many series as ``seriesListAvg`` (otherwise a
+      400).
+    - ``nodes``: node positions (or tag names) that pair each value series with its weight
+      series: the two must agree on them.
+
+    At each point the result is the sum of value x weight over the pairs where both are
+    known, divided by the sum of the known weights; series without a partner are left out of
+    the products; a point where the weights add up to 0 (or none is known) is None. Named
+    ``weightedAverage(values, weights, nodes)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=weightedAverage(servers.*.response_time,servers.*.requests,1)
+    """
     if len(seriesListAvg) != len(seriesListWeight):
         raise InputParameterError(
             'weightedAverage must receive the same number of series for seriesListAvg and '
@@ -260,25 +338,62 @@ def _apply_callback(requestContext: dict, callback: str, members: list) -> TimeS
 
 
 @render_function('groupByNode', COMBINE, [SL, P('nodeNum', 'nodeOrTag', required=True),
-                                          P('callback', 'aggOrSeriesFunc', default='average')])
+                                          P('callback', 'aggOrSeriesFunc', default='average')],
+                 traits=Traits(fused_group=('callback', 'nodeNum')))
 def groupByNode(requestContext: dict, seriesList: list, nodeNum: Any,
                 callback: str = 'average') -> list[TimeSeries]:
-    """Group series by one node (or tag) and aggregate each group; named by that node."""
+    """Group the series by one node of their path (or one tag) and combine each group.
+
+    Parameters:
+
+    - ``seriesList``: the series to group.
+    - ``nodeNum``: the node position (0 is the first, -1 the last) or tag name the groups
+      are made by.
+    - ``callback``: how each group is combined: an aggregation (``average`` by default,
+      ``sum``, ``max``, ``min``, ``median``, ``count``...) or the name of a function taking
+      a series list, like ``sumSeries``.
+
+    Each group becomes one series, named after the node's value; the aggregation leaves None
+    values out of each point, as ``aggregate`` does.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=groupByNode(dc.*.servers.*.cpu.user,1,"sum")
+
+    gives one series per data centre (``ams``, ``fra``...), each the sum of its servers.
+    """
     return groupByNodes(requestContext, seriesList, callback, nodeNum)
 
 
-# its first argument may come as packed rows (webapp.functions.packed_rows)
-asPercent.packed_input = True  # type: ignore[attr-defined]
-
-# the evaluator may compute these over packed whisper rows (webapp.render.fused)
-groupByNode.fused_group = ('callback', 'nodeNum')  # type: ignore[attr-defined]
-
-
 @render_function('groupByNodes', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
-                                           P('nodes', 'nodeOrTag', multiple=True)])
+                                           P('nodes', 'nodeOrTag', multiple=True)],
+                 traits=Traits(fused_group=('callback', 'nodes')))
 def groupByNodes(requestContext: dict, seriesList: list, callback: str,
                  *nodes: Any) -> list[TimeSeries]:
-    """Group series by several nodes/tags and aggregate each group; named ``n1.n2...``."""
+    """Group the series by several nodes of their path (or tags) and combine each group.
+
+    Parameters:
+
+    - ``seriesList``: the series to group.
+    - ``callback``: how each group is combined: an aggregation (``sum``, ``average``,
+      ``max``, ``min``, ``median``...) or the name of a function taking a series list.
+    - ``nodes``: the node positions (0 is the first, -1 the last) or tag names whose values
+      together make a group.
+
+    Each group becomes one series named after those values joined with dots; the aggregation
+    leaves None values out of each point.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=groupByNodes(dc.*.servers.*.disk.*.used,"sum",1,5)
+
+    gives ``ams.sda``, ``ams.sdb``, ``fra.sda``...: per data centre and disk, the sum over
+    servers.
+    """
     results = []
     for key, members in _group_by(seriesList, nodes).items():
         result = _apply_callback(requestContext, callback, members)
@@ -287,14 +402,29 @@ def groupByNodes(requestContext: dict, seriesList: list, callback: str,
     return results
 
 
-groupByNodes.fused_group = ('callback', 'nodes')  # type: ignore[attr-defined]
-
-
 @render_function('groupByTags', COMBINE, [SL, P('callback', 'aggOrSeriesFunc', required=True),
                                           P('tags', 'tag', required=True, multiple=True)])
 def groupByTags(requestContext: dict, seriesList: list, callback: str,
                 *tags: str) -> list[TimeSeries]:
-    """Group series by tag values and aggregate each group; named ``name;tag=value...``."""
+    """Group tagged series by the values of some tags and combine each group.
+
+    Parameters:
+
+    - ``seriesList``: the series to group, usually from ``seriesByTag``.
+    - ``callback``: how each group is combined: an aggregation (``sum``, ``average``,
+      ``max``...) or the name of a function taking a series list.
+    - ``tags``: one or more tag names; series with the same values for them form a group.
+
+    Each group becomes a tagged series named ``name;tag1=value1;tag2=value2``; its ``name``
+    is the series' common name when they share one (or when ``name`` is among the tags),
+    otherwise the callback's name. None values are left out of each point.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=groupByTags(seriesByTag("name=cpu.user"),"average","dc")
+    """
     if not tags:
         raise InputParameterError('groupByTags(): no tags specified')
     if 'name' not in tags:
@@ -321,7 +451,25 @@ def groupByTags(requestContext: dict, seriesList: list, callback: str,
 @render_function('mapSeries', COMBINE, [SL, P('mapNodes', 'nodeOrTag', required=True,
                                                 multiple=True)], aliases=('map',))
 def mapSeries(requestContext: dict, seriesList: list, *mapNodes: Any) -> list[list]:
-    """Split a series list into lists of series sharing the given nodes (for reduceSeries)."""
+    """Split a series list into several lists, one per value of some nodes.
+
+    Parameters:
+
+    - ``seriesList``: the series to split.
+    - ``mapNodes``: node positions (or tag names); series sharing their values end up in the
+      same list.
+
+    The result is a list of lists, which only ``reduceSeries`` takes: together they apply a
+    function to each group, e.g. to divide one metric of a host by another metric of the
+    same host. ``map`` is a short name for the same function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=reduceSeries(mapSeries(servers.*.disk.{used,total},1),"asPercent",3,"used","total")
+      &target=reduce(map(servers.*.disk.{used,total},1),"asPercent",3,"used","total")
+    """
     return list(_group_by(seriesList, mapNodes).values())
 
 
@@ -331,9 +479,30 @@ def mapSeries(requestContext: dict, seriesList: list, *mapNodes: Any) -> list[li
     P('reduceMatchers', 'string', required=True, multiple=True)], aliases=('reduce',))
 def reduceSeries(requestContext: dict, seriesLists: list, reduceFunction: str,
                  reduceNode: int, *reduceMatchers: str) -> list[TimeSeries]:
-    """Apply a two-or-more-argument function to series picked by node ``reduceNode``.
+    """Apply a function to matching series within each group made by ``mapSeries``.
 
-    Results are named ``<prefix>.reduce.<reduceFunction>``.
+    Parameters:
+
+    - ``seriesLists``: the groups, as ``mapSeries`` returns them.
+    - ``reduceFunction``: the name of a function taking that many series in order
+      (``asPercent``, ``divideSeries``, ``diffSeries``...).
+    - ``reduceNode``: the node position whose value tells the series of a group apart.
+    - ``reduceMatchers``: the values of that node, in the order the function wants its
+      arguments.
+
+    In each group, the series whose node ``reduceNode`` equals each matcher are passed to
+    the function in the matchers' order, so every group needs one series per matcher. Each
+    result is named
+    ``<group>.reduce.<reduceFunction>``. ``reduce`` is a short name for the same function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=reduceSeries(mapSeries(servers.*.disk.{used,total},1),"asPercent",3,"used","total")
+      &target=reduce(map(servers.*.disk.{used,total},1),"asPercent",3,"used","total")
+
+    gives ``servers.web01.disk.reduce.asPercent``... one per host.
     """
     slots: dict[str, list] = {}
     for seriesList in seriesLists:
@@ -358,7 +527,25 @@ def reduceSeries(requestContext: dict, seriesLists: list, reduceFunction: str,
                                           P('newName', 'string')])
 def applyByNode(requestContext: dict, seriesList: list, nodeNum: int, templateFunction: str,
                 newName: Optional[str] = None) -> list[TimeSeries]:
-    """Evaluate ``templateFunction`` with ``%`` replaced by each distinct node prefix."""
+    """Run a template query once for each distinct path prefix of the series.
+
+    Parameters:
+
+    - ``seriesList``: the series whose prefixes are taken.
+    - ``nodeNum``: the last node (0 is the first) of each prefix: the prefix is the path up
+      to and including it.
+    - ``templateFunction``: a target in quotes in which every ``%`` is replaced by the
+      prefix; it is evaluated once per prefix.
+    - ``newName``: optional name of the results, ``%`` again replaced by the prefix.
+
+    Prefixes are taken in sorted order; the results are whatever each template returns.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=applyByNode(servers.*.disk.used,1,"asPercent(%.disk.used,%.disk.total)","%.disk_pct")
+    """
     prefixes = {'.'.join(s.name.split('.')[:nodeNum + 1]) for s in seriesList}
     if not seriesList:
         return []

@@ -84,7 +84,27 @@ def _bootstrapped(requestContext: dict, bootstrapInterval: str) -> tuple[int, li
 @render_function('holtWintersForecast', CALCULATE, [SL, BOOTSTRAP, SEASONALITY])
 def holtWintersForecast(requestContext: dict, seriesList: list, bootstrapInterval: str = '7d',
                         seasonality: str = '1d') -> list[TimeSeries]:
-    """Holt-Winters prediction of each series, trained on ``bootstrapInterval`` of history."""
+    """What each series was expected to be, according to a Holt-Winters model of its history.
+
+    Parameters:
+
+    - ``seriesList``: the series to model.
+    - ``bootstrapInterval``: how much history before ``from`` is fetched to train the model,
+      ``"7d"`` by default.
+    - ``seasonality``: the length of one season, ``"1d"`` by default (a daily pattern).
+
+    The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
+    being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. The forecast for each point uses only
+    the points before it. Named ``holtWintersForecast(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=app.requests&target=holtWintersForecast(app.requests,"14d","1d")
+    """
     preview, wider = _bootstrapped(requestContext, bootstrapInterval)
     results = []
     for series in wider:
@@ -101,7 +121,29 @@ def holtWintersForecast(requestContext: dict, seriesList: list, bootstrapInterva
 def holtWintersConfidenceBands(requestContext: dict, seriesList: list, delta: int = 3,
                                bootstrapInterval: str = '7d',
                                seasonality: str = '1d') -> list[TimeSeries]:
-    """Lower and upper bands: forecast -/+ delta times the predicted deviation."""
+    """Upper and lower bands around the Holt-Winters forecast of each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to model.
+    - ``delta``: the width of the bands in predicted deviations, 3 by default.
+    - ``bootstrapInterval``: how much history before ``from`` is fetched to train the model,
+      ``"7d"`` by default.
+    - ``seasonality``: the length of one season, ``"1d"`` by default (a daily pattern).
+
+    The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
+    being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. Each band is the forecast plus or minus
+    ``delta`` times the predicted deviation; values outside them are unusual. Named
+    ``holtWintersConfidenceUpper(name)`` and ``holtWintersConfidenceLower(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=app.requests&target=holtWintersConfidenceBands(app.requests,3)
+    """
     preview, wider = _bootstrapped(requestContext, bootstrapInterval)
     results = []
     for series in wider:
@@ -133,7 +175,29 @@ def holtWintersConfidenceBands(requestContext: dict, seriesList: list, delta: in
 def holtWintersAberration(requestContext: dict, seriesList: list, delta: int = 3,
                           bootstrapInterval: str = '7d',
                           seasonality: str = '1d') -> list[TimeSeries]:
-    """How far each point lies outside the confidence bands (0 inside them)."""
+    """How far each value lies outside its Holt-Winters confidence bands.
+
+    Parameters:
+
+    - ``seriesList``: the series to model.
+    - ``delta``: the width of the bands in predicted deviations, 3 by default.
+    - ``bootstrapInterval``: how much history before ``from`` is fetched to train the model,
+      ``"7d"`` by default.
+    - ``seasonality``: the length of one season, ``"1d"`` by default (a daily pattern).
+
+    The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
+    being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. Each point is the distance above the
+    upper band (positive) or below the lower band (negative), 0 inside them and for None
+    values. Named ``holtWintersAberration(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=holtWintersAberration(app.requests,2)
+    """
     bands = {s.name: s for s in holtWintersConfidenceBands(
         requestContext, seriesList, delta, bootstrapInterval, seasonality)}
     results = []
@@ -163,7 +227,29 @@ def holtWintersAberration(requestContext: dict, seriesList: list, delta: int = 3
 def holtWintersConfidenceArea(requestContext: dict, seriesList: list, delta: int = 3,
                               bootstrapInterval: str = '7d',
                               seasonality: str = '1d') -> list[TimeSeries]:
-    """The confidence bands drawn as a filled area between them."""
+    """The Holt-Winters confidence bands of each series, drawn as a filled area.
+
+    Parameters:
+
+    - ``seriesList``: the series to model.
+    - ``delta``: the width of the bands in predicted deviations, 3 by default.
+    - ``bootstrapInterval``: how much history before ``from`` is fetched to train the model,
+      ``"7d"`` by default.
+    - ``seasonality``: the length of one season, ``"1d"`` by default (a daily pattern).
+
+    The Holt-Winters model follows each series' level, trend and seasonal pattern (a season
+    being ``seasonality`` long), trained on ``bootstrapInterval`` of history fetched before
+    ``from``. The point after a None value has no forecast; the model
+    picks the level up again from the next known value. Same bands as
+    ``holtWintersConfidenceBands``, given to ``areaBetween`` so the graph fills the space
+    between them.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=app.requests&target=holtWintersConfidenceArea(app.requests)
+    """
     from webapp.functions.graph import areaBetween
     bands = holtWintersConfidenceBands(requestContext, seriesList, delta, bootstrapInterval,
                                        seasonality)

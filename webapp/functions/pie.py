@@ -14,17 +14,56 @@ SERIES = [P('series', 'series', required=True)]
 
 @render_function('average', 'Pie', SERIES, pie=True)
 def pieAverage(requestContext: dict, series: TimeSeries) -> Any:
-    """Mean of the non-null values."""
+    """For pie charts: each slice's size is the average of its series' values.
+
+    Parameters:
+
+    - ``series``: the series whose values are averaged (None values are left out).
+
+    Chosen with ``graphType=pie&pieMode=average`` (the default mode).
+
+    Example:
+
+    .. code-block:: none
+
+      &target=servers.*.requests&graphType=pie&pieMode=average
+    """
     return safe_div(safe_sum(series), safe_len(series))
 
 
 @render_function('maximum', 'Pie', SERIES, pie=True)
 def pieMaximum(requestContext: dict, series: TimeSeries) -> Any:
-    """Largest value."""
+    """For pie charts: each slice's size is the highest value of its series.
+
+    Parameters:
+
+    - ``series``: the series whose values are looked at (None values are left out).
+
+    Chosen with ``graphType=pie&pieMode=maximum``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=servers.*.requests&graphType=pie&pieMode=maximum
+    """
     return safe_max(series)
 
 
 @render_function('minimum', 'Pie', SERIES, pie=True)
 def pieMinimum(requestContext: dict, series: TimeSeries) -> Any:
-    """Smallest value."""
+    """For pie charts: each slice's size is the lowest value of its series.
+
+    Parameters:
+
+    - ``series``: the series whose values are looked at (None values are left out).
+
+    Chosen with ``graphType=pie&pieMode=minimum``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=servers.*.requests&graphType=pie&pieMode=minimum
+    """
     return safe_min(series)

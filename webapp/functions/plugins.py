@@ -14,27 +14,34 @@ from typing import Any, Callable
 
 from carbon.config.errors import ConfigError
 from carbon.plugins import Registry
-from webapp.functions.registry import PIE_FUNCTIONS, Param, RenderFunction
+from webapp.functions.registry import NO_TRAITS, PIE_FUNCTIONS, Param, RenderFunction
 from webapp.plugins import RENDER_FUNCTIONS
 
 
 class PluginFunction:
     """A plugin function without a parameter schema: called as given, not validated."""
 
-    def __init__(self, name: str, group: str, func: Callable) -> None:
+    def __init__(self, name: str, group: str, func: Callable[..., Any]) -> None:
         self.name = name
         self.group = group
         self.params: list[Param] = []
         self.func = func
         self.aggregator = False
+        self.traits = NO_TRAITS
 
-    def __call__(self, requestContext: dict, *args: Any, **kwargs: Any) -> Any:
+    def validate(self, args: list[Any], kwargs: dict[str, Any]
+                 ) -> tuple[list[Any], dict[str, Any]]:
+        """No schema: the arguments as given."""
+        return args, kwargs
+
+    def __call__(self, requestContext: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         return self.func(requestContext, *args, **kwargs)
 
 
 def _wrap(name: str, func: Any, module: str) -> Any:
     if not callable(func):
         raise ConfigError("%s.%s is not callable" % (module, name), key="FUNCTION_PLUGINS")
+    # graphite-web's plugin API: optional attributes of the plugin's function
     group = getattr(func, "group", None) or "Ungrouped"
     params = getattr(func, "params", None)
     if params and all(isinstance(p, Param) for p in params):
@@ -45,7 +52,7 @@ def _wrap(name: str, func: Any, module: str) -> Any:
 def _add(registry: Registry, name: str, entry: Any, module: str) -> None:
     if name in registry:
         current = registry.get(name)
-        if getattr(current, "func", None) is entry.func:
+        if current.func is entry.func:
             return  # the same plugin loaded again (a second app in this process)
         raise ConfigError("function %r of plugin %s is already defined" % (name, module),
                           key="FUNCTION_PLUGINS")
@@ -68,6 +75,7 @@ def load_function_plugins(modules: list[str], path: str | None = None) -> list[s
                               key="FUNCTION_PLUGINS") from None
         for attr, registry in (("SeriesFunctions", RENDER_FUNCTIONS),
                                ("PieFunctions", PIE_FUNCTIONS)):
+            # graphite-web's plugin API: a module exports either dict or both
             for name, func in dict(getattr(module, attr, None) or {}).items():
                 _add(registry, name, _wrap(name, func, module_name), module_name)
                 added.append(name)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, TypeVar
 
-from carbon.plugins import Registry
-from webapp.plugins import RENDER_FUNCTIONS
+from webapp.plugins import PIE_FUNCTIONS, RENDER_FUNCTIONS
 from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries
-
-PIE_FUNCTIONS = Registry("pie function", "carbon.pie_functions", ("webapp.functions",))
 
 AGG_FUNCS = ['average', 'avg_zero', 'median', 'sum', 'min', 'max', 'diff', 'stddev',
              'count', 'range', 'multiply', 'last']
@@ -172,16 +170,58 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class Traits:
+    """How the evaluator may run a render function, declared with it (as carbonapi's
+    FunctionDescription carries its traits); every one off by default."""
+
+    #: its first argument, a bare path, may come as packed rows (webapp.functions.packed_rows)
+    packed_input: bool = False
+    #: it never reads values (renames or picks series): on a bare path the JSON writer
+    #: may get its series still packed (webapp.render.evaluator)
+    keeps_values: bool = False
+    #: a moving window webapp.render.fused computes on packed rows: the arguments the
+    #: function fixes (movingAverage: {'func': 'average'}; movingWindow: none)
+    fused_window: Optional[Mapping[str, str]] = None
+    #: a grouping webapp.render.fused computes on packed rows: the names of its
+    #: callback and node parameters
+    fused_group: Optional[tuple[str, str]] = None
+    #: the aggregation (sum, average, max, min) webapp.render.fused computes on packed rows
+    fused_aggregate: Optional[str] = None
+
+
+NO_TRAITS = Traits()
+
+
+class Function(Protocol):
+    """What the evaluator and /functions use of a registered function (RenderFunction,
+    or a FUNCTION_PLUGINS function without a schema). Any: arguments and results are of
+    every render type (series lists, numbers, strings, nested calls' results)."""
+
+    name: str
+    group: str
+    params: list[Param]
+    aggregator: bool
+    traits: Traits
+
+    @property
+    def func(self) -> Callable[..., Any]: ...
+
+    def validate(self, args: list[Any], kwargs: dict[str, Any]
+                 ) -> tuple[list[Any], dict[str, Any]]: ...
+
+
 class RenderFunction:
     """A registered render function: ``fn.func(requestContext, *args, **kwargs)``."""
 
-    def __init__(self, name: str, group: str, params: list[Param], func: Callable,
-                 aggregator: bool = False) -> None:
+    def __init__(self, name: str, group: str, params: list[Param], func: Callable[..., Any],
+                 aggregator: bool = False, traits: Traits = NO_TRAITS) -> None:
         self.name = name
         self.group = group
         self.params = params
         self.func = func
         self.aggregator = aggregator
+        self.traits = traits
 
     def __call__(self, requestContext: dict, *args: Any, **kwargs: Any) -> Any:
         return self.func(requestContext, *args, **kwargs)
@@ -214,18 +254,22 @@ class RenderFunction:
 
 def aggregator_names() -> list[str]:
     """Names of registered functions usable as aggregation callbacks (groupByNode etc.)."""
-    return [name for name in RENDER_FUNCTIONS.names()
-            if getattr(RENDER_FUNCTIONS.get(name), 'aggregator', False)]
+    return [name for name in RENDER_FUNCTIONS.names() if RENDER_FUNCTIONS.get(name).aggregator]
+
+
+_F = TypeVar('_F', bound=Callable[..., Any])
 
 
 def render_function(name: str, group: str, params: list[Param], aliases: Iterable[str] = (),
-                    aggregator: bool = False, pie: bool = False) -> Callable[[Callable], Callable]:
-    """Decorator registering ``func`` under ``name`` (and ``aliases``) with its schema."""
+                    aggregator: bool = False, pie: bool = False,
+                    traits: Traits = NO_TRAITS) -> Callable[[_F], _F]:
+    """Decorator registering ``func`` under ``name`` (and ``aliases``) with its schema
+    and its ``traits``."""
     registry = PIE_FUNCTIONS if pie else RENDER_FUNCTIONS
 
-    def register(func: Callable) -> Callable:
+    def register(func: _F) -> _F:
         for each in (name, *aliases):
-            registry.add(each, RenderFunction(each, group, params, func, aggregator))
+            registry.add(each, RenderFunction(each, group, params, func, aggregator, traits))
         return func
     return register
 

@@ -21,7 +21,22 @@ CONSOLIDATIONS = ['sum', 'average', 'avg', 'avg_zero', 'min', 'max', 'first', 'l
 
 @render_function('constantLine', SPECIAL, [P('value', 'float', required=True)])
 def constantLine(requestContext: dict, value: Any) -> list[TimeSeries]:
-    """A horizontal line at ``value`` across the whole graph (3 points)."""
+    """A horizontal line at a fixed value across the whole graph.
+
+    Parameters:
+
+    - ``value``: the line's value.
+
+    The series has three points (start, middle, end of the range), all the same value, and
+    is named after the value. Useful as a threshold, or as a fallback for
+    ``fallbackSeries``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=constantLine(80)
+    """
     start = epoch(requestContext['startTime'])
     end = epoch(requestContext['endTime'])
     step = int((end - start) / 2.0)
@@ -35,7 +50,26 @@ def constantLine(requestContext: dict, value: Any) -> list[TimeSeries]:
                                                   options=CONSOLIDATIONS)])
 def consolidateBy(requestContext: dict, seriesList: list,
                   consolidationFunc: str) -> list[TimeSeries]:
-    """How to merge points when there are more than pixels / maxDataPoints (sum, max, ...)."""
+    """Choose how each series is thinned when it has more points than can be drawn or returned.
+
+    Parameters:
+
+    - ``seriesList``: the series concerned.
+    - ``consolidationFunc``: ``average`` (the default behaviour), ``avg``, ``avg_zero``
+      (None counts as 0), ``sum``, ``min``, ``max``, ``first`` or ``last``.
+
+    When a graph is narrower than the number of points, or a json request sets
+    ``maxDataPoints`` below it, neighbouring points are merged into one with this function.
+    ``max`` keeps short peaks visible, ``sum`` keeps totals of counts right. None values are
+    left out of each merge (except with ``avg_zero``). Values are not changed otherwise.
+    Named ``consolidateBy(name,"func")``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=consolidateBy(servers.web01.errors,"sum")&maxDataPoints=100
+    """
     for series in seriesList:
         series.consolidationFunc = consolidationFunc
         series.tags['consolidateBy'] = consolidationFunc
@@ -46,7 +80,22 @@ def consolidateBy(requestContext: dict, seriesList: list,
 
 @render_function('cumulative', SPECIAL, [SL])
 def cumulative(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Same as consolidateBy(seriesList, 'sum')."""
+    """Thin a series by adding points up when there are more points than can be drawn or
+    returned.
+
+    Parameters:
+
+    - ``seriesList``: the series concerned.
+
+    Same as ``consolidateBy(seriesList,"sum")``: merged points are summed instead of
+    averaged, so totals of counts stay right. Values are not changed otherwise.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=cumulative(app.requests)&maxDataPoints=100
+    """
     return consolidateBy(requestContext, seriesList, 'sum')
 
 
@@ -54,7 +103,25 @@ def cumulative(requestContext: dict, seriesList: list) -> list[TimeSeries]:
                  aliases=('xFilesFactor',))
 def setXFilesFactor(requestContext: dict, seriesList: list,
                     xFilesFactor: float) -> list[TimeSeries]:
-    """Minimum ratio of known points for consolidation and later aggregations."""
+    """Set how many known values a consolidated or aggregated point needs.
+
+    Parameters:
+
+    - ``seriesList``: the series concerned.
+    - ``xFilesFactor``: a share from 0 to 1: a merged point gets a value only when at least
+      that share of the points merged into it are known, otherwise it is None.
+
+    It applies to the consolidation for drawing or ``maxDataPoints`` and to the functions
+    after it that aggregate (``summarize``, ``aggregate``, ``sumSeries``...). Values are not
+    changed otherwise. ``xFilesFactor`` is a short name for the same function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=summarize(setXFilesFactor(app.requests,0.5),"1h","sum")
+      &target=xFilesFactor(app.requests,0.5)
+    """
     requestContext['xFilesFactor'] = xFilesFactor
     for series in seriesList:
         series.xFilesFactor = xFilesFactor
@@ -64,7 +131,21 @@ def setXFilesFactor(requestContext: dict, seriesList: list,
 
 @render_function('fallbackSeries', SPECIAL, [SL, P('fallback', 'seriesList', required=True)])
 def fallbackSeries(requestContext: dict, seriesList: list, fallback: list) -> list[TimeSeries]:
-    """``fallback`` when seriesList is empty, else seriesList."""
+    """Use other series when a query finds nothing.
+
+    Parameters:
+
+    - ``seriesList``: the series wanted.
+    - ``fallback``: the series returned instead when ``seriesList`` is empty.
+
+    A ``seriesList`` with at least one series, even without values, is returned as it is.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=fallbackSeries(servers.web01.requests,constantLine(0))
+    """
     return seriesList if len(seriesList) > 0 else fallback
 
 
@@ -72,7 +153,25 @@ def fallbackSeries(requestContext: dict, seriesList: list, fallback: list) -> li
                                      P('stop', 'node', default=0)])
 def substr(requestContext: dict, seriesList: list, start: int = 0,
            stop: int = 0) -> list[TimeSeries]:
-    """Rename to path nodes start..stop of the innermost metric in the name."""
+    """Rename each series to a slice of the nodes of its metric path.
+
+    Parameters:
+
+    - ``seriesList``: the series to rename.
+    - ``start``: the first node kept (0 is the first; negative counts from the end).
+    - ``stop``: the node the slice stops before; 0 (the default) keeps every node to the
+      end.
+
+    The path used is the metric inside any function calls of the name. Values are untouched.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=substr(servers.web01.cpu.user,1,3)
+
+    is named ``web01.cpu``.
+    """
     for series in seriesList:
         left = series.name.rfind('(') + 1
         right = series.name.find(')')
@@ -91,7 +190,25 @@ def substr(requestContext: dict, seriesList: list, start: int = 0,
                                          P('units', 'string')])
 def cactiStyle(requestContext: dict, seriesList: list, system: Optional[str] = None,
                units: Optional[str] = None) -> list[TimeSeries]:
-    """Append aligned 'Current: Max: Min:' values to each name, Cacti style."""
+    """Append current, highest and lowest values to each name, in aligned columns as Cacti
+    shows them.
+
+    Parameters:
+
+    - ``seriesList``: the series to label.
+    - ``system``: optional ``si`` (K, M, G...) or ``binary`` (Ki, Mi, Gi...) unit prefixes
+      for the numbers.
+    - ``units``: optional unit text written after each number (``b/s``, ``ms``).
+
+    Current is the last known value; the values skip None; a series without values shows
+    ``nan``. Names are padded so the columns line up in the legend.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=cactiStyle(servers.*.net.bytes_in,"si","B")
+    """
     if not seriesList:
         return seriesList
     if system:
@@ -128,7 +245,24 @@ def cactiStyle(requestContext: dict, seriesList: list, system: Optional[str] = N
                                                  P('step', 'integer', default=60)],
                  aliases=('randomWalk',))
 def randomWalkFunction(requestContext: dict, name: str, step: int = 60) -> list[TimeSeries]:
-    """A random walk starting at 0, moving by up to +/-0.5 each step (for testing)."""
+    """A made-up series that wanders at random, to try out graphs and functions.
+
+    Parameters:
+
+    - ``name``: the name given to the series.
+    - ``step``: seconds between points, 60 by default.
+
+    It starts at 0 and moves by a random amount between -0.5 and 0.5 at each point, so every
+    request draws a different line. ``randomWalkFunction`` is the long name of the same
+    function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=randomWalk("test.walk",10)
+      &target=randomWalkFunction("test.walk")
+    """
     start, end = requestContext['startTime'], requestContext['endTime']
     values, current, when = [], 0.0, start
     while when < end:
@@ -146,7 +280,24 @@ def _quote(expr: str) -> str:
 @render_function('seriesByTag', SPECIAL, [P('tagExpressions', 'string', required=True,
                                              multiple=True)])
 def seriesByTag(requestContext: dict, *tagExpressions: str) -> list[TimeSeries]:
-    """Series whose tags match all expressions, e.g. 'name=cpu', 'host=~web.*', 'dc!=x'."""
+    """Find tagged series by expressions on their tags.
+
+    Parameters:
+
+    - ``tagExpressions``: one or more quoted expressions, all of which must hold:
+      ``tag=value`` (equal), ``tag!=value``, ``tag=~regex`` (matches), ``tag!=~regex``;
+      ``name`` is the metric name's tag. At least one expression must require a non-empty
+      value (``dc!=x`` alone would match every series).
+
+    Series are found in the tag database the caches feed (TAGDB); each is fetched like a
+    path and named by its tagged name, ``cpu.user;dc=ams;host=web01``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=seriesByTag("name=cpu.user","dc=ams","host=~web.*")
+    """
     tagdb = requestContext.get('tagdb')
     if tagdb is None:
         return []
@@ -162,7 +313,23 @@ def seriesByTag(requestContext: dict, *tagExpressions: str) -> list[TimeSeries]:
 
 @render_function('events', SPECIAL, [P('tags', 'string', required=True, multiple=True)])
 def events(requestContext: dict, *tags: str) -> list[TimeSeries]:
-    """Count of tagged events per second ('*' for all); needs an events store in the app."""
+    """A series of the events recorded at /events, counted per second.
+
+    Parameters:
+
+    - ``tags``: one or more tags; an event counts when it has all of them; ``"*"`` counts
+      every event.
+
+    The series has one point a second over the requested range: the number of events at that
+    second, None where there were none. Drawn with ``drawAsInfinite`` it marks each event
+    with a vertical line.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=drawAsInfinite(events("deploy","production"))
+    """
     name = 'events("' + '", "'.join(tags) + '")'
     wanted = None if tags == ('*',) else list(tags)
     start = epoch(requestContext['startTime'])

@@ -11,7 +11,7 @@ from webapp.functions.common import (
     DAY, HOUR, MINUTE, epoch, evaluate_first_arg, get_agg_func, interval_seconds,
     parse_at_time, parse_interval, rename, xff,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.functions.registry import Param as P
 from webapp.render.attime import get_unit_string
 from webapp.render.series import TimeSeries, materialize_all
@@ -51,10 +51,33 @@ def summarize_values(series: TimeSeries, func: str, interval: int,
 
 @render_function('summarize', TRANSFORM, [
     SL, P('intervalString', 'interval', required=True, suggestions=INTERVAL_SUGGESTIONS),
-    P('func', 'aggFunc', default='sum'), P('alignToFrom', 'boolean', default=False)])
+    P('func', 'aggFunc', default='sum'), P('alignToFrom', 'boolean', default=False)],
+                 traits=Traits(packed_input=True))
 def summarize(requestContext: dict, seriesList: list, intervalString: str, func: str = 'sum',
               alignToFrom: bool = False) -> list[TimeSeries]:
-    """Aggregate points into fixed buckets (aligned to the interval, or to ``from``)."""
+    """Add up (or otherwise combine) the points of each series into buckets of a fixed length.
+
+    Parameters:
+
+    - ``seriesList``: the series to summarise.
+    - ``intervalString``: the bucket length: ``"1h"``, ``"1d"``, ``"15min"``...
+    - ``func``: how the points of a bucket are combined: ``sum`` (default), ``average``,
+      ``max``, ``min``, ``last``, ``median``, ``count``...
+    - ``alignToFrom``: false (default): buckets start at multiples of the interval since the
+      epoch (an hourly bucket starts on the hour), so the first and last may be partial;
+      true: the first bucket starts at the request's ``from``.
+
+    None values are left out of each bucket; a bucket without values (or with fewer known
+    values than the series' xFilesFactor asks) is None. ``sum`` of a per-minute counter
+    gives counts per bucket. Named ``summarize(name, "interval", "func")``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=summarize(app.orders,"1d","sum")
+      &target=summarize(servers.web01.cpu.user,"1h","max",true)
+    """
     interval = interval_seconds(intervalString)
     rows = None
     if alignToFrom or not seriesList:
@@ -84,7 +107,6 @@ def summarize(requestContext: dict, seriesList: list, intervalString: str, func:
 
 
 # its first argument may come as packed rows (webapp.functions.packed_rows)
-summarize.packed_input = True  # type: ignore[attr-defined]
 
 
 def _align_start(start: datetime, alignTo: str) -> datetime:
@@ -114,7 +136,28 @@ def _align_start(start: datetime, alignTo: str) -> datetime:
                                     'minutes', 'seconds', True, False])])
 def smartSummarize(requestContext: dict, seriesList: list, intervalString: str,
                    func: str = 'sum', alignTo: Any = None) -> list[TimeSeries]:
-    """Like summarize, but buckets start at ``from`` (optionally aligned to a time unit)."""
+    """Combine the points of each series into buckets of a fixed length that start at ``from``.
+
+    Parameters:
+
+    - ``seriesList``: the series to summarise.
+    - ``intervalString``: the bucket length: ``"1h"``, ``"1d"``...
+    - ``func``: how the points of a bucket are combined: ``sum`` (default), ``average``,
+      ``max``, ``min``, ``last``...
+    - ``alignTo``: optional unit (``years``, ``months``, ``weeks``, ``days``, ``hours``,
+      ``minutes``, ``seconds``): ``from`` is first moved back to the start of that unit, and
+      the data is fetched again from there.
+
+    Unlike ``summarize`` the buckets follow the requested range rather than the epoch. None
+    values are left out of each bucket; an empty bucket is None. Named
+    ``smartSummarize(name, "interval", "func")``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=smartSummarize(app.orders,"1d","sum","days")
+    """
     if alignTo is not None and not isinstance(alignTo, bool):
         start = _align_start(requestContext['startTime'], alignTo)
         seriesList = evaluate_first_arg(requestContext, startTime=start)
@@ -160,7 +203,25 @@ def _hit_buckets(series: TimeSeries, interval: int) -> tuple[int, list]:
     P('alignToInterval', 'boolean', default=False)])
 def hitcount(requestContext: dict, seriesList: list, intervalString: str,
              alignToInterval: bool = False) -> list[TimeSeries]:
-    """Turn a per-second rate into hit counts per ``intervalString`` bucket."""
+    """Turn a rate (per second) into the number of hits in each bucket of a fixed length.
+
+    Parameters:
+
+    - ``seriesList``: series of per-second rates.
+    - ``intervalString``: the bucket length: ``"1h"``, ``"1d"``...
+    - ``alignToInterval``: when true, the range is first moved back to the start of the
+      bucket's unit (day, hour or minute) so buckets fall on round times.
+
+    Each point contributes rate x the seconds it overlaps a bucket, split between buckets
+    where it straddles two. None values add nothing; a bucket that gets nothing is None.
+    Named ``hitcount(name, "interval")``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=hitcount(app.requests_per_second,"1h",true)
+    """
     interval = int(interval_seconds(intervalString))
     if alignToInterval:
         s = requestContext['startTime']
@@ -197,7 +258,27 @@ def _is_dst(dt: datetime) -> bool:
     P('resetEnd', 'boolean', default=True), P('alignDst', 'boolean', default=False)])
 def timeShift(requestContext: dict, seriesList: list, timeShift: str, resetEnd: bool = True,
               alignDST: bool = False) -> list[TimeSeries]:
-    """Draw the series as it was ``timeShift`` ago (default into the past), on today's axis."""
+    """Draw each series as it was some time ago, on the current time axis.
+
+    Parameters:
+
+    - ``seriesList``: the series to shift.
+    - ``timeShift``: how far back: ``"1d"``, ``"7d"``, ``"1h"``...; a leading ``+`` shifts
+      into the future instead.
+    - ``resetEnd``: true (default): the shifted series stops where the current data ends (a
+      shift into the future does not run past now).
+    - ``alignDst``: when true, the shift is corrected by an hour where it crosses a daylight
+      saving change, so a day-ago series lines up by local time of day.
+
+    The same paths are fetched again for the shifted range and their timestamps moved to the
+    requested one. Named ``timeShift(name, "interval")``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=app.requests&target=timeShift(app.requests,"7d")
+    """
     timeShift = _negative(timeShift)
     delta = parse_interval(timeShift)
     start = requestContext['startTime'] + delta
@@ -233,7 +314,26 @@ def timeShift(requestContext: dict, seriesList: list, timeShift: str, resetEnd: 
     P('timeShiftStart', 'integer', default=0), P('timeShiftEnd', 'integer', default=7)])
 def timeStack(requestContext: dict, seriesList: list, timeShiftUnit: str = '1d',
               timeShiftStart: int = 0, timeShiftEnd: int = 7) -> list[TimeSeries]:
-    """One shifted copy of the series for each multiple of ``timeShiftUnit`` in range."""
+    """Several time-shifted copies of each series, one per multiple of a unit, drawn on the
+    current axis.
+
+    Parameters:
+
+    - ``seriesList``: the series to shift.
+    - ``timeShiftUnit``: the unit of each shift, ``"1d"`` by default.
+    - ``timeShiftStart``: the first multiple, 0 by default (0 is the current data).
+    - ``timeShiftEnd``: the multiple to stop before, 7 by default.
+
+    Each copy is fetched again for its shifted range, like ``timeShift``; with the defaults
+    the result is the last seven days laid over each other. Named ``timeShift(name, "unit",
+    n)`` per copy.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=averageSeries(timeStack(app.requests,"1d",1,8))
+    """
     timeShiftUnit = _negative(timeShiftUnit)
     delta = parse_interval(timeShiftUnit)
     if not seriesList:
@@ -258,7 +358,24 @@ def timeStack(requestContext: dict, seriesList: list, timeShiftUnit: str = '1d',
                                           P('endSliceAt', 'date', default='now')])
 def timeSlice(requestContext: dict, seriesList: list, startSliceAt: str,
               endSliceAt: str = 'now') -> list[TimeSeries]:
-    """Keep only the points between two times; others become None."""
+    """Keep only the part of each series between two times.
+
+    Parameters:
+
+    - ``seriesList``: the series to cut.
+    - ``startSliceAt``: the first time kept, in any ``from`` form (``"-2h"``,
+      ``"09:00_20240101"``...).
+    - ``endSliceAt``: the last time kept, ``"now"`` by default.
+
+    Points outside the slice become None; the series keeps its full length. Named
+    ``timeSlice(name, start, end)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=timeSlice(app.requests,"-2h","-1h")
+    """
     start = epoch(parse_at_time(startSliceAt, requestContext))
     end = epoch(parse_at_time(endSliceAt, requestContext))
     for series in seriesList:
@@ -277,7 +394,23 @@ def timeSlice(requestContext: dict, seriesList: list, startSliceAt: str,
     SL, P('intervalUnit', 'string', required=True)])
 def integralByInterval(requestContext: dict, seriesList: list,
                        intervalUnit: str) -> list[TimeSeries]:
-    """Running total that restarts at every ``intervalUnit`` boundary counted from ``from``."""
+    """A running total of each series that starts again at every interval.
+
+    Parameters:
+
+    - ``seriesList``: the series to add up.
+    - ``intervalUnit``: the length after which the total goes back to 0: ``"1d"`` for daily
+      totals, ``"1h"``...; intervals are counted from the request's ``from``.
+
+    None values add nothing (the total carries on). Named
+    ``integralByInterval(name,'interval')``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=integralByInterval(app.signups,"1d")
+    """
     duration = abs(interval_seconds(intervalUnit))
     origin = epoch(requestContext['startTime'])
     results = []
@@ -324,7 +457,23 @@ def compress_periodic_gaps(series: TimeSeries) -> TimeSeries:
 
 @render_function('compressPeriodicGaps', TRANSFORM, [SL])
 def compressPeriodicGaps(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Detect a regular gap pattern and re-step each series to its real interval."""
+    """Give series that report less often than their storage step their real step.
+
+    Parameters:
+
+    - ``seriesList``: the series to compress.
+
+    A series stored every 10 seconds but written every 60 has five None values between its
+    points; when the gaps repeat regularly, the series is rebuilt with the real interval as
+    its step and the None values gone. Series without such a pattern are unchanged apart
+    from the name, ``compressPeriodicGaps(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=compressPeriodicGaps(cron.backup.duration)
+    """
     results = []
     for series in seriesList:
         rename(series, 'compressPeriodicGaps(%s)' % series.name)
@@ -346,7 +495,22 @@ def _generated(requestContext: dict, name: str, step: int, value_at: Any) -> lis
                                              P('step', 'integer', default=60)],
                  aliases=('time',))
 def timeFunction(requestContext: dict, name: str, step: int = 60) -> list[TimeSeries]:
-    """A series whose value at each point is that point's Unix timestamp."""
+    """A made-up series whose value at each point is that point's Unix time.
+
+    Parameters:
+
+    - ``name``: the name given to the series.
+    - ``step``: seconds between points, 60 by default.
+
+    Useful to try out graphs and functions. ``time`` is a short name for the same function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=timeFunction("the.time",10)
+      &target=time("the.time")
+    """
     return _generated(requestContext, name, step, float)
 
 
@@ -356,5 +520,22 @@ def timeFunction(requestContext: dict, name: str, step: int = 60) -> list[TimeSe
                  aliases=('sin',))
 def sinFunction(requestContext: dict, name: str, amplitude: int = 1,
                 step: int = 60) -> list[TimeSeries]:
-    """A sine wave of the timestamp, scaled by ``amplitude``."""
+    """A made-up sine wave, to try out graphs and functions.
+
+    Parameters:
+
+    - ``name``: the name given to the series.
+    - ``amplitude``: the height of the wave, 1 by default.
+    - ``step``: seconds between points, 60 by default.
+
+    Each value is ``sin(timestamp) x amplitude``. ``sin`` is a short name for the same
+    function.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=sinFunction("a.wave",2,10)
+      &target=sin("a.wave")
+    """
     return _generated(requestContext, name, step, lambda t: math.sin(t) * amplitude)

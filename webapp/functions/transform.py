@@ -9,7 +9,7 @@ from webapp.functions import packed_rows
 from webapp.functions.common import (
     INF, rename, rows, safe_max, safe_min, safe_pow,
 )
-from webapp.functions.registry import render_function
+from webapp.functions.registry import Traits, render_function
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries, materialize_all
 from webapp.storage import packed
@@ -38,9 +38,25 @@ def _renamed_rows(seriesList: list, name: str, tag: Optional[tuple],
     return seriesList
 
 
-@render_function('scale', TRANSFORM, [SL, P('factor', 'float', required=True)])
+@render_function('scale', TRANSFORM, [SL, P('factor', 'float', required=True)],
+                 traits=Traits(packed_input=True))
 def scale(requestContext: dict, seriesList: list, factor: float) -> list[TimeSeries]:
-    """Multiply each value by ``factor``."""
+    """Multiply every value by a constant.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``factor``: the multiplier (``0.001`` to turn milliseconds into seconds, ``-1`` to
+      draw a series below the axis...).
+
+    None values stay None. Named ``scale(name,factor)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=scale(servers.web01.response_time_ms,0.001)
+    """
     times = float(factor)   # safe_mul(v, factor) inlined: float(v) * float(factor)
     arrays = packed_rows.packed_grid(seriesList)
     if arrays is not None:
@@ -52,7 +68,24 @@ def scale(requestContext: dict, seriesList: list, factor: float) -> list[TimeSer
 
 @render_function('scaleToSeconds', TRANSFORM, [SL, P('seconds', 'float', required=True)])
 def scaleToSeconds(requestContext: dict, seriesList: list, seconds: float) -> list[TimeSeries]:
-    """Scale per-step values to a per-``seconds`` rate (value * seconds / step)."""
+    """Turn values counted per point into values per a number of seconds.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``seconds``: the length of the wanted unit: ``1`` for a per-second rate, ``60`` per
+      minute...
+
+    Each value is multiplied by ``seconds / step``, the step being the series' own (after
+    any consolidation done by earlier functions), and rounded to 6 decimals. None values
+    stay None. Named ``scaleToSeconds(name,seconds)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=scaleToSeconds(summarize(app.requests,"1min","sum"),1)
+    """
     for series in seriesList:
         series.tags['scaleToSeconds'] = seconds
         rename(series, 'scaleToSeconds(%s,%d)' % (series.name, seconds))
@@ -64,41 +97,124 @@ def scaleToSeconds(requestContext: dict, seriesList: list, seconds: float) -> li
 
 @render_function('offset', TRANSFORM, [SL, P('factor', 'float', required=True)])
 def offset(requestContext: dict, seriesList: list, factor: float) -> list[TimeSeries]:
-    """Add ``factor`` to each non-null value."""
+    """Add a constant to every value.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``factor``: the number added (negative to subtract).
+
+    None values stay None (they do not become the constant). Named ``offset(name,factor)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=offset(servers.web01.temperature,-273.15)
+    """
     return _pointwise(seriesList, 'offset(%%s,%g)' % float(factor), ('offset', factor),
                       lambda v: None if v is None else v + factor)
 
 
 @render_function('add', TRANSFORM, [SL, P('constant', 'float', required=True)])
 def add(requestContext: dict, seriesList: list, constant: float) -> list[TimeSeries]:
-    """Add ``constant`` to each non-null value (name shows the constant as an integer)."""
+    """Add a constant to every value.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``constant``: the number added (negative to subtract).
+
+    None values stay None. Named ``add(name,constant)``, the constant shown as a whole
+    number as graphite-web shows it. ``offset`` does the same.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=add(servers.web01.temperature,-273)
+    """
     return _pointwise(seriesList, 'add(%%s,%d)' % constant, ('add', constant),
                       lambda v: None if v is None else v + constant)
 
 
 @render_function('absolute', TRANSFORM, [SL])
 def absolute(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Absolute value of each point."""
+    """The absolute value of every point: negative values become positive.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    None values stay None. Named ``absolute(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=absolute(network.balance)
+    """
     return _pointwise(seriesList, 'absolute(%s)', ('absolute', 1),
                       lambda v: None if v is None else abs(v))
 
 
 @render_function('invert', TRANSFORM, [SL])
 def invert(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """1/x for each point (None for 0)."""
+    """One divided by every value (1/x).
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    A value of 0 and None values give None. Named ``invert(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=invert(app.requests_per_second)
+    """
     return _pointwise(seriesList, 'invert(%s)', ('invert', 1), lambda v: safe_pow(v, -1))
 
 
 @render_function('squareRoot', TRANSFORM, [SL])
 def squareRoot(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Square root of each point (None for negatives)."""
+    """The square root of every value.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    Negative values and None values give None. Named ``squareRoot(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=squareRoot(physics.area)
+    """
     return _pointwise(seriesList, 'squareRoot(%s)', ('squareRoot', 1),
                       lambda v: safe_pow(v, 0.5))
 
 
 @render_function('pow', TRANSFORM, [SL, P('factor', 'float', required=True)])
 def pow(requestContext: dict, seriesList: list, factor: float) -> list[TimeSeries]:
-    """Raise each point to the power ``factor``."""
+    """Raise every value to a power.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``factor``: the exponent (``2`` squares, ``0.5`` takes square roots).
+
+    None values stay None, and so does a result that is not a real number (a negative value
+    to a fractional power, an overflow). Named ``pow(name,factor)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=pow(physics.speed,2)
+    """
     return _pointwise(seriesList, 'pow(%%s,%g)' % float(factor), ('pow', factor),
                       lambda v: safe_pow(v, factor))
 
@@ -112,7 +228,21 @@ def _exp(v: Any) -> Any:
 
 @render_function('exp', TRANSFORM, [SL])
 def exp(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """e raised to the power of each point."""
+    """e (2.718...) raised to the power of every value.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    None values stay None, and a result too large for a float gives None. Named
+    ``exp(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=exp(model.log_odds)
+    """
     return _pointwise(seriesList, 'exp(%s)', ('exp', 'e'), _exp)
 
 
@@ -125,7 +255,20 @@ def _sigmoid(v: Any) -> Any:
 
 @render_function('sigmoid', TRANSFORM, [SL])
 def sigmoid(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Logistic sigmoid 1 / (1 + e^-x) of each point."""
+    """The logistic function 1 / (1 + e^-x) of every value: a number between 0 and 1.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    None values stay None. Named ``sigmoid(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=sigmoid(model.score)
+    """
     return _pointwise(seriesList, 'sigmoid(%s)', ('sigmoid', 'sigmoid'), _sigmoid)
 
 
@@ -138,13 +281,41 @@ def _logit(v: Any) -> Any:
 
 @render_function('logit', TRANSFORM, [SL])
 def logit(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """log(x / (1 - x)) of each point (None outside (0, 1))."""
+    """The logit log(x / (1 - x)) of every value, the inverse of ``sigmoid``.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    Values outside the open interval 0 to 1 and None values give None. Named
+    ``logit(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=logit(model.probability)
+    """
     return _pointwise(seriesList, 'logit(%s)', ('logit', 'logit'), _logit)
 
 
 @render_function('log', TRANSFORM, [SL, P('base', 'integer', default=10)])
 def logarithm(requestContext: dict, seriesList: list, base: int = 10) -> list[TimeSeries]:
-    """Logarithm of each point in ``base`` (None for values <= 0)."""
+    """The logarithm of every value in a base.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``base``: the base, 10 by default (``2`` for bits, ``10`` for orders of magnitude).
+
+    Values of 0 or below and None values give None. Named ``log(name, base)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=log(app.queue.size,2)
+    """
     results = []
     for series in seriesList:
         values = [None if v is None or v <= 0 else math.log(v, base) for v in series]
@@ -155,7 +326,22 @@ def logarithm(requestContext: dict, seriesList: list, base: int = 10) -> list[Ti
 
 @render_function('offsetToZero', TRANSFORM, [SL])
 def offsetToZero(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Shift each series so its minimum becomes 0."""
+    """Shift each series down (or up) so that its lowest value becomes 0.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    The lowest value is taken over the known values (None values stay None); a series
+    without values stays as it is. Named ``offsetToZero(name)``. Handy to compare the shapes
+    of series with different baselines.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=offsetToZero(servers.*.disk.used)
+    """
     for series in seriesList:
         minimum = safe_min(series)
         series.tags['offsetToZero'] = minimum
@@ -167,7 +353,22 @@ def offsetToZero(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 @render_function('round', TRANSFORM, [SL, P('precision', 'integer', default=0)])
 def roundFunction(requestContext: dict, seriesList: list,
                   precision: Optional[int] = None) -> list[TimeSeries]:
-    """Round each point to ``precision`` decimal places (negative rounds to tens, ...)."""
+    """Round every value to a number of decimals.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``precision``: decimals to keep, 0 by default (whole numbers); a negative precision
+      rounds to tens (-1), hundreds (-2)...
+
+    None values stay None. Named ``round(name)`` or ``round(name,precision)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=round(servers.web01.load,1)
+    """
     for series in seriesList:
         series.tags['round'] = precision or 0
         if precision is None:
@@ -181,7 +382,21 @@ def roundFunction(requestContext: dict, seriesList: list,
 
 @render_function('minMax', TRANSFORM, [SL])
 def minMax(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Rescale each series to [0, 1] using its own min and max."""
+    """Rescale each series to run from 0 (its lowest value) to 1 (its highest).
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    Each value becomes ``(value - min) / (max - min)`` with the series' own known minimum
+    and maximum; a flat series becomes all 0. None values stay None. Named ``minMax(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=minMax(servers.*.requests)
+    """
     for series in seriesList:
         rename(series, 'minMax(%s)' % series.name)
         low = safe_min(series, default=0.0)
@@ -194,16 +409,48 @@ def minMax(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 
 @render_function('isNonNull', TRANSFORM, [SL])
 def isNonNull(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """1 where the series has a value, 0 where it is None."""
+    """Whether each point has a value: 1 where it does, 0 where it is None.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    Combined with ``sumSeries`` it counts, point by point, how many series reported. Named
+    ``isNonNull(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=isNonNull(servers.*.heartbeat)
+    """
     return _pointwise(seriesList, 'isNonNull(%s)', ('isNonNull', 1),
                       lambda v: 0 if v is None else 1)
 
 
 @render_function('transformNull', TRANSFORM, [SL, P('default', 'float', default=0),
-                                              P('referenceSeries', 'seriesList')])
+                                              P('referenceSeries', 'seriesList')],
+                 traits=Traits(packed_input=True))
 def transformNull(requestContext: dict, seriesList: list, default: float = 0,
                   referenceSeries: Optional[list] = None) -> list[TimeSeries]:
-    """Replace None with ``default`` (only where some referenceSeries has data, if given)."""
+    """Replace the None values of each series with a number.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``default``: the value put in place of None, 0 by default.
+    - ``referenceSeries``: optional series list: a None is replaced only at points where at
+      least one of these series has a value (so gaps where nothing reported stay gaps).
+
+    Known values are untouched. Named ``transformNull(name,default)`` (with
+    ``,referenceSeries`` when one is given).
+
+    Example:
+
+    .. code-block:: none
+
+      &target=transformNull(servers.web01.errors,0)
+    """
     arrays = None if referenceSeries else packed_rows.packed_grid(seriesList)
     if arrays is not None and (type(default) is float or arrays[1].all()):
         values, valid = arrays
@@ -232,9 +479,26 @@ def transformNull(requestContext: dict, seriesList: list, default: float = 0,
     return seriesList
 
 
-@render_function('keepLastValue', TRANSFORM, [SL, P('limit', 'intOrInf', default=INF)])
+@render_function('keepLastValue', TRANSFORM, [SL, P('limit', 'intOrInf', default=INF)],
+                 traits=Traits(packed_input=True))
 def keepLastValue(requestContext: dict, seriesList: list, limit: float = INF) -> list[TimeSeries]:
-    """Fill gaps of at most ``limit`` Nones with the last value seen before them."""
+    """Fill gaps with the last value seen before them.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``limit``: the longest gap (in points) that is filled; longer gaps stay None. No limit
+      by default.
+
+    A gap at the start of the series (nothing before it) stays None. Useful for series that
+    only report when they change. Named ``keepLastValue(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=keepLastValue(servers.web01.config_version,10)
+    """
     arrays = packed_rows.packed_grid(seriesList)
     if arrays is not None and type(limit) in (int, float):
         return _renamed_rows(seriesList, 'keepLastValue(%s)', None,
@@ -257,7 +521,23 @@ def keepLastValue(requestContext: dict, seriesList: list, limit: float = INF) ->
 
 @render_function('interpolate', TRANSFORM, [SL, P('limit', 'intOrInf', default=INF)])
 def interpolate(requestContext: dict, seriesList: list, limit: float = INF) -> list[TimeSeries]:
-    """Linearly fill gaps of at most ``limit`` Nones lying between two known values."""
+    """Fill gaps with a straight line between the known values on either side.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``limit``: the longest gap (in points) that is filled; longer gaps stay None. No limit
+      by default.
+
+    Gaps at the start or the end of the series (no known value on one side) stay None. Named
+    ``interpolate(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=interpolate(servers.web01.temperature,5)
+    """
     for series in seriesList:
         rename(series, 'interpolate(%s)' % series.name)
         gap = 0
@@ -303,9 +583,24 @@ def _derivative(series: TimeSeries) -> list:
     return out
 
 
-@render_function('derivative', TRANSFORM, [SL])
+@render_function('derivative', TRANSFORM, [SL], traits=Traits(packed_input=True))
 def derivative(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Difference between each point and the previous one (None next to gaps)."""
+    """The change from each point to the next: value minus previous value.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    The first point, a None value and the point right after a None value give None. A
+    decrease gives a negative value; for counters that reset, use ``nonNegativeDerivative``
+    or ``perSecond``. Named ``derivative(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=derivative(servers.web01.net.bytes_total)
+    """
     arrays = packed_rows.packed_grid(seriesList)
     if arrays is not None:
         return _copied_rows(seriesList, 'derivative(%s)', ('derivative', 1),
@@ -332,10 +627,31 @@ def non_negative_delta(val: Any, prev: Any, maxValue: Optional[float],
 
 
 @render_function('nonNegativeDerivative', TRANSFORM, [SL, P('maxValue', 'float'),
-                                                      P('minValue', 'float')])
+                                                      P('minValue', 'float')],
+                 traits=Traits(packed_input=True))
 def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Optional[float] = None,
                           minValue: Optional[float] = None) -> list[TimeSeries]:
-    """Derivative of a counter; a decrease counts as a wrap (or None without maxValue)."""
+    """The increase of a counter from each point to the next.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``maxValue``: optional highest value the counter reaches before it wraps to its
+      minimum; with it, a decrease is counted as a wrap (the distance to ``maxValue`` plus
+      the new value). Values above it give None.
+    - ``minValue``: optional lowest value of the counter; with it (and without ``maxValue``)
+      a decrease is counted as a restart from ``minValue``. Values below it give None.
+
+    Without them, a decrease (a counter reset) gives None instead of a negative spike. The
+    first point, a None value and the point after a None give None. Named
+    ``nonNegativeDerivative(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=nonNegativeDerivative(servers.web01.net.bytes_total,4294967295)
+    """
     arrays = packed_rows.packed_grid(seriesList)
     found = None if arrays is None else packed_rows.counter_deltas(*arrays, maxValue, minValue)
     if found is not None:
@@ -353,10 +669,29 @@ def nonNegativeDerivative(requestContext: dict, seriesList: list, maxValue: Opti
                       compute)
 
 
-@render_function('perSecond', TRANSFORM, [SL, P('maxValue', 'float'), P('minValue', 'float')])
+@render_function('perSecond', TRANSFORM, [SL, P('maxValue', 'float'), P('minValue', 'float')],
+                 traits=Traits(packed_input=True))
 def perSecond(requestContext: dict, seriesList: list, maxValue: Optional[float] = None,
               minValue: Optional[float] = None) -> list[TimeSeries]:
-    """Per-second rate of a counter: nonNegativeDerivative divided by the step."""
+    """The per-second rate of a counter.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``maxValue``: optional value at which the counter wraps, as in
+      ``nonNegativeDerivative``.
+    - ``minValue``: optional lowest value of the counter, as in ``nonNegativeDerivative``.
+
+    It is ``nonNegativeDerivative`` divided by the series' step (rounded to 6 decimals): a
+    counter reset gives None, not a negative rate, and so do the first point and any point
+    next to a gap. Named ``perSecond(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=perSecond(servers.web01.net.bytes_total)
+    """
     arrays = packed_rows.packed_grid(seriesList)
     found = None if arrays is None else packed_rows.rates(seriesList, *arrays, maxValue,
                                                             minValue)
@@ -392,13 +727,44 @@ def _integral(series: TimeSeries) -> list:
 
 @render_function('integral', TRANSFORM, [SL])
 def integral(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """Running total of the series (None points stay None)."""
+    """The running total of each series: every point is the sum of all values up to it.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    None values stay None in the result but do not reset the total: the next known value
+    continues from it. Turns per-interval counts back into a growing counter. Named
+    ``integral(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=integral(app.signups)
+    """
     return _copy_each(seriesList, 'integral(%s)', ('integral', 1), _integral)
 
 
 @render_function('delay', TRANSFORM, [SL, P('steps', 'integer', required=True)])
 def delay(requestContext: dict, seriesList: list, steps: int) -> list[TimeSeries]:
-    """Shift values ``steps`` points later (earlier when negative), padding with None."""
+    """Move the values of each series a number of points later in time.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+    - ``steps``: points to move by; negative moves values earlier.
+
+    Points shifted past the end are lost and the points left empty at the other end are
+    None; timestamps stay the same. Compare with ``timeShift``, which fetches another time
+    range. Named ``delay(name,steps)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=delay(servers.web01.requests,2)
+    """
     results = []
     for series in seriesList:
         raw = list(list.__iter__(series))
@@ -413,7 +779,22 @@ def delay(requestContext: dict, seriesList: list, steps: int) -> list[TimeSeries
 
 @render_function('changed', 'Special', [SL])
 def changed(requestContext: dict, seriesList: list) -> list[TimeSeries]:
-    """1 where the value differs from the previous non-null value, else 0."""
+    """Mark the points where the value changed: 1 where it differs from the last known value
+    before it, 0 elsewhere.
+
+    Parameters:
+
+    - ``seriesList``: the series to transform.
+
+    None values give 0 and do not count as a change; the first known value is not a change.
+    Named ``changed(name)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target=changed(deploys.app.version)
+    """
     for series in seriesList:
         rename(series, 'changed(%s)' % series.name)
         previous = None
@@ -432,9 +813,3 @@ def changed(requestContext: dict, seriesList: list) -> list[TimeSeries]:
 
 
 # these take their first argument as packed rows when they can (webapp.render.evaluator)
-scale.packed_input = True  # type: ignore[attr-defined]
-transformNull.packed_input = True  # type: ignore[attr-defined]
-keepLastValue.packed_input = True  # type: ignore[attr-defined]
-derivative.packed_input = True  # type: ignore[attr-defined]
-nonNegativeDerivative.packed_input = True  # type: ignore[attr-defined]
-perSecond.packed_input = True  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ class _InfinityEncoder(json.JSONEncoder):
         return super().encode(o).replace('Infinity,', '1e9999,').replace('Infinity}', '1e9999}')
 
     def default(self, o: Any) -> Any:
+        # graphite-web's JSON convention: objects that serialise themselves
         if hasattr(o, 'toJSON'):
             return o.toJSON()
         return o.__dict__

@@ -14,7 +14,7 @@ from webapp import pysum
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
     """(label, value) per series using pieMode (average, maximum or minimum)."""
-    from webapp.functions.registry import PIE_FUNCTIONS
+    from webapp.plugins import PIE_FUNCTIONS
     mode = options.str('pieMode') or 'average'
     func = PIE_FUNCTIONS.get(mode).func
     slices = []
@@ -59,6 +59,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
     slice_colors = []
     by_name = {str(s.name): s for s in series_list}
     for i, (label, _) in enumerate(slices):
+        # a series (or None) whose color() was set
         own = getattr(by_name.get(label), 'color', None)
         slice_colors.append(parse_color(own) if own else colors[i % len(colors)])
     total = pysum.total(v for _, v in slices)

@@ -36,6 +36,7 @@ def make_context(store: Any, settings: Any, start: datetime, end: datetime, now:
         'failedHosts': [], 'store': store, 'settings': settings,
         'evaluateTarget': evaluate_target, 'fetchSeries': fetch_series,
     }
+    # a store without events (a test's, remote-only)
     events = getattr(store, 'events', None)
     if events is not None:
         ctx['findEvents'] = events.event_times
@@ -157,7 +158,7 @@ def _keeps_values(node: Node) -> bool:
         fn = RENDER_FUNCTIONS.get(node.name)
     except KeyError:
         return False
-    return getattr(fn.func, 'keeps_values', False)
+    return fn.traits.keeps_values
 
 
 def _on_path(node: Call) -> bool:
@@ -184,7 +185,7 @@ def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[
         fast = fused_aggregate(ctx, node, fn, packed_result)
         if fast is not None:
             return fast
-    if not replacements and getattr(fn.func, 'packed_input', False) and _on_path(node):
+    if not replacements and fn.traits.packed_input and _on_path(node):
         # the function takes packed rows (scale, derivative... see
         # webapp.functions.packed_rows); its result is lists below
         packed_first = True
@@ -192,16 +193,14 @@ def _evaluate_call(ctx: dict[str, Any], node: Call, replacements: Optional[dict[
             evaluate_tokens(ctx, arg, replacements) for i, arg in enumerate(node.args)]
     kwargs = {name: evaluate_tokens(ctx, arg, replacements) for name, arg in node.kwargs}
     ctx['args'] = node.args
-    validate = getattr(fn, 'validate', None)
     invalid: Optional[Exception] = None
-    if validate is not None:
-        try:
-            args, kwargs = validate(args, kwargs)
-        except INPUT_ERRORS as err:
-            if ctx['settings'].ENFORCE_INPUT_VALIDATION:
-                raise
-            log.info('Validation Error: %s (func %s)', err, node.name)
-            invalid = err
+    try:
+        args, kwargs = fn.validate(args, kwargs)
+    except INPUT_ERRORS as err:
+        if ctx['settings'].ENFORCE_INPUT_VALIDATION:
+            raise
+        log.info('Validation Error: %s (func %s)', err, node.name)
+        invalid = err
     try:
         result = fn.func(ctx, *args, **kwargs)
     except Exception as err:
@@ -226,5 +225,6 @@ def _is_call_error(err: TypeError, func: Any) -> bool:
     while tb is not None:
         depth += 1
         tb = tb.tb_next
+    # any callable (a functools.partial has no __name__)
     name = getattr(func, '__name__', '')
     return depth <= 1 and name in str(err)

@@ -52,7 +52,7 @@ def fetch_series(ctx: dict[str, Any], path_expression: str,
     rows = sorted(cache.get(path_expression, []), key=itemgetter(0))
     if packed and all(type(values) is PackedValues for _, _, values in rows) and \
             len({row[0] for row in rows}) == len(rows):
-        return PackedSeries.fetched(rows, xff, path_expression)  # type: ignore[return-value]
+        return PackedSeries.fetched(rows, xff, path_expression)
     out = []
     seen = set()
     for name, (s, e, step), values in rows:

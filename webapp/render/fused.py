@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 from datetime import timedelta
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from webapp.functions.combine import aggregate_name_tags
 from webapp.render.fetch import fetch_series
@@ -24,6 +24,9 @@ from webapp import pysum
 from webapp.render.grammar import Call, Const, PathExpr
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed
+
+if TYPE_CHECKING:  # for the annotations only
+    from webapp.functions.registry import Function
 
 # groupByNode callbacks computed here: callback name -> aggregate function
 GROUP_CALLBACKS = {'sum': 'sum', 'sumSeries': 'sum', 'average': 'average',
@@ -93,18 +96,19 @@ def _with_none(result: list, ok: Any) -> list:
     return result
 
 
-def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Any,
+def fused_aggregate(ctx: dict[str, Any], node: Call, fn: Function,
                     packed_result: bool = False) -> Optional[list[TimeSeries]]:
     """The aggregate's (or groupByNode's, or moving window's) result, or None when the
     generic evaluation must run. With ``packed_result`` (the caller is the JSON writer)
     a moving window's series may come back as unmaterialised PackedSeries."""
     if not packed.ENABLED or node.kwargs or not node.args:
         return None
-    if getattr(fn.func, 'fused_window', None) is not None:
-        return _fused_window(ctx, node, fn.func, packed_result)
-    if getattr(fn.func, 'fused_group', None) is not None:
-        return _fused_group(ctx, node, fn.func.fused_group, fn.func, packed_result)
-    func = getattr(fn.func, 'fused_aggregate', None)
+    traits = fn.traits
+    if traits.fused_window is not None:
+        return _fused_window(ctx, node, fn.func, traits.fused_window, packed_result)
+    if traits.fused_group is not None:
+        return _fused_group(ctx, node, traits.fused_group, fn.func, packed_result)
+    func = traits.fused_aggregate
     if func is None or any(type(arg) is not PathExpr for arg in node.args):
         return None
     series = _packed_series(ctx, node.args)
@@ -244,7 +248,7 @@ def _group_results(groups: dict[str, list], acc: Any, ok: Any, how: str,
     return results
 
 
-def _fused_window(ctx: dict[str, Any], node: Call, func: Any,
+def _fused_window(ctx: dict[str, Any], node: Call, func: Any, fixed: Mapping[str, str],
                   packed_result: bool) -> Optional[list[TimeSeries]]:
     """movingAverage/movingSum/movingWindow(path, window[, func][, xFilesFactor]) with a
     sum or average window, on packed rows: the generic function's series, names, tags
@@ -256,7 +260,7 @@ def _fused_window(ctx: dict[str, Any], node: Call, func: Any,
     arguments = const_arguments(func, node)
     if arguments is None:
         return None
-    arguments = {**func.fused_window, **arguments}
+    arguments = {**fixed, **arguments}
     window, how, ratio = arguments['windowSize'], arguments['func'], arguments['xFilesFactor']
     average = calculate.ARRAY_WINDOWS.get(how) if type(how) is str else None
     if average is None or type(window) not in (int, str) or \

@@ -84,7 +84,7 @@ def pack(value: Any, out: list) -> None:
         out.append(b'\xc3' if value else b'\xc2')
     elif isinstance(value, int):
         out.append(_int(int(value)))
-    elif isinstance(value, float) or hasattr(value, '__float__'):
+    elif isinstance(value, float) or hasattr(value, '__float__'):  # numpy scalars and the like
         out.append(_DOUBLE.pack(0xcb, float(value)))
     elif isinstance(value, str):
         out.append(_str(str(value)))
