@@ -12,6 +12,7 @@ from webapp.render import attime
 from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries, xff
+from webapp import pysum
 
 INF = float('inf')
 NAN = float('nan')
@@ -27,12 +28,12 @@ def nonnull(values: Iterable) -> list:
 
 def safe_sum(values: Iterable) -> Any:
     vals = nonnull(values)
-    return sum(vals) if vals else None
+    return pysum.total(vals) if vals else None
 
 
 def safe_diff(values: Iterable) -> Any:
     vals = nonnull(values)
-    return vals[0] - sum(vals[1:]) if vals else None
+    return vals[0] - pysum.total(vals[1:]) if vals else None
 
 
 def safe_len(values: Iterable) -> int:
@@ -62,12 +63,12 @@ def safe_pow(a: Any, b: Any) -> Any:
 
 def safe_avg(values: Iterable) -> Any:
     vals = nonnull(values)
-    return sum(vals) / len(vals) if vals else None
+    return pysum.total(vals) / len(vals) if vals else None
 
 
 def safe_avg_zero(values: Iterable) -> Any:
     values = list(values)
-    return sum(0 if v is None else v for v in values) / len(values) if values else None
+    return pysum.total(0 if v is None else v for v in values) / len(values) if values else None
 
 
 def safe_median(values: Iterable) -> Any:
@@ -82,8 +83,8 @@ def safe_stddev(values: Iterable) -> Any:
     vals = nonnull(values)
     if not vals:
         return None
-    mean = sum(vals) / len(vals)
-    return math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+    mean = pysum.total(vals) / len(vals)
+    return math.sqrt(pysum.total((v - mean) ** 2 for v in vals) / len(vals))
 
 
 def safe_last(values: Iterable) -> Any:

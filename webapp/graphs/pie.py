@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from webapp.graphs.legend import place_legend
 from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
                                     title_height, title_size)
+from webapp import pysum
 
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
@@ -61,7 +62,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
         # a series (or None) whose color() was set
         own = getattr(by_name.get(label), 'color', None)
         slice_colors.append(parse_color(own) if own else colors[i % len(colors)])
-    total = sum(v for _, v in slices)
+    total = pysum.total(v for _, v in slices)
     mode = options.str('valueLabels') or 'percent'
     minimum = options.float('valueLabelsMin')
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from webapp import pysum
+
 import re
 from typing import Any, Callable, Iterable, Iterator, Optional
 
@@ -91,7 +93,7 @@ def _split_openmetrics(text: str) -> list[str]:
 
 
 def _avg(values: list) -> Any:
-    return sum(values) / len(values)
+    return pysum.total(values) / len(values)
 
 
 CONSOLIDATION_FUNCTIONS: dict[str, Callable[[list], Any]] = {
@@ -191,7 +193,7 @@ class TimeSeries(list):
         if not xff(len(non_null), self.valuesPerPoint, self.xFilesFactor):
             return None
         if self.consolidationFunc == 'avg_zero':
-            return sum(non_null) / len(values)
+            return pysum.total(non_null) / len(values)
         return func(non_null)
 
     def _consolidated(self, raw: Iterator) -> Iterator:

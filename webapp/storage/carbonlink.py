@@ -23,6 +23,7 @@ from carbon.hashing import ConsistentHashRing
 from webapp.cpu_gate import NO_GATE
 from webapp.settings import parse_host
 from webapp.storage.nodes import safe_loads
+from webapp import pysum
 
 log = logging.getLogger("webapp.carbonlink")
 
@@ -210,11 +211,11 @@ def _consolidate(func: str, values: list) -> Optional[float]:
     if not usable:
         return None
     if func == 'avg_zero':
-        return sum(0 if v is None else v for v in values) / len(values)
+        return pysum.total(0 if v is None else v for v in values) / len(values)
     if func == 'sum':
-        return sum(usable)
+        return pysum.total(usable)
     if func == 'average':
-        return sum(usable) / len(usable)
+        return pysum.total(usable) / len(usable)
     if func == 'max':
         return max(usable)
     if func == 'min':
