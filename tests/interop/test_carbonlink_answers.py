@@ -8,7 +8,7 @@ import pickletools
 from pathlib import Path
 
 from carbon.carbonlink.server import CarbonLinkHandler
-from tests.core.test_writer_creator import NOW, Harness
+from tests.writer.test_writer_creator import NOW, Harness
 from tests.interop.reference import reference_unpickle
 
 # Opcodes that name or build a class: a plain answer has none of them.

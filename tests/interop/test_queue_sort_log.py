@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.test_writer_creator import NOW, Harness
+from tests.writer.test_writer_creator import NOW, Harness
 from tests.interop.reference import carbon_venv, run_reference
 from tests.support import wait_for
 

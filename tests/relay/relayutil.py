@@ -11,7 +11,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.flow import FlowControl
 from carbon.relay.sink import RelaySink
-from harness import sleep
+from tests.relay.harness import sleep
 
 
 def free_port() -> int:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from twisted.internet import defer
 
-from countsink import CountingSink
-from harness import run_reactor, sleep, wait_for
-from relayutil import free_port
-from test_relay_daemon import _accepting, _start
-from test_relay_workers import _children
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, sleep, wait_for
+from tests.relay.relayutil import free_port
+from tests.relay.test_relay_daemon import _accepting, _start
+from tests.relay.test_relay_workers import _children
 
 
 def _write_conf(base: Path, line_port: int, pickle_port: int, dest_ports: list[int]) -> None:
