@@ -18,7 +18,12 @@ if [ -x tools/system-deps.sh ]; then
     tools/system-deps.sh
 fi
 "$VENV/bin/ruff" check carbon webapp tests tools bench
-"$VENV/bin/mypy"  # pyproject.toml [tool.mypy]: strict on the typed modules, the rest as listed
+# pyproject.toml [tool.mypy]: strict on the typed modules, the rest as listed. Once, on this
+# machine's Python: it checks against python_version 3.11, and the 3.13 chroot's newer
+# numpy (2.5, which has dropped 3.11) has stubs that do not type-check under 3.11.
+if [ -z "${CARBON_IN_PY313_CHROOT:-}" ]; then
+    "$VENV/bin/mypy"
+fi
 case "${CARBON_SYSTEM_TESTS:-}" in
     1|true|TRUE|True|yes|YES) both=$(( $# == 0 )) ;;
     *) both=0 ;;
