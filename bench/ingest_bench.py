@@ -87,15 +87,26 @@ def retimed(shares: list[bytes], built_at: int, now: int) -> list[bytes]:
     return out
 
 
+def syscalls(pid: int) -> tuple[int, int]:
+    """(read, write) system calls of a process so far (/proc/PID/io)."""
+    with open("/proc/%d/io" % pid) as handle:
+        fields = dict(line.split(": ") for line in handle.read().splitlines())
+    return int(fields["syscr"]), int(fields["syscw"])
+
+
 def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
-             dirs: RunDirs, timeout: float) -> dict:
+             dirs: RunDirs, timeout: float, settings: tuple[str, ...] = ()) -> dict:
     base = dirs.new("ingestbench-ours-")
     ports = make_root(base, "sorted", "inf")
+    if settings:
+        with open(base / "conf" / "carbon.conf", "a") as conf:
+            conf.write("".join(line + "\n" for line in settings))
     proc = start("ours", base)
     try:
         wait_port(ports["line"], proc)
         time.sleep(0.5)
         cpu_before = cpu_seconds(proc.pid)
+        calls_before = syscalls(proc.pid)
         load = loadavg()
         wall_started = time.time()
         started = time.monotonic()
@@ -115,6 +126,8 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
                 time.sleep(0.05)
                 busy = Busy(proc.pid)
         cpu = cpu_seconds(proc.pid) - cpu_before
+        calls = [after - before for after, before in zip(syscalls(proc.pid), calls_before,
+                                                         strict=True)]
         peak = rss_kb(proc.pid, "VmHWM") / 1024
         seconds = None if pending else \
             max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
@@ -123,8 +136,10 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
         raise
     finally:
         stop(proc)
-    return {"impl": OURS_NAME, "seconds": seconds, "send_s": sent, "cpu_s": cpu,
-            "peak_rss_mb": peak, "missing": len(pending), "load": load}
+    name = OURS_NAME + (" + " + ", ".join(settings) if settings else "")
+    return {"impl": name, "seconds": seconds, "send_s": sent, "cpu_s": cpu,
+            "peak_rss_mb": peak, "missing": len(pending), "load": load,
+            "read_calls": calls[0], "write_calls": calls[1]}
 
 
 def vm_query(port: int, query: str, at: int) -> float:
@@ -198,6 +213,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="2: A B B A")
     parser.add_argument("--only", choices=["ours", "vm"], default=None)
+    parser.add_argument("--ours-setting", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --settings-ab: a carbon.conf line for the second variant "
+                             "of ours (repeatable)")
+    parser.add_argument("--settings-ab", action="store_true",
+                        help="ours with its defaults against ours with --ours-setting "
+                             "lines, A B B A (no VictoriaMetrics)")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--no-force-flush", action="store_true",
                         help="poll VictoriaMetrics without /internal/force_flush between "
@@ -208,6 +229,9 @@ def main() -> None:
     cache_bench.SCHEMA["retentions"] = "10s:1d"
     total = args.metrics * args.per_metric
     binary = None
+    extra = tuple(line.replace("=", " = ", 1) for line in args.ours_setting)
+    if args.settings_ab:
+        args.only = "ours"
     if args.only != "ours":
         binary = victoria_metrics_binary()
         if binary is None:
@@ -215,6 +239,8 @@ def main() -> None:
                   "`go install`)", flush=True)
     impls = ["ours"] if binary is None else ["vm"] if args.only == "vm" else None
     order = impls * args.rounds if impls else abba("vm", "ours", args.rounds)
+    if args.settings_ab:
+        order = abba("ours", "ours+", args.rounds)
     built_at = int(time.time()) // 10 * 10
     shares, names = payload(total, args.metrics, built_at)
     print("load: %s points over %s metrics, %.0f MB over %d connections" % (
@@ -227,16 +253,17 @@ def main() -> None:
             now = int(time.time()) // 10 * 10
             load = retimed(shares, built_at, now)
             row = (run_vm(binary, load, total, now, dirs, args.timeout) if impl == "vm"
-                   else run_ours(load, names, args.per_metric, now, dirs, args.timeout))
+                   else run_ours(load, names, args.per_metric, now, dirs, args.timeout,
+                                 extra if impl == "ours+" else ()))
             row["points_s"] = total / row["seconds"] if row["seconds"] else None
             rows.append(row)
             print(row, flush=True)
-    print_table(rows, total)
+    print_table(rows, total, extra)
     if any(r["missing"] for r in rows):
         sys.exit("run(s) ended with points missing")
 
 
-def print_table(rows: list[dict], total: int) -> None:
+def print_table(rows: list[dict], total: int, extra: tuple[str, ...]) -> None:
     print("\n| run | implementation | points/s | seconds | sent in s | CPU s | peak RSS MB "
           "| load avg |")
     print("|---|---|---|---|---|---|---|---|")
@@ -246,7 +273,8 @@ def print_table(rows: list[dict], total: int) -> None:
             i, r["impl"], rate, "%.2f" % r["seconds"] if r["seconds"] else "-", r["send_s"],
             r["cpu_s"], r["peak_rss_mb"], r["load"]))
     means = {}
-    for name in (VM_NAME, OURS_NAME):
+    variant = OURS_NAME + " + " + ", ".join(extra)
+    for name in (VM_NAME, OURS_NAME, variant):
         runs = [r for r in rows if r["impl"] == name and r["points_s"]]
         if runs:
             means[name] = {"points_s": sum(r["points_s"] for r in runs) / len(runs),
@@ -255,9 +283,10 @@ def print_table(rows: list[dict], total: int) -> None:
                            "load": "-".join(sorted({r["load"] for r in runs}))}
     if len(means) < 2:
         return
-    vm, ours = means[VM_NAME], means[OURS_NAME]
+    names = list(means)
+    vm, ours = means[names[0]], means[names[1]]
     print("\n%s points, means of the runs above:\n" % format(total, ","))
-    print("| | %s | %s | ratio ours / VM |" % (VM_NAME, OURS_NAME))
+    print("| | %s | %s | ratio |" % (names[0], names[1]))
     print("|---|---|---|---|")
     print("| points/s | %s | %s | %.2fx |" % (format(int(vm["points_s"]), ","),
                                               format(int(ours["points_s"]), ","),
