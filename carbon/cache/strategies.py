@@ -36,6 +36,7 @@ class Strategy:
         self.passes = 0
         self.pass_started = 0.0
         self.pass_size = 0
+        self.pass_began = 0.0  # time.monotonic() of the last refill (empty or not)
         # Metrics the writer cannot take now (with the creator, or being written by
         # another writer thread): left out of a pass, so a pass holds what it will write.
         self.skip: Container[str] = ()
@@ -44,7 +45,12 @@ class Strategy:
         """Metric names in the order this pass will write them (last is next)."""
         raise NotImplementedError
 
+    def pass_done(self) -> bool:
+        """Whether this pass has nothing left: the next pick starts a new pass."""
+        return not self.queue
+
     def _refill(self) -> None:
+        self.pass_began = time.monotonic()
         started = time.time()
         queue = self.snapshot()
         skip = self.skip
@@ -134,6 +140,9 @@ class MaxStrategy(Strategy):
     def snapshot(self) -> list[str]:
         return []
 
+    def pass_done(self) -> bool:
+        return not self.heap
+
     def choose(self) -> str | None:
         cache = self.cache
         data, heappop = cache.data, heapq.heappop
@@ -153,6 +162,7 @@ class MaxStrategy(Strategy):
             self.heap = list(zip(map(neg, sizes), range(len(sizes)), strict=True))
             heapq.heapify(self.heap)
             self.passes += 1
+            self.pass_began = time.monotonic()
         return None
 
 

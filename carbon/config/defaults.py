@@ -148,6 +148,10 @@ DEFAULTS = dict(
     # both are forgotten at once and a file is looked for again (one stat) when next
     # written.
     WRITER_KNOWN_FILES=100000,
+    # Seconds between the starts of the writer's passes over the cache (0: no wait, a
+    # new pass as soon as one ends). While points pour in, a wait makes each whisper
+    # update carry more points (docs/performance.md, "Ingest against VictoriaMetrics").
+    WRITER_MIN_PASS_SECONDS=0.0,
     RELAY_WORKERS=1,
     # The cache journal (write-ahead log, carbon/cache/journal.py): every batch the cache
     # accepts is appended to a segment file first, so a killed daemon loses nothing; the

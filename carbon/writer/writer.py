@@ -104,6 +104,13 @@ class Writer:
         self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
+        # WRITER_MIN_PASS_SECONDS: a pass over the cache starts at most this often, so
+        # while points pour in a metric is written with more of them at a time (fewer
+        # whisper updates a point); off (0) by default, and never while draining or with
+        # the cache half full.
+        self.min_pass = float(settings.get("WRITER_MIN_PASS_SECONDS", 0) or 0)
+        self.pace_below = float(settings.get("MAX_CACHE_SIZE", INF)) / 2
+        self.pacing = self.min_pass > 0
 
     @property
     def journal(self) -> Journal | None:
@@ -196,6 +203,17 @@ class Writer:
         if self.unsubmitted:
             self.creator.submit_many(self.unsubmitted)
             self.unsubmitted = []
+
+    def _pass_too_soon(self) -> bool:
+        """WRITER_MIN_PASS_SECONDS: the strategy's pass is done and the next one would
+        begin less than that after it began (creator outcomes and held metrics are
+        still handled at once; a cache at half MAX_CACHE_SIZE is not paced)."""
+        strategy = self.strategy
+        if self.held or self.returned or self.creator.ready or not strategy.pass_done():
+            return False
+        if self.cache.size >= self.pace_below:
+            return False
+        return time.monotonic() - strategy.pass_began < self.min_pass
 
     def _take(self, limit: int, paid: bool) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
@@ -294,6 +312,8 @@ class Writer:
         creator = self.creator
         if self.retry_at and time.monotonic() < self.retry_at:
             return False  # the disk refused writes a moment ago
+        if self.pacing and self._pass_too_soon():
+            return False
         if not creator.ready and not self.returned:
             if not self.cache:
                 return False
@@ -471,6 +491,7 @@ class Writer:
 
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
+        self.pacing = False
         rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
                      or self.settings.MAX_UPDATES_PER_SECOND)
         self.update_limiter.set_rate(rate, rate)
