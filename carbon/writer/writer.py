@@ -204,17 +204,6 @@ class Writer:
             self.creator.submit_many(self.unsubmitted)
             self.unsubmitted = []
 
-    def _pass_too_soon(self) -> bool:
-        """WRITER_MIN_PASS_SECONDS: the strategy's pass is done and the next one would
-        begin less than that after it began (creator outcomes and held metrics are
-        still handled at once; a cache at half MAX_CACHE_SIZE is not paced)."""
-        strategy = self.strategy
-        if self.held or self.returned or self.creator.ready or not strategy.pass_done():
-            return False
-        if self.cache.size >= self.pace_below:
-            return False
-        return time.monotonic() - strategy.pass_began < self.min_pass
-
     def _take(self, limit: int, paid: bool) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
         than a write was done. With MAX_UPDATES_PER_SECOND every metric taken costs one
@@ -312,8 +301,10 @@ class Writer:
         creator = self.creator
         if self.retry_at and time.monotonic() < self.retry_at:
             return False  # the disk refused writes a moment ago
-        if self.pacing and self._pass_too_soon():
-            return False
+        if self.pacing:
+            # no wait with the cache at half its bound (or draining: pacing is off)
+            self.strategy.min_pass = self.min_pass if self.cache.size < self.pace_below \
+                else 0.0
         if not creator.ready and not self.returned:
             if not self.cache:
                 return False
@@ -492,6 +483,7 @@ class Writer:
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
         self.pacing = False
+        self.strategy.min_pass = 0.0
         rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
                      or self.settings.MAX_UPDATES_PER_SECOND)
         self.update_limiter.set_rate(rate, rate)
