@@ -33,7 +33,9 @@ bench/common.py's RunDirs). VictoriaMetrics is built with ``go install`` on firs
 (bench/common.py's ``victoria_metrics_binary``); without Go it is skipped with a message.
 
     python bench/ingest_bench.py [--metrics 10000 --per-metric 360 --rounds 2]
-    python bench/ingest_bench.py --only ours --rounds 1      # e.g. under py-spy
+    python bench/ingest_bench.py --only ours --rounds 1      # e.g. under perf
+    python bench/ingest_bench.py --settings-ab --ours-setting WRITER_MIN_PASS_SECONDS=1
+    python bench/ingest_bench.py --ours-setting WRITER_MIN_PASS_SECONDS=1   # against VM
 """
 
 from __future__ import annotations
@@ -94,6 +96,21 @@ def syscalls(pid: int) -> tuple[int, int]:
     return int(fields["syscr"]), int(fields["syscw"])
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each live thread of a process, by thread id (the
+    main thread's id is the pid; Python does not name the others at the OS level)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
 def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
              dirs: RunDirs, timeout: float, settings: tuple[str, ...] = ()) -> dict:
     base = dirs.new("ingestbench-ours-")
@@ -106,6 +123,7 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
         wait_port(ports["line"], proc)
         time.sleep(0.5)
         cpu_before = cpu_seconds(proc.pid)
+        threads_before = thread_cpu(proc.pid)
         calls_before = syscalls(proc.pid)
         load = loadavg()
         wall_started = time.time()
@@ -128,6 +146,9 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
         cpu = cpu_seconds(proc.pid) - cpu_before
         calls = [after - before for after, before in zip(syscalls(proc.pid), calls_before,
                                                          strict=True)]
+        threads = thread_cpu(proc.pid)
+        threads = {tid: round(cpu - threads_before.get(tid, 0.0), 2)
+                   for tid, cpu in threads.items() if cpu - threads_before.get(tid, 0.0) > 0}
         peak = rss_kb(proc.pid, "VmHWM") / 1024
         seconds = None if pending else \
             max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
@@ -139,7 +160,9 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
     name = OURS_NAME + (" + " + ", ".join(settings) if settings else "")
     return {"impl": name, "seconds": seconds, "send_s": sent, "cpu_s": cpu,
             "peak_rss_mb": peak, "missing": len(pending), "load": load,
-            "read_calls": calls[0], "write_calls": calls[1]}
+            "read_calls": calls[0], "write_calls": calls[1],
+            "reactor_cpu_s": threads.pop(proc.pid, 0.0),
+            "other_threads_cpu_s": sorted(threads.values(), reverse=True)}
 
 
 def vm_query(port: int, query: str, at: int) -> float:
@@ -214,8 +237,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="2: A B B A")
     parser.add_argument("--only", choices=["ours", "vm"], default=None)
     parser.add_argument("--ours-setting", action="append", default=[], metavar="KEY=VALUE",
-                        help="with --settings-ab: a carbon.conf line for the second variant "
-                             "of ours (repeatable)")
+                        help="a carbon.conf line for ours (repeatable); with "
+                             "--settings-ab only for its second variant")
     parser.add_argument("--settings-ab", action="store_true",
                         help="ours with its defaults against ours with --ours-setting "
                              "lines, A B B A (no VictoriaMetrics)")
@@ -241,6 +264,8 @@ def main() -> None:
     order = impls * args.rounds if impls else abba("vm", "ours", args.rounds)
     if args.settings_ab:
         order = abba("ours", "ours+", args.rounds)
+    elif extra:  # against VictoriaMetrics with these settings
+        order = ["ours+" if impl == "ours" else impl for impl in order]
     built_at = int(time.time()) // 10 * 10
     shares, names = payload(total, args.metrics, built_at)
     print("load: %s points over %s metrics, %.0f MB over %d connections" % (
@@ -273,7 +298,7 @@ def print_table(rows: list[dict], total: int, extra: tuple[str, ...]) -> None:
             i, r["impl"], rate, "%.2f" % r["seconds"] if r["seconds"] else "-", r["send_s"],
             r["cpu_s"], r["peak_rss_mb"], r["load"]))
     means = {}
-    variant = OURS_NAME + " + " + ", ".join(extra)
+    variant = OURS_NAME + " + " + ", ".join(extra) if extra else ""
     for name in (VM_NAME, OURS_NAME, variant):
         runs = [r for r in rows if r["impl"] == name and r["points_s"]]
         if runs:

@@ -587,13 +587,14 @@ def test_a_batch_failing_while_booked_keeps_the_creator_running(harness) -> None
                  what="points of %s" % metric)
 
 
-def test_writer_min_pass_seconds_waits_between_passes(harness) -> None:
+@pytest.mark.parametrize("strategy", ["sorted", "max", "naive", "timesorted", "bucketmax"])
+def test_writer_min_pass_seconds_waits_between_passes(harness, strategy: str) -> None:
     """WRITER_MIN_PASS_SECONDS: points that arrive after a pass ended wait until that
     long after the pass began, then go in one update; without it they are written at
     once; a drain does not wait."""
     metrics = ["paced.m%d" % i for i in range(5)]
     for paced in (False, True):
-        h = harness(**({"WRITER_MIN_PASS_SECONDS": 1.5} if paced else {}))
+        h = harness(strategy=strategy, **({"WRITER_MIN_PASS_SECONDS": 1.5} if paced else {}))
         for metric in metrics:
             h.database.create(metric, [(60, 1440)], None, None)
         h.writer.known.update(metrics)
