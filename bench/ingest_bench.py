@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -180,9 +181,9 @@ def vm_flush(port: int) -> None:
         response.read()
 
 
-def run_vm(binary: str, shares: list[bytes], total: int, now: int, dirs: RunDirs,
-           timeout: float) -> dict:
-    base = dirs.new("ingestbench-vm-")
+def start_vm(binary: str, base: Path) -> tuple[subprocess.Popen, int, int]:
+    """VictoriaMetrics on loopback with its data in ``base``: (process, HTTP port,
+    Graphite port), once both listen."""
     http, graphite = free_port(), free_port()
     log = open(base / "vm.log", "w")
     proc = subprocess.Popen(
@@ -194,6 +195,18 @@ def run_vm(binary: str, shares: list[bytes], total: int, now: int, dirs: RunDirs
     try:
         wait_port(http, proc)
         wait_port(graphite, proc)
+    except RuntimeError:
+        stop(proc)
+        print((base / "vm.log").read_text()[-3000:])
+        raise
+    return proc, http, graphite
+
+
+def run_vm(binary: str, shares: list[bytes], total: int, now: int, dirs: RunDirs,
+           timeout: float) -> dict:
+    base = dirs.new("ingestbench-vm-")
+    proc, http, graphite = start_vm(binary, base)
+    try:
         time.sleep(0.5)
         cpu_before = cpu_seconds(proc.pid)
         load = loadavg()
@@ -229,6 +242,137 @@ def run_vm(binary: str, shares: list[bytes], total: int, now: int, dirs: RunDirs
             "missing": missing, "load": load}
 
 
+def steady_load(names: list[str], stamp: int, rounds: int, burst: int, burst_round: int,
+                connections: int) -> list[list[bytes]]:
+    """Per round, what each connection sends: one point a metric stamped
+    ``stamp + 10 * round`` (full-precision values); the burst round first sends
+    ``burst`` earlier points a metric (stamped before ``stamp``: a backfill)."""
+    rng = random.Random(23)
+    shares = [names[i::connections] for i in range(connections)]
+    out = []
+    for round_ in range(rounds):
+        stamps = ([stamp - 10 * k for k in range(burst, 0, -1)] if round_ == burst_round
+                  else []) + [stamp + 10 * round_]
+        out.append(["".join("%s %r %d\n" % (name, rng.random() * 100, t)
+                            for t in stamps for name in share).encode()
+                    for share in shares])
+    return out
+
+
+def run_steady(impl: str, binary: str | None, args: argparse.Namespace, dirs: RunDirs,
+               settings: tuple[str, ...] = ()) -> dict:
+    """``args.metrics`` metrics made beforehand (one point each), then a point a metric
+    every 10 s for ``args.steady_rounds`` rounds, the middle one with a burst of
+    ``args.burst`` backfilled points a metric; the server's CPU over the rounds (until
+    the last round's interval ends, or later if it is still busy) as % of one core, then
+    every point checked durable and queryable (ours: a sample of 1,000 files)."""
+    names = cache_bench.metric_names(args.metrics)
+    connections = LOAD["connections"]
+    stamp = int(time.time()) // 10 * 10 + 10
+    burst_round = args.steady_rounds // 2
+    rounds = steady_load(names, stamp, args.steady_rounds, args.burst, burst_round,
+                         connections)
+    expected = args.steady_rounds + args.burst
+    prefill_stamp = stamp - 10 * (args.burst + 30)
+    if impl == "vm":
+        base = dirs.new("ingestbench-steady-vm-")
+        proc, http, port = start_vm(binary, base)
+    else:
+        base = dirs.new("ingestbench-steady-ours-")
+        ports = make_root(base, "sorted", "inf")
+        if settings:
+            with open(base / "conf" / "carbon.conf", "a") as conf:
+                conf.write("".join(line + "\n" for line in settings))
+        proc = start("ours", base)
+        wait_port(ports["line"], proc)
+        port = ports["line"]
+    try:
+        made = time.monotonic()
+        send_all(port, ["".join("%s 1 %d\n" % (n, prefill_stamp) for n in names[i::connections])
+                        .encode() for i in range(connections)])
+        if impl == "vm":
+            series = 'count(count_over_time({__name__=~"bench[.].*"}[2h]))'
+            while vm_query(http, series, stamp) < args.metrics:
+                vm_flush(http)
+                time.sleep(0.5)
+                if time.monotonic() - made > args.timeout:
+                    raise RuntimeError("VictoriaMetrics did not show every series")
+        else:
+            while not all(os.path.exists(whisper_path(base, n)) for n in names):
+                time.sleep(0.5)
+                if time.monotonic() - made > args.timeout:
+                    raise RuntimeError("files were not all made")
+        made = time.monotonic() - made
+        busy = Busy(proc.pid)
+        while busy.check():
+            time.sleep(0.05)
+        settle()
+        while time.time() < stamp + 0.5:  # no round's stamp is in the future
+            time.sleep(0.1)
+        load = loadavg()
+        cpu_before = cpu_seconds(proc.pid)
+        started = time.monotonic()
+        for number, shares in enumerate(rounds):
+            while time.monotonic() < started + 10 * number:
+                time.sleep(0.01)
+            send_all(port, shares)
+        while time.monotonic() < started + 10 * len(rounds):
+            time.sleep(0.05)
+        busy = Busy(proc.pid)
+        while busy.check() and time.monotonic() < started + 10 * len(rounds) + 60:
+            time.sleep(0.05)
+        window = time.monotonic() - started
+        cpu = cpu_seconds(proc.pid) - cpu_before
+        peak = rss_kb(proc.pid, "VmHWM") / 1024
+        end = stamp + 10 * len(rounds)
+        if impl == "vm":
+            vm_flush(http)
+            query = 'sum(count_over_time({__name__=~"bench[.].*"}[%ds]))' % (
+                end - (stamp - 10 * args.burst) + 1)
+            found = vm_query(http, query, end - 10)
+            missing = args.metrics * expected - int(found)
+        else:
+            deadline = time.monotonic() + args.timeout
+            sample = random.Random(5).sample(names, min(1000, len(names)))
+            while True:
+                short = [n for n in sample if count_points(
+                    whisper_path(base, n), end, expected) < expected]
+                if not short or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            missing = len(short)
+    finally:
+        stop(proc)
+    name = VM_NAME if impl == "vm" else OURS_NAME + (" + " + ", ".join(settings)
+                                                      if settings else "")
+    return {"impl": name, "metrics": args.metrics, "prefill_s": made, "window_s": window,
+            "cpu_s": cpu, "core_pct": 100 * cpu / window, "peak_rss_mb": peak,
+            "missing": missing, "load": load}
+
+
+def steady_main(args: argparse.Namespace, binary: str | None, extra: tuple[str, ...]) -> None:
+    order = (["ours"] * args.rounds if binary is None else abba("vm", "ours", args.rounds))
+    rows = []
+    with RunDirs() as dirs:
+        for impl in order:
+            settle()
+            rows.append(run_steady(impl, binary, args, dirs, extra if impl == "ours" else ()))
+            print(rows[-1], flush=True)
+    print("\n%s existing metrics, a point each every 10 s for %d rounds, round %d with %d "
+          "more points a metric (a backfill burst):\n" % (
+              format(args.metrics, ","), args.steady_rounds, args.steady_rounds // 2 + 1,
+              args.burst))
+    print("| run | implementation | CPU % of a core | CPU s | window s | peak RSS MB "
+          "| prefill s | missing | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for i, r in enumerate(rows, 1):
+        print("| %d | %s | %.1f | %.2f | %.1f | %.0f | %.1f | %d | %s |" % (
+            i, r["impl"], r["core_pct"], r["cpu_s"], r["window_s"], r["peak_rss_mb"],
+            r["prefill_s"], r["missing"], r["load"]))
+    if any(r["missing"] for r in rows):
+        sys.exit("run(s) ended with points missing")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metrics", type=int, default=10_000)
@@ -246,7 +390,15 @@ def main() -> None:
     parser.add_argument("--no-force-flush", action="store_true",
                         help="poll VictoriaMetrics without /internal/force_flush between "
                              "queries (its own visibility delay counts)")
+    parser.add_argument("--steady", action="store_true",
+                        help="the steady state instead: --metrics (default here 100,000) "
+                             "existing metrics, a point each every 10 s, one burst")
+    parser.add_argument("--steady-rounds", type=int, default=6)
+    parser.add_argument("--burst", type=int, default=5,
+                        help="with --steady: backfilled points a metric in the middle round")
     args = parser.parse_args()
+    if args.steady and "--metrics" not in sys.argv:
+        args.metrics = 100_000
     FORCE_FLUSH["value"] = not args.no_force_flush
     LOAD["connections"] = args.connections
     cache_bench.SCHEMA["retentions"] = "10s:1d"
@@ -260,6 +412,9 @@ def main() -> None:
         if binary is None:
             print("VictoriaMetrics skipped: Go is not installed (the bench builds it with "
                   "`go install`)", flush=True)
+    if args.steady:
+        steady_main(args, binary, extra)
+        return
     impls = ["ours"] if binary is None else ["vm"] if args.only == "vm" else None
     order = impls * args.rounds if impls else abba("vm", "ours", args.rounds)
     if args.settings_ab:
