@@ -57,7 +57,17 @@ setup(
     version="1.1.10",
     description="A fast, drop-in reimplementation of Graphite's Carbon daemons and render API",
     packages=find_packages(include=["carbon", "carbon.*", "webapp", "webapp.*"]),
-    python_requires=">=3.11",
+    # What CI runs: the suite on 3.11 (Debian 12's) and on Debian 13's 3.13 in a chroot
+    # (tools/test.sh, tools/test-py313.sh); 3.12 lies between them, 3.14 is untested.
+    python_requires=">=3.11, <3.14",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.13",
+        "Programming Language :: Python :: Implementation :: CPython",
+        "Operating System :: POSIX :: Linux",
+    ],
     ext_modules=NATIVE,
     # the systemd units and the shipped conf/ that `carbon-fast install-layout` installs
     package_data={"carbon.deploy": ["systemd/*"]},
@@ -66,7 +76,6 @@ setup(
     install_requires=[
         "twisted>=22.10",
         "whisper==1.1.10",
-        "cachetools>=5",
         "mmh3>=4",
         "tzdata",
         "txamqp>=0.8.2",
@@ -85,9 +94,11 @@ setup(
             "carbon-relay.py = carbon.daemon.cli:relay_main",
             "carbon-aggregator.py = carbon.daemon.cli:aggregator_main",
             "carbon-aggregator-cache.py = carbon.daemon.cli:aggregator_cache_main",
+            "carbon-config = carbon.daemon.check:main",
             "graphite-render = webapp.server:main",
             "carbon-playground = carbon.playground.cli:main",
             "carbon-cluster = carbon.cluster.cli:main",
+            "carbon-resize = carbon.cluster.resize:main",
             "carbon-fast = carbon.deploy.cli:main",
         ],
         "carbon.routers": [

@@ -5,6 +5,7 @@ Every reference peer is installed and found here, the same way on any machine:
 * ``reference_venv()``: carbon 1.1.10 + whisper 1.1.10 (daemons, and carbon's modules for
   in-process comparisons; ``reference_package_dir`` finds a package inside it);
 * ``graphite_web_venv()``: graphite-web 1.1.10 on Python 3.9 (``python39``), with gunicorn;
+  both interpreters are found by ``carbon.playground.reference_peer.find_python``;
 * ``crelay_binary()``: carbon-c-relay, if installed (a system package; None when absent);
 * ``victoria_metrics_binary()``: VictoriaMetrics single-node, built with ``go install``
   (None when Go is absent).
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Sequence, TypeVar
 
 from carbon.playground.ports import free_port  # noqa: F401 - the benches' port chooser
-from carbon.playground.reference_peer import cache_dir, reference_venv, reference_venv_dir
+from carbon.playground.reference_peer import (build_venv, cache_dir, find_python,
+                                               reference_venv, reference_venv_dir, venv_usable)
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = cache_dir()
@@ -39,6 +41,7 @@ GRAPHITE_WEB_VENV = CACHE_DIR / "ref-graphite-web-1.1.10"
 GRAPHITE_WEB_REQS = ["graphite-web==1.1.10", "Django>=2.2,<2.3", "django-tagging==0.4.3",
                      "pyparsing==2.4.7", "cairocffi", "whisper==1.1.10", "pytz", "six",
                      "urllib3<2", "setuptools<70", "gunicorn"]
+GRAPHITE_WEB_PYTHONS = ((3, 9),)
 T = TypeVar("T")
 
 
@@ -121,40 +124,30 @@ class RunDirs:
 
 
 def python39() -> str:
-    """A Python 3.9 interpreter: ``python3.9`` on PATH, else pyenv's 3.9."""
-    found = shutil.which("python3.9")
-    if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
-        return found
-    if shutil.which("pyenv"):
-        done = subprocess.run(["pyenv", "prefix", "3.9"], capture_output=True, text=True)
-        candidate = Path(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
-        if done.returncode == 0 and (candidate / "bin" / "python3.9").exists():
-            return str(candidate / "bin" / "python3.9")
-    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
-    for root in filter(None, roots):
-        versions = sorted(Path(root).glob("versions/3.9*/bin/python"))
-        if versions:
-            return str(versions[-1])
-    raise RuntimeError("Python 3.9 not found (graphite-web 1.1.10 needs Python < 3.11)")
+    """A Python 3.9 interpreter (graphite-web 1.1.10's), found as every reference peer's
+    is: carbon.playground.reference_peer.find_python."""
+    return find_python(GRAPHITE_WEB_PYTHONS, "graphite-web 1.1.10")
 
 
 def graphite_web_venv(extra: tuple[str, ...] = ()) -> Path:
     """A Python 3.9 venv with graphite-web 1.1.10 (installed on first use, in its own
-    folder beside the carbon one; GRAPHITE_NO_PREFIX keeps it out of /opt/graphite).
-    ``extra`` packages (e.g. gunicorn) are added when missing."""
+    folder beside the carbon one, built aside and renamed into place when complete;
+    GRAPHITE_NO_PREFIX keeps it out of /opt/graphite). ``extra`` packages (e.g.
+    gunicorn) are added when missing."""
     venv = GRAPHITE_WEB_VENV
-    python = venv / "bin" / "python"
-    marker = venv / ".installed"
     env = dict(os.environ, GRAPHITE_NO_PREFIX="True")
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    if not marker.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([python39(), "-m", "venv", str(venv)], check=True)
-        subprocess.run(pip + GRAPHITE_WEB_REQS, check=True, env=env)
-        marker.write_text("\n".join(GRAPHITE_WEB_REQS) + "\n")
+
+    def pip(python: Path) -> list[str]:
+        return [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+
+    def install(python: Path) -> None:
+        subprocess.run(pip(python) + GRAPHITE_WEB_REQS, check=True, env=env)
+
+    if not venv_usable(venv):
+        build_venv(venv, python39(), install)
     wanted = [name for name in extra if not (venv / "bin" / name).exists()]
     if wanted:
-        subprocess.run(pip + wanted, check=True, env=env)
+        subprocess.run(pip(venv / "bin" / "python") + wanted, check=True, env=env)
     return venv
 
 

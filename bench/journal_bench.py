@@ -28,7 +28,7 @@ from carbon.cache.store import MetricCache  # noqa: E402
 from carbon.config.settings import Settings  # noqa: E402
 from carbon.instrumentation.stats import Stats  # noqa: E402
 from carbon.logs import CarbonLog  # noqa: E402
-from carbon.receivers.flow import FlowControl  # noqa: E402
+from carbon.flow import FlowControl  # noqa: E402
 from carbon.formats.plaintext import parse_lines  # noqa: E402
 
 READ = 65536

@@ -2,10 +2,10 @@
 
 A face over :mod:`carbon.config`, our configuration package. ``Settings()`` starts from
 carbon 1.1.10's code defaults, is a dict with attribute access, and ``readFrom(path,
-section)`` reads one section of a carbon.conf with the reference's typing (a key's
-default type decides: lists split on commas, booleans as ConfigParser reads them,
-anything else a number when it parses as one). The reference's module-level
-``settings`` singleton is not provided: our daemons build their Settings and pass it in.
+section)`` reads one section of a carbon.conf as the reference does (ConfigParser) and
+types each value with the daemons' own parser, ``carbon.config.settings.parse_value``.
+The reference's module-level ``settings`` singleton is not provided: our daemons build
+their Settings and pass it in.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from carbon.config.defaults import DEFAULTS
 from carbon.config.settings import Settings as _Settings
+from carbon.config.settings import parse_value
 
 defaults: dict[str, Any] = dict(DEFAULTS)
 
@@ -35,19 +36,4 @@ class Settings(_Settings):
             return
         for key, value in parser.items(section):
             key = key.upper()
-            kind = type(DEFAULTS[key]) if key in DEFAULTS else str
-            if kind is list:
-                self[key] = [v.strip() for v in value.split(",")]
-            elif kind is bool:
-                self[key] = parser.getboolean(section, key)
-            else:
-                self[key] = _number_or_text(value)
-
-
-def _number_or_text(value: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
+            self[key] = parse_value(key, value, path)

@@ -94,7 +94,8 @@ WRITE_STRATEGIES = Registry("write strategy", "carbon.write_strategies",
                             ("carbon.cache.strategies",))
 RATE_LIMITERS = Registry("rate limiter", "carbon.rate_limiters", ("carbon.writer.ratelimit",))
 HASH_RINGS = Registry("hash ring", "carbon.hash_rings", ("carbon.hashing",))
-ROUTERS = Registry("relay method", "carbon.routers", ("carbon.routers",))
+ROUTERS = Registry("relay method", "carbon.routers",
+                   ("carbon.relay.routing", "carbon.relay.aggregated"))
 STORAGE_BACKENDS = Registry("storage backend", "carbon.storage_backends",
                             ("carbon.storage.whisper_backend",
                              "carbon.storage.emulated_disk"))

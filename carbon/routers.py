@@ -2,7 +2,9 @@
 
 Same module name and router names as carbon 1.1.10 (``rules``, ``consistent-hashing``,
 ``aggregated-consistent-hashing``, ``fast-hashing``, ``fast-aggregated-hashing``),
-registered in ``carbon.plugins.ROUTERS``; placement equals the reference's.
+registered in ``carbon.plugins.ROUTERS`` by their own modules (carbon.relay.routing,
+carbon.relay.aggregated); placement equals the reference's. This module only re-exports
+them for code written against carbon 1.1.10; nothing of ours imports it.
 
 Every router answers ``get_destinations(metric) -> list[Destination]`` and, on the
 data path, ``route_batch(batch) -> {destination: [datapoint, ...]}``. The answer per
@@ -15,16 +17,12 @@ its entries). ``destinations_many(names)`` places many names uncached, in bulk.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
-from carbon.config.errors import ConfigError
-from carbon.plugins import ROUTERS
 from carbon.relay.aggregated import (AggregatedConsistentHashingRouter,
                                      FastAggregatedHashingRouter)
 from carbon.relay.destinations import (Destination, parse_destination, parse_destinations,
                                        parseDestination, parseDestinations)
 from carbon.relay.routing import (ConsistentHashingRouter, DatapointRouter, FastHashingRouter,
-                                  FastHashRing, RelayRulesRouter, _setting)
+                                  FastHashRing, RelayRulesRouter, make_router)
 from carbon.relay.rules import RelayRule, load_relay_rules
 
 __all__ = ["DatapointRouter", "RelayRulesRouter", "ConsistentHashingRouter",
@@ -32,34 +30,3 @@ __all__ = ["DatapointRouter", "RelayRulesRouter", "ConsistentHashingRouter",
            "FastAggregatedHashingRouter", "FastHashRing", "RelayRule", "load_relay_rules",
            "make_router", "Destination", "parse_destination", "parse_destinations",
            "parseDestination", "parseDestinations"]
-
-
-for _router in (RelayRulesRouter, ConsistentHashingRouter, AggregatedConsistentHashingRouter,
-                FastHashingRouter, FastAggregatedHashingRouter):
-    ROUTERS.add(_router.plugin_name, _router)
-
-
-def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
-                **kwargs: Any) -> DatapointRouter:
-    """The RELAY_METHOD router with DESTINATIONS (or ``destinations``) added in order.
-
-    Extra keyword arguments go to the router (``rules=``, ``aggregation_rules=``).
-    """
-    method = _setting(settings, "RELAY_METHOD", "rules")
-    try:
-        router_class = ROUTERS.get(method)
-    except KeyError:
-        raise ConfigError("In carbon.conf, RELAY_METHOD must be one of %s. Invalid value: '%s'"
-                          % (", ".join(ROUTERS.names()), method), key="RELAY_METHOD") from None
-    router = router_class(settings, **kwargs)
-    if destinations is None:
-        try:
-            destinations = parse_destinations(_setting(settings, "DESTINATIONS", []) or [])
-        except ValueError as exc:
-            raise ConfigError(str(exc), key="DESTINATIONS") from None
-    for dest in destinations:
-        try:
-            router.add_destination(Destination(*dest))
-        except ValueError as exc:
-            raise ConfigError(str(exc), key="DESTINATIONS") from None
-    return router

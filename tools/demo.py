@@ -70,6 +70,22 @@ def wait(predicate, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def exited(pid: int) -> bool:
+    """Whether ``pid`` has ended. A render app this process started stays a zombie (and
+    answers signal 0) until it is reaped, so reap it here; one started by another demo
+    process (``--stop``) is not our child and is only probed."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def stop() -> None:
     """Stop the render app and the daemons of a demo run (by their pidfiles)."""
     if RENDER_PID.exists():
@@ -77,7 +93,8 @@ def stop() -> None:
             pid = int(RENDER_PID.read_text())
             os.kill(pid, signal.SIGTERM)
             for _ in range(100):
-                os.kill(pid, 0)
+                if exited(pid):
+                    break
                 time.sleep(0.1)
         except (ValueError, ProcessLookupError):
             pass

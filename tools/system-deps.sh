@@ -12,6 +12,10 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # carbon-cluster's partition test (tests/cluster: hosts in network namespaces)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# statsd 0.9.0, the end-to-end interop test's sender (tests/interop/reference.py
+# statsd_install: `npm install statsd@0.9.0`, then run with node; npm brings nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
 # carbon-fast install-layout (tests/deploy): systemd-sysusers and systemd-tmpfiles
 command -v systemd-tmpfiles >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
@@ -24,8 +28,8 @@ if [ ${#need[@]} -gt 0 ]; then
             created=1
             trap 'rm -f "$policy"' EXIT
         fi
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        apt-get -o DPkg::Lock::Timeout=900 update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
             "${need[@]}" >/dev/null
         if [ "$created" = 1 ]; then
             rm -f "$policy"

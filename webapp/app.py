@@ -107,7 +107,12 @@ class GraphiteApp:
                 lines.append("SIGHUP: %s changed from %s to %s" % (key, old, new))
         if lines:
             # one assignment: a request iterates the list it read, old or new
-            self.store.remotes = make_remotes(self.settings, self.store.remotes)
+            old_remotes = self.store.remotes
+            self.store.remotes = make_remotes(self.settings, old_remotes)
+            kept = {id(finder) for finder in self.store.remotes}
+            for finder in old_remotes:
+                if id(finder) not in kept:
+                    finder.close()
         for line in lines:
             log.info(line)
         return lines
@@ -115,6 +120,8 @@ class GraphiteApp:
     def close(self) -> None:
         """Release worker threads, sockets and the TagDB."""
         self.store.close()
+        for finder in self.store.remotes:
+            finder.close()
         # a local finder without carbonlink (CARBONLINK_HOSTS empty, a plugin finder)
         carbonlink = getattr(self.store.local_finder, 'carbonlink', None)
         if carbonlink is not None:

@@ -57,12 +57,16 @@ class Supervisor:
         self.run_worker = run_worker
         self.children: dict[int, float] = {}      # pid -> start time
         self.stopping = False
-        self.reloaded = False                      # a SIGHUP was passed on
+        self.hups = 0                              # SIGHUPs taken (passed on to the workers)
         self.status = 0
 
     def _spawn(self) -> None:
         # Blocked across fork: the child must not run the parent's handlers (before it
-        # resets them), and the parent's run only once the child is in self.children.
+        # resets them). Blocking does not cover a signal that arrived just before: its
+        # Python handler runs at the interpreter's next check, which can come after the
+        # fork and before the child is in self.children (seen on 3.13), so the SIGHUP
+        # count is compared once the child is registered.
+        hups = self.hups
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISOR_SIGNALS)
         try:
             pid = os.fork()
@@ -75,7 +79,7 @@ class Supervisor:
                 for signum in SUPERVISOR_SIGNALS:
                     signal.signal(signum, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) | {signal.SIGHUP})
-                if self.reloaded:                  # read the settings file as the others did
+                if hups:                           # read the settings file as the others did
                     os.kill(os.getpid(), signal.SIGHUP)
                 code = self.run_worker(self.sock)
             except BaseException:                  # noqa: BLE001 - report, then exit
@@ -85,6 +89,8 @@ class Supervisor:
                 sys.stderr.flush()
                 os._exit(code)
         self.children[pid] = time.monotonic()
+        if self.hups != hups:                      # taken after the fork, before the line above
+            os.kill(pid, signal.SIGHUP)            # (pending in the child until it can reload)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def _signal_children(self, signum: int) -> None:
@@ -99,7 +105,7 @@ class Supervisor:
         self._signal_children(signal.SIGTERM)
 
     def _on_hup(self, signum: int, frame: object) -> None:
-        self.reloaded = True
+        self.hups += 1
         self._signal_children(signal.SIGHUP)
 
     def run(self, announce: Callable[[], None] | None = None) -> int:

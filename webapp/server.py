@@ -40,7 +40,28 @@ def build_parser() -> argparse.ArgumentParser:
                         'the port, each with --threads threads (default 1; one per core '
                         'uses every core)')
     parser.add_argument('--debug', action='store_true', help='log debug messages to stderr')
+    parser.add_argument('--check', action='store_true', help='validate the settings file '
+                        '(and its FUNCTION_PLUGINS) and exit: 0 and one "ok" line, or 2 and '
+                        'the error naming file, line and key; writes nothing')
     return parser
+
+
+def check_settings(settings: Any, path: Optional[str]) -> int:
+    """--check: what start-up would refuse, without starting (nothing is written)."""
+    from webapp.functions.plugins import load_function_plugins
+    from webapp.settings import ignored_warning
+    try:
+        if settings.get('FUNCTION_PLUGINS'):
+            load_function_plugins(settings.FUNCTION_PLUGINS, path)
+    except ConfigError as err:
+        print('graphite-render: %s' % err, file=sys.stderr)
+        return 2
+    warning = ignored_warning(settings)
+    if warning:
+        print('WARNING: %s' % warning, file=sys.stderr)
+    print('ok: graphite-render, %s%s' % (path or '(default settings)',
+                                         ' (1 warning on stderr)' if warning else ''))
+    return 0
 
 
 def install_reload(reactor: Any, app: Any, path: Optional[str]) -> None:
@@ -61,6 +82,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as err:
         print('graphite-render: %s' % err, file=sys.stderr)
         return 2
+    if args.check:
+        return check_settings(settings, args.config)
     # LOG_LEVEL names a logging level; an unknown name falls back
     level = logging.DEBUG if args.debug else getattr(logging, str(settings.LOG_LEVEL).upper(),
                                                      logging.INFO)

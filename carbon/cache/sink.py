@@ -8,8 +8,8 @@ from carbon.cache.journal import Journal
 from carbon.cache.store import MetricCache
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+from carbon.flow import FlowControl
 from carbon.pipeline import Batch, Sink
-from carbon.receivers.flow import FlowControl
 from carbon.tags import normalize_batch
 
 

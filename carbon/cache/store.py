@@ -146,10 +146,6 @@ class MetricCache:
             self.size -= len(raw) >> 4
         return sorted(dict(_PAIR.iter_unpack(raw)).items())
 
-    def pop_for_write(self, metric: str) -> Points:
-        """Like ``pop``, but the points stay visible to ``get`` until ``written``."""
-        return dedupe_sorted(self.pop_raw_for_write([metric])[0])
-
     def pop_raw_for_write(self, metrics: list[str]) -> list[array]:
         """Remove metrics for a writer: per metric its points as cached (interleaved
         timestamp, value pairs in arrival order; duplicates not resolved), which stay

@@ -52,17 +52,23 @@ class CarbonLinkHandler:
     """Answers carbonlink requests from the cache and the storage backend."""
 
     def __init__(self, cache: MetricCache, database: Any, settings: Any, stats: Stats,
-                 log: CarbonLog) -> None:
+                 log: CarbonLog, writer: Any = None) -> None:
         self.cache = cache
         self.database = database
         self.settings = settings
         self.stats = stats
         self.log = log
+        # carbon.writer.writer.Writer (pause/resume) for the resize's requests
+        self.writer = writer
 
-    def handle(self, request: Any, peer: str = "peer") -> dict:
+    def handle(self, request: Any, peer: str = "peer", held: set[str] | None = None) -> dict:
+        """The answer to one request. ``held``: the metrics this connection paused
+        (resumed when it closes)."""
         if not isinstance(request, dict) or "type" not in request:
             return {"error": "Invalid request"}
         kind = request["type"]
+        if kind in ("resize-hold", "resize-release"):
+            return self._resize(kind, request, peer, held)
         if kind == "cache-query":
             metric = request.get("metric")
             points = self.cache.get(metric) if isinstance(metric, str) else []
@@ -97,10 +103,37 @@ class CarbonLinkHandler:
                 return {"error": traceback.format_exc()}
         return {"error": 'Invalid request type "%s"' % kind}
 
-    def respond(self, request: Any, peer: str = "peer") -> bytes:
+    def _resize(self, kind: str, request: dict, peer: str, held: set[str] | None) -> dict:
+        """A resize (carbon.cluster.resize) pausing the writes of metrics whose files it
+        replaces: ``resize-hold`` answers ``{"pending": [...]}``, the metrics still being
+        written (ask again until none); ``resize-release`` resumes them. A connection's
+        holds end with it, so a resize that dies leaves no metric paused."""
+        metrics = request.get("metrics")
+        if self.writer is None or held is None:
+            return {"error": "resize holds need a persistent carbonlink connection to a "
+                             "carbon-cache"}
+        if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+            return {"error": "metrics must be a list of metric names"}
+        if kind == "resize-hold":
+            held.update(metrics)
+            return {"pending": self.writer.pause(metrics)}
+        self.writer.resume(metrics)
+        held.difference_update(metrics)
+        self.log.query("[%s] resize released %d metrics" % (peer, len(metrics)))
+        return {"released": len(metrics)}
+
+    def end_session(self, held: set[str], peer: str) -> None:
+        """A connection closed: resume what it still held."""
+        if held and self.writer is not None:
+            self.log.query("[%s] closed holding %d metrics: resumed" % (peer, len(held)))
+            self.writer.resume(list(held))
+            held.clear()
+
+    def respond(self, request: Any, peer: str = "peer", held: set[str] | None = None
+                ) -> bytes:
         """The answer to ``request`` as it goes on the wire (a pickle, protocol 2, no
         length prefix)."""
-        return pickle.dumps(self.handle(request, peer), protocol=2)
+        return pickle.dumps(self.handle(request, peer, held), protocol=2)
 
 
 class CarbonLinkProtocol(Protocol):
@@ -110,6 +143,7 @@ class CarbonLinkProtocol(Protocol):
         self.handler = handler
         self.buffer = b""
         self.peer = "peer"
+        self.held: set[str] = set()  # metrics this connection paused for a resize
 
     def connectionMade(self) -> None:  # noqa: N802
         peer = self.transport.getPeer()
@@ -118,6 +152,7 @@ class CarbonLinkProtocol(Protocol):
         self.handler.log.query("%s connected" % self.peer)
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
+        self.handler.end_session(self.held, self.peer)
         if reason is None or reason.check(ConnectionDone):
             self.handler.log.query("%s disconnected" % self.peer)
         else:
@@ -134,7 +169,7 @@ class CarbonLinkProtocol(Protocol):
                 self.handler.log.query("[%s] invalid request: %s; closing" % (self.peer, exc))
                 self.transport.loseConnection()
                 return
-            out.append(frame(self.handler.respond(request, self.peer)))
+            out.append(frame(self.handler.respond(request, self.peer, self.held)))
         if oversized is not None:
             self.transport.loseConnection()
             return

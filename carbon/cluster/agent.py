@@ -18,9 +18,22 @@ It asks its host's caches over carbonlink (cache-query-bulk) and answers:
   and verify it; answers a JSON list of MergeResults;
 * ``POST /delete?name=M[&unless_cached=1]`` -- remove the local copy (not while the
   host's caches still hold points of it: then ``pending`` is answered);
+* ``POST /delete-many`` (``name mtime_ns read_ns`` lines: the stamps a ``/files``
+  header gave) -- remove each local copy unless the caches still hold points of it
+  (``pending``) or its file changed since that read, or was written within 0.1 s before
+  it, when a later write in the same clock tick would not show (``changed``: pull it
+  again first); a stamp of ``-1`` skips the file check (a replica that was not the
+  source); answers ``{name: deleted|missing|pending|changed}``;
 * ``POST /sync`` -- flush written files to disk (before old copies are removed);
 * ``POST /state`` (JSON) and ``POST /moved`` (names) -- the files the relay's
-  ``cluster-rebalance`` router follows (``STORAGE_DIR/rebalance/``).
+  ``cluster-rebalance`` router follows (``STORAGE_DIR/rebalance/``);
+* ``POST /resize?dry_run=1&files=N&bytes=N&fsync=0`` -- apply the host's schema files
+  (``--conf-dir``) to its whisper files, holding the metrics on the host's caches
+  (``carbon.cluster.resize``): progress lines, then one JSON line with the counts.
+* ``POST /relay-reload`` (JSON ``{"destinations": [...]}``) -- SIGHUP the host's relay
+  (it swaps its ring in place, ``carbon.relay.ring_swap``) and answer once its master
+  and every worker process wrote a ``routing.json`` newer than the signal naming those
+  destinations; 409 when the relay does not run.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ import argparse
 import http.client
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -42,10 +56,14 @@ import numpy
 
 from carbon.carbonlink.client import cache_query_bulk
 from carbon.cluster.merge import POINT, fill_file, from_segments, segments
+from carbon.cluster.resize import LocalResize, Rates
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.tags import filesystem_path
 
 CHUNK = 65536
+# A file written this close before its read may change unseen: file times come from the
+# kernel's coarse clock (one tick, 1-10 ms, behind the fine one time.time_ns() reads).
+RECENT_NS = 100_000_000
 
 
 def whisper_listing(base: str) -> list[tuple[str, int]]:
@@ -67,9 +85,12 @@ class Agent:
     """What the handler works on: the host's whisper folder and caches."""
 
     def __init__(self, storage_dir: str, whisper_dir: str,
-                 caches: Sequence[Destination] = ()) -> None:
+                 caches: Sequence[Destination] = (), conf_dir: str | None = None) -> None:
         self.storage_dir = storage_dir
         self.whisper_dir = whisper_dir
+        # storage-schemas.conf / storage-aggregation.conf (the cluster's layout: beside
+        # the storage folder)
+        self.conf_dir = conf_dir or os.path.join(os.path.dirname(storage_dir), "conf")
         self.caches = list(caches)  # (host, carbonlink port, instance) of the host's caches
         self.state_dir = os.path.join(storage_dir, "rebalance")
 
@@ -118,12 +139,93 @@ class Agent:
             json.dump(state, out)
         os.replace(path + ".tmp", path)
 
+    def _file_changed(self, name: str, stamp: tuple[int, int]) -> bool | None:
+        """True when the file changed since ``stamp`` (or may have: written within
+        RECENT_NS before that read, or no stamp); None when there is no file."""
+        mtime_ns, read_ns = stamp
+        try:
+            now = os.stat(self.path(name)).st_mtime_ns
+        except FileNotFoundError:
+            return None
+        return mtime_ns < 0 or now != mtime_ns or mtime_ns > read_ns - RECENT_NS
+
+    def delete_many(self, stamps: dict[str, tuple[int, int]]) -> dict[str, str]:
+        """Remove old copies (see ``POST /delete-many``)."""
+        try:
+            cached = self.cached(list(stamps))
+        except Exception:  # noqa: BLE001 - a cache that cannot answer: wait
+            return {name: "pending" for name in stamps}
+        out = {}
+        for name, stamp in stamps.items():
+            if cached[name]:
+                out[name] = "pending"
+                continue
+            if stamp[0] != -1 and self._file_changed(name, stamp):
+                out[name] = "changed"
+                continue
+            try:
+                os.unlink(self.path(name))
+                out[name] = "deleted"
+            except FileNotFoundError:
+                out[name] = "missing"
+        return out
+
+    def reload_relay(self, destinations: list[str], timeout: float = 30.0,
+                     instance: str = "a") -> str | None:
+        """SIGHUP the relay, then wait for every process's routing acknowledgement;
+        the problem, or None once all switched."""
+        from carbon.relay.ring_swap import ACK_FILE
+        try:
+            with open(os.path.join(self.storage_dir, "carbon-relay-%s.pid" % instance)) as f:
+                pid = int(f.read().strip())
+            os.kill(pid, signal.SIGHUP)
+        except (OSError, ValueError) as exc:
+            return "relay not running: %s" % exc
+        asked = time.time() - 0.05  # the ack's clock is this machine's too
+        spool = os.path.join(self.storage_dir, "relay-spool")
+        wanted = sorted(destinations)
+        deadline = time.monotonic() + timeout
+
+        def ack(folder: str) -> dict[str, Any] | None:
+            try:
+                with open(os.path.join(spool, folder, ACK_FILE), encoding="utf-8") as f:
+                    return dict(json.load(f))
+            except (OSError, ValueError):
+                return None
+
+        def current(found: dict[str, Any] | None, process: int) -> bool:
+            return (found is not None and found.get("pid") == process
+                    and float(found.get("time") or 0) >= asked
+                    and (not wanted or sorted(found.get("destinations") or []) == wanted))
+
+        while time.monotonic() < deadline:
+            master = ack("carbon-relay-%s" % instance)
+            if current(master, pid):
+                assert master is not None
+                workers = [int(w) for w in master.get("workers") or []]
+                acks = [ack(f) for f in os.listdir(spool)
+                        if f.startswith("carbon-relay-%s-w" % instance)]
+                if all(any(current(a, w) for a in acks) for w in workers):
+                    return None
+            time.sleep(0.02)
+        return "relay pid %d did not confirm the new ring within %.0f s" % (pid, timeout)
+
     def add_moved(self, names: list[str]) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
         with open(os.path.join(self.state_dir, "moved.txt"), "a") as out:
             out.write("".join(name + "\n" for name in names))
             out.flush()
             os.fsync(out.fileno())
+
+
+def parse_stamps(body: bytes) -> dict[str, tuple[int, int]]:
+    """``name mtime_ns read_ns`` lines -> {name: (mtime_ns, read_ns)}."""
+    out = {}
+    for line in body.decode("utf-8").split("\n"):
+        if line:
+            name, mtime_ns, read_ns = line.rsplit(" ", 2)
+            out[name] = (int(mtime_ns), int(read_ns))
+    return out
 
 
 def shuffled(part: memoryview) -> bytes:
@@ -158,6 +260,7 @@ class Fetched:
     parts: list[tuple[int, int]]
     cached: list
     wire_bytes: int
+    stamp: tuple[int, int] = (-1, -1)  # (file mtime_ns, time_ns) on the source at its read
 
 
 def fetch_many(source: str, names: list[str], rate: float, timeout: float = 120.0
@@ -194,7 +297,8 @@ def fetch_many(source: str, names: list[str], rate: float, timeout: float = 120.
                         time.sleep(ahead)
             image = from_segments(int(header["size"]), parts,
                                   unshuffled(unpacker.decompress(b"".join(chunks)), parts))
-            yield Fetched(header["name"], image, parts, header.get("cached") or [], size)
+            yield Fetched(header["name"], image, parts, header.get("cached") or [], size,
+                          (int(header.get("mtime_ns", -1)), int(header.get("read_ns", -1))))
     finally:
         conn.close()
 
@@ -247,6 +351,7 @@ class Handler(BaseHTTPRequestHandler):
         for name, path in zip(names, paths, strict=True):
             try:
                 with open(path, "rb") as handle:
+                    mtime_ns, read_ns = os.fstat(handle.fileno()).st_mtime_ns, time.time_ns()
                     data = handle.read()
             except FileNotFoundError:
                 self.wfile.write(json.dumps({"name": name, "missing": True}).encode() + b"\n")
@@ -260,11 +365,32 @@ class Handler(BaseHTTPRequestHandler):
                                                for offset, length in parts))
             payload += packer.flush(zlib.Z_SYNC_FLUSH)  # this file's bytes complete
             self.wfile.write(json.dumps({"name": name, "size": len(data), "parts": parts,
-                                         "zlib": len(payload), "cached": cached[name]}
+                                         "zlib": len(payload), "cached": cached[name],
+                                         "mtime_ns": mtime_ns, "read_ns": read_ns}
                                         ).encode() + b"\n")
             for start in range(0, len(payload), CHUNK):
                 self.wfile.write(payload[start:start + CHUNK])
         return None
+
+    def _resize(self, agent: Agent, query: dict[str, str]) -> None:
+        """Stream a resize's progress lines, then its counts as one JSON line."""
+        rates = Rates(float(query.get("files") or 0), float(query.get("bytes") or 0),
+                      query.get("fsync", "1") != "0")
+        dry = query.get("dry_run", "0") not in ("", "0")
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        out = _LineOut(self.wfile)
+        resize = LocalResize(agent.whisper_dir, agent.conf_dir,
+                             [(cache.host, cache.port) for cache in agent.caches], rates, out)
+        try:
+            report = resize.dry_run() if dry else resize.run()
+            answer = dict(vars(report), summary=report.summary(dry))
+        except (OSError, RuntimeError, ValueError) as exc:
+            answer = {"error": str(exc)}
+        self.wfile.write(b"RESULT " + json.dumps(answer).encode() + b"\n")
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         agent, route, query = self.server.agent, urlsplit(self.path).path, self._query()
@@ -286,7 +412,8 @@ class Handler(BaseHTTPRequestHandler):
                         parts = segments(image)
                     result = fill_file(agent.path(got.name), image, parts=parts)
                     answers.append(dict(vars(result), name=got.name, verified=result.verified,
-                                        bytes=got.wire_bytes))
+                                        bytes=got.wire_bytes, mtime_ns=got.stamp[0],
+                                        read_ns=got.stamp[1]))
                 return self._send(200, json.dumps(answers).encode())
             if route == "/delete":
                 path = agent.path(query["name"])
@@ -303,6 +430,17 @@ class Handler(BaseHTTPRequestHandler):
                 except FileNotFoundError:
                     deleted = False
                 return self._send(200, json.dumps({"deleted": deleted}).encode())
+            if route == "/resize":
+                return self._resize(agent, query)
+            if route == "/delete-many":
+                return self._send(200, json.dumps(agent.delete_many(parse_stamps(body))
+                                                  ).encode())
+            if route == "/relay-reload":
+                wanted = json.loads(body or b"{}").get("destinations") or []
+                problem = agent.reload_relay(wanted, float(query.get("timeout") or 30))
+                if problem:
+                    return self._send(409, json.dumps({"error": problem}).encode())
+                return self._send(200, b"{}")
             if route == "/sync":
                 os.sync()  # merged files reach the disk before any old copy goes
                 return self._send(200, b"{}")
@@ -318,6 +456,22 @@ class Handler(BaseHTTPRequestHandler):
                 type(exc).__name__, exc)}).encode())
 
 
+class _LineOut:
+    """A text stream onto the response (progress lines as they come)."""
+
+    def __init__(self, wfile: Any) -> None:
+        self.wfile = wfile
+
+    def write(self, text: str) -> None:
+        self.wfile.write(text.encode())
+
+    def flush(self) -> None:
+        self.wfile.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
 class AgentServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -331,6 +485,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--storage-dir", required=True, help="the host's STORAGE_DIR")
     parser.add_argument("--carbonlink", action="append", default=[], metavar="HOST:PORT:INST",
                         help="a carbon-cache of this host (its CACHE_QUERY_PORT); repeat")
+    parser.add_argument("--conf-dir", help="the host's schema files (default: "
+                        "STORAGE_DIR/../conf)")
     parser.add_argument("--bind", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7070)
     args = parser.parse_args(argv)
@@ -340,10 +496,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("carbon-cluster-agent: %s" % exc, file=sys.stderr)
         return 2
     storage = os.path.abspath(args.storage_dir)
-    agent = Agent(storage, os.path.join(storage, "whisper"), caches)
+    agent = Agent(storage, os.path.join(storage, "whisper"), caches, args.conf_dir)
     server = AgentServer((args.bind, args.port), agent)
     print("carbon-cluster agent listening on %s:%d" % server.server_address[:2], flush=True)
-    import signal
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server.serve_forever(poll_interval=0.2)

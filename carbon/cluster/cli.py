@@ -8,6 +8,8 @@
                    [--rate-bytes N] [--rate-files N] [--workers N]
     carbon-cluster add-host CLUSTER.toml NAME ADDRESS --out NEW.toml [--caches a,b]
                    [--port KEY=N ...] [rebalance options]
+    carbon-cluster resize CLUSTER.toml [--host NAME] [--dry-run] [--rate-files N]
+                   [--rate-bytes N] [--no-fsync]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Optional, Sequence
 
 from carbon.cluster import control, generate
 from carbon.cluster.rebalance import Rates, Rebalancer, dry_run, local_listings, plan
+from carbon.cluster.resize import add_rate_options, cluster_resize, rates_of
 from carbon.cluster.spec import DEFAULT_PORTS, load_cluster
 from carbon.config.errors import ConfigError
 
@@ -60,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--port", action="append", default=[], metavar="KEY=N",
                      help="port of the new host (%s)" % ", ".join(DEFAULT_PORTS))
     _rebalance_options(cmd)
+    cmd = sub.add_parser("resize", help="apply the cluster file's [storage] schemas to "
+                         "existing whisper files, online (each host's agent its own)")
+    cmd.add_argument("cluster")
+    cmd.add_argument("--host", help="only this host")
+    add_rate_options(cmd)
     return parser
 
 
@@ -96,6 +104,8 @@ def _rebalance(old_path: str, new_path: str, args: argparse.Namespace) -> int:
           "old-copies.txt)" % (report.moves, report.skipped, report.bytes, report.seconds,
                                report.transfer_seconds, len(report.unverified),
                                report.deleted, len(report.left), new.root))
+    print("steps: %s; %d pulled again (changed after their first pull)" % (
+        ", ".join("%s %.1f s" % item for item in report.phases.items()), report.caught_up))
     for name in report.unverified:
         print("unverified: %s" % name)
     return 1 if report.unverified else 0
@@ -119,6 +129,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             load_cluster(args.out)  # check before anything moves
             return _rebalance(args.cluster, args.out, args)
         spec = load_cluster(args.cluster)
+        if args.command == "resize":
+            lines, ok = cluster_resize(spec, args.host, rates_of(args), args.dry_run,
+                                       sys.stderr)
+            print("\n".join(lines))
+            return 0 if ok else 1
         if args.command == "generate":
             for host in control.select(spec, args.host):
                 print(generate.write_host(spec, host))

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from carbon.cluster import netns
@@ -54,7 +55,8 @@ def host_processes(spec: ClusterSpec, host: HostSpec) -> list[Process]:
     out.append(Process("agent", os.path.join(storage, "carbon-cluster-agent.pid"),
                        (host.address, host.agent_port), command=(
                            sys.executable, "-m", "carbon.cluster.agent", "--storage-dir", storage,
-                           *caches, "--bind", host.address, "--port", str(host.agent_port))))
+                           "--conf-dir", conf, *caches, "--bind", host.address,
+                           "--port", str(host.agent_port))))
     return out
 
 
@@ -196,11 +198,18 @@ def select(spec: ClusterSpec, host_name: str | None) -> list[HostSpec]:
     return [spec.host(host_name)] if host_name else list(spec.hosts)
 
 
-def start(spec: ClusterSpec, host_name: str | None = None, only: str | None = None) -> list[str]:
-    """Start every process of the chosen hosts (caches of all hosts first, then relays...)."""
+def start(spec: ClusterSpec, host_name: str | None = None, only: str | None = None,
+          parallel: bool = False) -> list[str]:
+    """Start every process of the chosen hosts (caches of all hosts first, then relays...);
+    ``parallel``: all at once (a relay reconnects to a cache that listens later)."""
     hosts = select(spec, host_name)
     for host in hosts:
         netns.up(spec, host)
+    if parallel:
+        chosen = [(host, process) for host in hosts for process in host_processes(spec, host)
+                  if only is None or process.label.split(":")[0] == only]
+        with ThreadPoolExecutor(max(1, len(chosen))) as pool:
+            return list(pool.map(lambda item: start_process(spec, *item), chosen))
     report = []
     for kind in ("cache", "relay", "render", "agent"):
         for host in hosts:

@@ -61,11 +61,7 @@ def carbon_conf(spec: ClusterSpec, host: HostSpec, relay: dict[str, Any] | None 
     section.update({
         "LINE_RECEIVER_PORT": host.relay_line_port,
         "PICKLE_RECEIVER_PORT": host.relay_pickle_port,
-        "RELAY_METHOD": "consistent-hashing",
-        "ROUTER_HASH_TYPE": spec.hash_type,
-        "REPLICATION_FACTOR": spec.replication_factor,
-        "DIVERSE_REPLICAS": spec.diverse_replicas,
-        "DESTINATIONS": [str(d) for d in spec.destinations()],
+        **final_relay(spec),
         "DESTINATION_PROTOCOL": "pickle",
     })
     section.update(relay or {})
@@ -105,6 +101,15 @@ def carbonate_conf(spec: ClusterSpec) -> str:
         "RELAY_METHOD = consistent-hashing", ""])
 
 
+def final_relay(spec: ClusterSpec) -> dict[str, Any]:
+    """[relay] routing keys of ``spec``'s ring (consistent hashing over its caches)."""
+    return {"RELAY_METHOD": "consistent-hashing",
+            "ROUTER_HASH_TYPE": spec.hash_type,
+            "REPLICATION_FACTOR": spec.replication_factor,
+            "DIVERSE_REPLICAS": spec.diverse_replicas,
+            "DESTINATIONS": [str(d) for d in spec.destinations()]}
+
+
 def rebalance_relay(old: ClusterSpec, new: ClusterSpec, state_path: str) -> dict[str, Any]:
     """[relay] keys while moving from ``old`` to ``new``: clients for both rings' caches,
     routing by ``carbon.cluster.router.RebalancingRouter`` (new owners, plus the old ones
@@ -129,9 +134,24 @@ def write_host(spec: ClusterSpec, host: HostSpec, relay: dict[str, Any] | None =
         "local_settings.py": render_settings(spec, host),
         "carbonate.conf": carbonate_conf(spec),
     }
+    _write_files(folder, files)
+    return folder
+
+
+def write_schemas(spec: ClusterSpec, host: HostSpec) -> str:
+    """Write only ``host``'s storage-schemas.conf / storage-aggregation.conf (the caches
+    re-read them when they change; a resize applies them to existing files)."""
+    folder = conf_dir(spec, host)
+    os.makedirs(folder, exist_ok=True)
+    _write_files(folder, {"storage-schemas.conf": spec.schemas,
+                          "storage-aggregation.conf": spec.aggregation})
+    return folder
+
+
+def _write_files(folder: str, files: dict[str, str]) -> None:
+    """Each file replaced whole (a reader sees the old or the new text)."""
     for name, text in files.items():
         path = os.path.join(folder, name)
         with open(path + ".tmp", "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(path + ".tmp", path)
-    return folder

@@ -3,7 +3,8 @@
 Steps (each idempotent, so a crashed run is resumed by running the same command):
 
 1. write every host's configuration for the move and start the new hosts;
-2. send each host's agent the rebalance state and restart the relays with the
+2. send each host's agent the rebalance state and tell the relays (the agent SIGHUPs
+   its relay, which swaps its ring in place and confirms) to route with the
    ``cluster-rebalance`` router: new owners get every point, old owners too until a
    metric has moved (double-write); SIGHUP the render apps to read the new CLUSTER_SERVERS;
 3. list the old hosts' metrics (their agents) and plan the moves: a metric an old host
@@ -12,10 +13,13 @@ Steps (each idempotent, so a crashed run is resumed by running the same command)
 4. per metric: the new owner's agent pulls it from the old owner's agent (rate-limited
    stream), merges whisper-fill style and verifies; the name is then reported moved to
    every relay host and journaled (``journal.txt``: a rerun skips journaled names);
-5. once relays stopped double-writing (their 10 s poll), old copies are pulled once more
-   (points the relays stopped at the switch delivered late) and removed (``delete=True``;
-   only when the old host's caches hold no points for them) or listed;
-6. relays restart on the new ring alone.
+5. the relays are told to route on the new ring alone (swapped in place, confirmed:
+   the double-write ends); with ``delete=True`` the moved metrics whose old copy changed
+   after its pull (file stamp, or points still in the old host's caches) are pulled
+   once more, then old copies are removed in batches (each only while the caches hold
+   no points of it and its file is unchanged since the last pull, else pulled again),
+   or listed;
+6. hosts no longer in the file stop.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
-from urllib.parse import quote
 
 from carbon.cluster import control, generate
 from carbon.cluster.agent import whisper_listing
@@ -36,7 +39,7 @@ from carbon.cluster.spec import ClusterSpec, HostSpec
 from carbon.config.settings import Settings
 from carbon.relay.routing import ConsistentHashingRouter
 
-RELAY_POLL = 10.0  # the relay checks its router's files every 10 s
+DELETE_BATCH = 1000  # old copies removed a request
 
 
 @dataclass
@@ -199,6 +202,14 @@ class Report:
     left: list[str] = field(default_factory=list)  # old copies kept (host name, metric)
     seconds: float = 0.0
     transfer_seconds: float = 0.0
+    caught_up: int = 0  # metrics pulled again because their old copy changed
+    phases: dict[str, float] = field(default_factory=dict)  # step -> seconds
+
+    def phase(self, name: str, since: float) -> float:
+        """Record the seconds of step ``name`` begun at ``since``; returns now."""
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - since
+        return now
 
 
 class Rebalancer:
@@ -206,18 +217,19 @@ class Rebalancer:
 
     def __init__(self, old: ClusterSpec, new: ClusterSpec, rates: Rates | None = None,
                  out: TextIO | None = None, delete: bool = False,
-                 relay_poll: float = RELAY_POLL, crash_after: int | None = None) -> None:
+                 crash_after: int | None = None) -> None:
         if old.root != new.root:
             raise ValueError("old and new cluster files must share one root folder")
         self.old, self.new = old, new
         self.rates = rates or Rates()
         self.out = out
         self.delete = delete
-        self.relay_poll = relay_poll
         self.crash_after = crash_after  # tests: stop after this many moves (a 'crash')
         self.folder = os.path.join(new.root, "rebalance")
         self.journal_path = os.path.join(self.folder, "journal.txt")
         self.plan_path = os.path.join(self.folder, "plan.json")
+        # name -> (mtime_ns, read_ns) of the source's file at the last pull
+        self.stamps: dict[str, tuple[int, int]] = {}
 
     # -- helpers ----------------------------------------------------------------------
     def say(self, text: str) -> None:
@@ -240,16 +252,6 @@ class Rebalancer:
         except FileNotFoundError:
             return set()
 
-    def restart(self, hosts: list[HostSpec], kind: str, rolling: bool = False) -> None:
-        """Restart one kind of process on every host in ``hosts``, hosts in parallel, or
-        one after the other (``rolling``: the others keep answering meanwhile)."""
-        def one(host: HostSpec) -> None:
-            spec = self.spec_of(host)
-            control.stop(spec, host.name, only=kind)
-            control.start(spec, host.name, only=kind)
-        with ThreadPoolExecutor(1 if rolling else max(1, len(hosts))) as pool:
-            list(pool.map(one, hosts))
-
     # -- steps ------------------------------------------------------------------------
     def prepare(self, resume: bool) -> None:
         state_rel = os.path.join("rebalance", "state.json")
@@ -270,13 +272,30 @@ class Rebalancer:
             if host.name not in self.old.names():
                 # a new host's relay starts on the old ring until every relay switches
                 self._state_file(self.new, host, old_state)
-                control.start(self.new, host.name)
+                control.start(self.new, host.name, parallel=True)
         for host in self.all_hosts():
             agent_call(host, "POST", "/state", json.dumps(state).encode())
-        self.restart(self.all_hosts(), "relay")
+        union = generate.rebalance_relay(self.old, self.new, "")["DESTINATIONS"]
+        self.reload_relays([(host, union) for host in self.all_hosts()])
         for host in self.all_hosts():  # new CLUSTER_SERVERS, port kept open
             control.reload_render(self.spec_of(host), host.name)
         self.say("relays double-write to old and new owners; render apps see every host")
+
+    def reload_relays(self, targets: list[tuple[HostSpec, list[str]]]) -> None:
+        """Every host's relay swaps its ring in place (its agent sends the SIGHUP and
+        waits until the master and each worker confirmed ``destinations``), hosts in
+        parallel; a relay that does not run is started."""
+        def one(target: tuple[HostSpec, list[str]]) -> None:
+            host, destinations = target
+            try:
+                agent_call(host, "POST", "/relay-reload",
+                           json.dumps({"destinations": destinations}).encode())
+            except OSError as exc:
+                if "relay not running" not in str(exc):
+                    raise
+                control.start(self.spec_of(host), host.name, only="relay")
+        with ThreadPoolExecutor(max(1, len(targets))) as pool:
+            list(pool.map(one, targets))
 
     def _state_file(self, spec: ClusterSpec, host: HostSpec, state: dict[str, Any]) -> None:
         folder = os.path.join(generate.storage_dir(spec, host), "rebalance")
@@ -349,6 +368,7 @@ class Rebalancer:
                 for answer in answers:
                     name = answer["name"]
                     report.bytes += int(answer["bytes"])
+                    self._stamp(answer)
                     if not answer["verified"]:
                         failed.add(name)
                     waiting[name] -= 1
@@ -383,16 +403,23 @@ class Rebalancer:
     def spec_host(self, name: str) -> HostSpec:
         return self.old.host(name)
 
+    def _stamp(self, answer: dict[str, Any]) -> None:
+        if answer.get("verified") and int(answer.get("mtime_ns", -1)) >= 0:
+            self.stamps[answer["name"]] = (int(answer["mtime_ns"]), int(answer["read_ns"]))
+        else:
+            self.stamps.pop(answer["name"], None)
+
     def catch_up(self, moves: list[Move], batch: int = 25) -> set[str]:
-        """Pull the moved metrics once more before their old copies go: points the relays
-        stopped at the switch (old ring only) delivered to an old owner after its first
-        pull are merged too. Returns the names whose new copy did not verify."""
+        """Pull ``moves`` once more before their old copies go: points delivered to an
+        old owner after its first pull (the relays' last points routed on the old ring)
+        are merged too. Returns the names whose new copy did not verify."""
         groups: dict[tuple[str, str], list[str]] = {}
         for move in moves:
             for target in move.targets:
                 groups.setdefault((move.source, target), []).append(move.name)
         tasks = [(source, target, names[i:i + batch]) for (source, target), names
                  in groups.items() for i in range(0, len(names), batch)]
+        lock = threading.Lock()
 
         def pull(task: tuple[str, str, list[str]]) -> list[str]:
             source, target, names = task
@@ -400,56 +427,115 @@ class Rebalancer:
                 self.new.host(target), "POST", "/pull?source=%s" % (
                     self.spec_host(source).agent_address),
                 "".join(name + "\n" for name in names).encode()))
+            with lock:
+                for answer in answers:
+                    self._stamp(answer)
             return [a["name"] for a in answers if not a["verified"]]
         with ThreadPoolExecutor(max(1, self.rates.workers)) as pool:
             return {name for failed in pool.map(pull, tasks) for name in failed}
 
     def finish(self, moves: list[Move], report: Report) -> None:
-        time.sleep(self.relay_poll + 1.0)  # every relay has stopped double-writing
+        # the double-write ends: every relay routes on the new ring alone (confirmed)
+        mark = time.monotonic()
+        final = generate.final_relay(self.new)
+        for host in self.new.hosts:
+            generate.write_host(self.new, host)
+        for host in self.old.hosts:
+            if host.name not in self.new.names():  # leaving: its relay sends to the new ring
+                generate.write_host(self.old, host, final)
+        self.reload_relays([(host, final["DESTINATIONS"]) for host in self.all_hosts()])
+        mark = report.phase("switch", mark)
         verified = self.journal()
-        if self.delete:
-            verified -= self.catch_up([m for m in moves if m.name in verified and m.delete])
-        for name in sorted({t for m in moves for t in m.targets}):
-            agent_call(self.new.host(name), "POST", "/sync")
-        for move in moves:
-            if move.name not in verified:
-                continue
-            for name in move.delete:
-                host = self.spec_host(name)
-                if self.delete and self._delete(host, move.name):
-                    report.deleted += 1
-                else:
-                    report.left.append("%s %s" % (name, move.name))
+        done = [m for m in moves if m.name in verified]
+        if self.delete:  # the catch-up pulls happen in the delete rounds, as needed
+            report.left += self._delete_all([m for m in done if m.delete], report)
+            mark = report.phase("delete", mark)
+        for move in done:
+            if not self.delete or move.name not in verified:
+                report.left += ["%s %s" % (name, move.name) for name in move.delete]
         with open(os.path.join(self.folder, "old-copies.txt"), "w", encoding="utf-8") as out:
             out.write("".join(line + "\n" for line in report.left))
         for host in self.new.hosts:
-            generate.write_host(self.new, host)
             control.reload_render(self.new, host.name)
-        self.restart(list(self.new.hosts), "relay")
         for host in self.old.hosts:
             if host.name not in self.new.names():
                 control.stop(self.old, host.name)
+        report.phase("end", mark)
 
-    def _delete(self, host: HostSpec, name: str, attempts: int = 30) -> bool:
-        for _ in range(attempts):
-            answer = json.loads(agent_call(host, "POST", "/delete?name=%s&unless_cached=1"
-                                           % quote(name)))
-            if not answer.get("pending"):
-                return bool(answer.get("deleted"))
-            time.sleep(1.0)
-        return False
+    def _delete_all(self, moves: list[Move], report: Report, rounds: int = 60) -> list[str]:
+        """Remove the old copies of ``moves`` in batches (``POST /delete-many``), after a
+        ``sync`` on the new owners. This is also the catch-up: a copy whose points the
+        old host's caches still hold waits (they reach its file, then it has changed); a
+        copy that changed since its pull (points delivered to the old owner after it:
+        the relays' last ones routed on the old ring, or double-written ones the cache
+        wrote late) is pulled again, synced, and asked for again; only a copy unchanged
+        since its last pull is removed. Returns the copies kept ("host name" lines)."""
+        def sync(group: list[Move]) -> None:
+            for name in sorted({t for m in group for t in m.targets}):
+                agent_call(self.new.host(name), "POST", "/sync")
+        kept: list[str] = []
+        unstamped = [m for m in moves if m.name not in self.stamps]
+        if unstamped:  # pulled by an earlier run: when is unknown, so pulled again now
+            report.caught_up += len(unstamped)
+            failed = self.catch_up(unstamped)
+            kept += ["%s %s" % (h, m.name) for m in unstamped if m.name in failed
+                     for h in m.delete]
+            moves = [m for m in moves if m.name not in failed]
+        todo = {(host, m.name): m for m in moves for host in m.delete}
+        sync(moves)
+        for _ in range(rounds):
+            if not todo:
+                break
+            by_host: dict[str, list[str]] = {}
+            for host, name in todo:
+                by_host.setdefault(host, []).append(name)
+            again: list[Move] = []
+            waiting = False
+            for host, names in by_host.items():
+                for i in range(0, len(names), DELETE_BATCH):
+                    part = names[i:i + DELETE_BATCH]
+                    lines = "".join(
+                        "%s %d %d\n" % (n, *(self.stamps.get(n, (-1, -1))
+                                              if todo[(host, n)].source == host
+                                              else (-1, -1))) for n in part)
+                    answer = json.loads(agent_call(self.spec_host(host), "POST",
+                                                   "/delete-many", lines.encode()))
+                    for name, outcome in answer.items():
+                        if outcome == "pending":
+                            waiting = True
+                            continue
+                        move = todo.pop((host, name))
+                        if outcome == "deleted":
+                            report.deleted += 1
+                        elif outcome == "changed":
+                            todo[(host, name)] = move
+                            again.append(move)
+                            report.caught_up += 1
+                        # "missing": no old copy to remove
+            if again:
+                failed = self.catch_up(again)
+                for key in [k for k in todo if k[1] in failed]:
+                    report.left.append("%s %s" % key)  # new copy unverified: keep the old
+                    del todo[key]
+                sync(again)
+            if waiting and not again:
+                time.sleep(0.5)
+        return kept + ["%s %s" % key for key in todo]
 
     def run(self, resume: bool | None = None) -> Report:
         started = time.monotonic()
         if resume is None:
             resume = os.path.exists(self.plan_path) and self._same_plan()
+        report = Report()
         self.prepare(resume)
+        mark = report.phase("prepare", started)
         moves = self.load_or_plan(resume)
+        mark = report.phase("plan", mark)
         self.say("%d metrics to move (%d transfers, %.1f MB)" % (
             len(moves), sum(len(m.targets) for m in moves),
             sum(m.size * len(m.targets) for m in moves) / 1e6))
-        report = Report()
         self.transfer(moves, report)
+        report.phase("transfer", mark)
         if self.crash_after is not None and report.moves >= self.crash_after:
             report.seconds = time.monotonic() - started
             return report  # the test's crash: the plan and journal stay for a resume

@@ -68,6 +68,11 @@ DEFAULTS = dict(
     TAG_QUEUE_SIZE=10000,
     TAG_HASH_FILENAMES=True,
     TAG_RELAY_NORMALIZED=False,
+    # Ours: series whose tagging failed (render app down) are retried from a set of at
+    # most this many, after a back-off from 1 s doubling up to TAG_RETRY_INTERVAL
+    # seconds (carbon only tags them again on their next create or 100th update).
+    TAG_RETRY_QUEUE_SIZE=100000,
+    TAG_RETRY_INTERVAL=10,
     ENABLE_MANHOLE=False,
     MANHOLE_INTERFACE="127.0.0.1",
     MANHOLE_PORT=7222,
@@ -153,6 +158,9 @@ DEFAULTS = dict(
     # update carry more points (docs/performance.md, "Ingest against VictoriaMetrics").
     WRITER_MIN_PASS_SECONDS=0.0,
     RELAY_WORKERS=1,
+    # RELAY_METHOD = cluster-rebalance (carbon-cluster rebalance writes it): the JSON file
+    # of the old and new rings (carbon/cluster/router.py).
+    REBALANCE_STATE="",
     # The cache journal (write-ahead log, carbon/cache/journal.py): every batch the cache
     # accepts is appended to a segment file first, so a killed daemon loses nothing; the
     # next start replays it before listening.

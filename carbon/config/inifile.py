@@ -35,9 +35,13 @@ def parse_ini(text: str, path: str = "<string>") -> list[Section]:
     """Parse INI text into sections in file order.
 
     Accepts ``key = value`` and ``key: value``, ``#`` and ``;`` comments and
-    indented continuation lines, like Python's configparser.
+    indented continuation lines, like Python's configparser. A section given twice, or a
+    key given twice in one section (keys compare case-insensitively), is a ConfigError
+    naming both lines: carbon 1.1.10's configparser refuses such a file too.
     """
     sections: list[Section] = []
+    section_lines: dict[str, int] = {}
+    key_lines: dict[str, int] = {}
     current: Section | None = None
     last: Entry | None = None
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -52,6 +56,12 @@ def parse_ini(text: str, path: str = "<string>") -> list[Section]:
             if not stripped.endswith("]"):
                 raise ConfigError("malformed section header %r" % stripped, path, number)
             current = Section(stripped[1:-1].strip(), number)
+            if current.name in section_lines:
+                raise ConfigError("section [%s] already defined on line %d, again on line %d"
+                                  % (current.name, section_lines[current.name], number),
+                                  path, number)
+            section_lines[current.name] = number
+            key_lines = {}
             sections.append(current)
             continue
         cut = [i for i in (stripped.find("="), stripped.find(":")) if i > 0]
@@ -61,6 +71,12 @@ def parse_ini(text: str, path: str = "<string>") -> list[Section]:
             raise ConfigError("key outside of any [section]", path, number)
         pos = min(cut)
         last = Entry(stripped[:pos].strip(), stripped[pos + 1:].strip(), number)
+        low = last.key.lower()
+        if low in key_lines:
+            raise ConfigError("%s already given in [%s] on line %d, again on line %d"
+                              % (last.key, current.name, key_lines[low], number),
+                              path, number, last.key)
+        key_lines[low] = number
         current.entries.append(last)
     return sections
 

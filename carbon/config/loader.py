@@ -15,7 +15,8 @@ from carbon.config.errors import ConfigError
 from carbon.config.inifile import Section, read_ini
 from carbon.config.settings import Settings, nearest_key
 
-# Keys the reference example file documents that have no code default.
+# Keys the reference example file documents that have no code default (REBALANCE_STATE,
+# the cluster-rebalance router's state file, has its default in DEFAULTS).
 EXTRA_KNOWN_KEYS = ("PROTOBUF_RECEIVER_INTERFACE", "PROTOBUF_RECEIVER_PORT",
                     "DESTINATIONS_POOL_REPLICAS", "GRAPHITE_ROOT")
 

@@ -41,7 +41,20 @@ class Settings(dict):
 
 
 def parse_value(key: str, text: str, path: str | None = None, line: int | None = None) -> Any:
-    """Convert a carbon.conf value to the type of its default, as the reference does."""
+    """Convert a carbon.conf value to the type of its default, as carbon 1.1.10's
+    ``Settings.readFrom`` does: booleans by ConfigParser's words (1/yes/true/on,
+    0/no/false/off), lists split on commas and stripped, a key without a default (or
+    defaulting to None) a number when the text is one, else text. The one parser of
+    the daemons' loader and of ``carbon.conf.Settings.readFrom``. On purpose:
+
+    - a value the default's type cannot take (``MAX_CACHE_SIZE = lots``, ``ENABLE_X =
+      maybe``) is a ConfigError naming file, line and key (carbon keeps the text, or
+      raises ValueError for a boolean, and fails later with a traceback);
+    - a text key stays text (carbon makes ``USER = 1000`` or ``AMQP_PASSWORD = 1234`` a
+      number, which then fails where a string is needed), and so do path keys;
+    - empty list entries (``a, b,``) are dropped (carbon keeps '', which its
+      DESTINATIONS parser refuses and every consumer here skipped anyway).
+    """
     default = DEFAULTS.get(key)
     text = text.strip()
     if isinstance(default, bool):

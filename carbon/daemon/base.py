@@ -17,7 +17,8 @@ from carbon.pipeline import Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
 from carbon.receivers.context import ReceiverContext
 from carbon.receivers.drain import drain_connections
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
+from carbon.receivers.limits import release_reserved_descriptor
 from carbon.receivers.listeners import start_receivers
 
 
@@ -113,11 +114,14 @@ class Daemon:
         for loop in self.loops:
             if loop.running:
                 loop.stop()
-        waits = [defer.maybeDeferred(port.stopListening) for port in self.ports]
+        closing = [defer.maybeDeferred(port.stopListening) for port in self.ports]
+        # Twisted's EMFILE reserve (/dev/null) goes once no port listens any more
+        closed = defer.DeferredList(closing)
+        closed.addCallback(lambda _: release_reserved_descriptor())
         # What senders already wrote is read before their connections close.
-        waits.append(drain_connections(
+        waits = [closed, drain_connections(
             self.receivers.connections, self.reactor,
-            limit=float(self.settings.get("RECEIVER_SHUTDOWN_DRAIN_SECONDS", 5.0))))
+            limit=float(self.settings.get("RECEIVER_SHUTDOWN_DRAIN_SECONDS", 5.0)))]
         return defer.DeferredList(waits)
 
     @defer.inlineCallbacks

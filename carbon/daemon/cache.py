@@ -25,6 +25,7 @@ from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.receivers.limits import GuardedPort, listen_tcp
 from carbon.storage.backend import StorageBackend, as_backend
 from carbon.writer.tagfeed import TagFeed
+from carbon.writer.schemacheck import SchemaCheck
 from carbon.writer.writer import Writer
 
 SWITCH_INTERVAL = 0.001
@@ -71,6 +72,10 @@ class CacheDaemon(Daemon):
         self.strategy = make_strategy(strategy_name, self.cache, settings, self.log)
         self.writer = Writer(self.cache, self.strategy, self.database, self.schemas, settings,
                              self.stats, self.log)
+        if getattr(self.database, "get_filesystem_path", None) is not None:
+            self.writer.schema_check = SchemaCheck(
+                self.database.get_filesystem_path, self.schemas, self.log.msg,
+                limit=max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000))))
         self.journal = self.make_journal()
         self.writer.journal = self.journal
         self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log,
@@ -117,7 +122,8 @@ class CacheDaemon(Daemon):
             self.every(0.5, self.cache_sink.check_journal)
             if journal.fsync_interval > 0:
                 self.every(journal.fsync_interval, self.sync_journal)
-        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log)
+        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log,
+                                    writer=self.writer)
         port = int(settings.CACHE_QUERY_PORT or 0)
         if port:
             self.carbonlink_port = listen_tcp(
@@ -133,6 +139,8 @@ class CacheDaemon(Daemon):
         # new files (docs/performance.md).
         sys.setswitchinterval(SWITCH_INTERVAL)
         self.writer.start()
+        if self.writer.schema_check is not None:
+            self.writer.schema_check.start()
         self.every(0.05, self.cache_sink.check_space)
         self.every(60, self.reload_schemas)
 
@@ -147,9 +155,12 @@ class CacheDaemon(Daemon):
         self.cache_sink.bad_names.flush()
         self.writer.errors.flush()
         self.writer.disk_errors.flush()
+        if self.writer.schema_check is not None:
+            self.writer.schema_check.flush()
         self.cache_sink.journal_log.flush()
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
+            self.writer.tag_feed.retry_full.flush()
 
     def reload(self) -> None:
         """SIGHUP: re-read the tunables and the schema files (carbon.daemon.reload)."""
@@ -194,6 +205,8 @@ class CacheDaemon(Daemon):
     def stop_sink(self) -> Any:
         port = self.carbonlink_port
         self.writer.stop_event.set()
+        if self.writer.schema_check is not None:
+            self.writer.schema_check.stop()
         yield threads.deferToThread(self.writer.stop, 5.0)
         journal = self.journal
         if self.syncing is not None:

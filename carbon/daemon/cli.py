@@ -14,6 +14,7 @@ from typing import Any
 
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
+from carbon.daemon.check import check_action, rule_paths
 from carbon.daemon.notify import notify
 from carbon.daemon.process import daemonize, handle_action, remove_pidfile, write_pidfile
 from carbon.receivers.limits import raise_open_file_limit
@@ -28,7 +29,7 @@ DAEMONS = {
 
 
 def make_parser(program: str) -> OptionParser:
-    parser = OptionParser(usage="%prog [options] <start|stop|status>")
+    parser = OptionParser(usage="%prog [options] <start|stop|status|check>")
     add = parser.add_option
     add("--debug", action="store_true", help="Run in the foreground, log to stdout")
     add("--syslog", action="store_true", help="Write logs to syslog")
@@ -67,20 +68,9 @@ def _daemon_class(program: str) -> Any:
 
 
 def _rule_paths(settings: Any, options: Any, program: str) -> None:
-    conf_dir = settings.CONF_DIR
-    settings["whitelist"] = options.whitelist or os.path.join(conf_dir, "whitelist.conf")
-    settings["blacklist"] = options.blacklist or os.path.join(conf_dir, "blacklist.conf")
-    if "carbon-aggregator" in program:
-        settings["aggregation-rules"] = options.rules or os.path.join(
-            conf_dir, settings.AGGREGATION_RULES)
-        settings["rewrite-rules"] = options.rewrite_rules or os.path.join(
-            conf_dir, settings.REWRITE_RULES)
-    elif program == "carbon-relay":
-        settings["relay-rules"] = options.rules or os.path.join(conf_dir, settings.RELAY_RULES)
-        settings["aggregation-rules"] = options.aggregation_rules or os.path.join(
-            conf_dir, settings.AGGREGATION_RULES)
-    settings["rewrite-rules"] = settings.get("rewrite-rules") or os.path.join(
-        conf_dir, settings.REWRITE_RULES)
+    rule_paths(settings, program, options.whitelist, options.blacklist,
+               getattr(options, "rules", None), getattr(options, "rewrite_rules", None),
+               getattr(options, "aggregation_rules", None))
 
 
 def run(program: str, argv: list[str] | None = None, script: str | None = None) -> None:
@@ -102,6 +92,11 @@ def run(program: str, argv: list[str] | None = None, script: str | None = None) 
         raise SystemExit(str(exc)) from None
     settings["debug"] = bool(options.debug)
     _rule_paths(settings, options, program)
+    if action == "check":   # validate every config file; writes nothing
+        sys.exit(check_action(program, settings))
+    if action == "start":   # on the terminal too, not only in console.log
+        for warning in settings.get("config_warnings", []):
+            print("WARNING: %s" % warning, file=sys.stderr)
     schemas = os.path.join(settings.CONF_DIR, "storage-schemas.conf")
     if not os.path.exists(schemas):
         print("Error: missing required config %s" % schemas)

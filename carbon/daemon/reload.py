@@ -17,6 +17,7 @@ from carbon.cache.strategies import make_strategy
 from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.plugins import WRITE_STRATEGIES
+from carbon.relay.ring_swap import swap_ring
 from carbon.relay.rules import RelayRule, load_relay_rules
 
 RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
@@ -98,13 +99,21 @@ def _rules_key(rules: list[RelayRule]) -> list[tuple]:
             for rule in rules]
 
 
-def reload_relay_daemon(daemon: Any) -> list[str]:
-    """carbon-relay's SIGHUP: its routing rules and the white/blacklist; returns the log
-    lines written (one per file whose contents changed)."""
+def reload_relay_daemon(daemon: Any, workers: list[int] | None = None) -> list[str]:
+    """carbon-relay's SIGHUP: a new ring when carbon.conf's routing keys changed
+    (``carbon.relay.ring_swap``, in place), its routing rules and the white/blacklist;
+    returns the log lines written (one per change). ``workers``: the pids of the
+    RELAY_WORKERS processes (for the routing acknowledgement)."""
     lines: list[str] = []
     say = _logger(lines, daemon.log)
 
+    swapped = swap_ring(daemon, say, workers)
     router = daemon.relay.router
+    if not swapped and getattr(router, "rechecks_rules", False) and \
+            getattr(router, "aggregation_rules", None) is None:
+        error = router.check_rules()  # e.g. cluster-rebalance's state: now, not in 10 s
+        if error is not None:
+            say("SIGHUP: kept the routing state: %s" % error)
     # RELAY_METHOD = rules and routers like it have a rules file (a plugin's, maybe)
     path = getattr(router, "rules_path", None)
     if path is not None:  # RELAY_METHOD = rules

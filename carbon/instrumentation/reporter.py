@@ -110,3 +110,5 @@ def cache_extra(counters: dict, samples: dict[str, Sample],
     record("cache.queries", counters.get("cacheQueries", 0))
     record("cache.bulk_queries", counters.get("cacheBulkQueries", 0))
     record("cache.overflow", counters.get("cache.overflow", 0))
+    if counters.get("tagRetryDropped"):
+        record("tagRetryDropped", counters["tagRetryDropped"])

@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 from carbon.playground.cgroup_io import io_throttle_status
-from carbon.playground.reference_peer import reference_venv
+from carbon.playground.reference_peer import PythonNotFound, reference_venv
 from carbon.playground.report import write_report
 from carbon.playground.runner import run_sweep
 from carbon.playground.scenario import ScenarioError, load_scenario
@@ -57,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else default_out(name)
     reference = None
     if "reference" in scenario.settings.subjects:
-        reference = reference_venv()
+        try:
+            reference = reference_venv()
+        except (PythonNotFound, subprocess.CalledProcessError, OSError) as exc:
+            print("error: the reference subject (carbon 1.1.10) could not be installed: %s"
+                  % exc, file=sys.stderr)
+            return 2
     shutil.rmtree(out / "plots", ignore_errors=True)  # plots of an earlier run
     shutil.rmtree(out / "profiles", ignore_errors=True)
     workdir = Path(tempfile.mkdtemp(prefix="carbon-playground-"))

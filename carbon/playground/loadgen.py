@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import pickle
 import socket
-import struct
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
+
+from carbon.formats.pickled import encode_pickle_items
 
 PROTOCOLS = ("plaintext", "pickle")
 SHAPES = ("steady", "ramp", "bursts")
@@ -161,13 +160,8 @@ class _Connection:
         if self.profile.protocol == "plaintext":
             sep = b"%s %d\n" % (repr(value).encode(), stamp)
             return sep.join(part) + sep, len(part)
-        frames = []
         point = (float(stamp), float(value))
-        for offset in range(0, len(part), PICKLE_CHUNK):
-            payload = pickle.dumps([(name, point) for name in part[offset:offset + PICKLE_CHUNK]],
-                                   protocol=2)
-            frames.append(struct.pack("!L", len(payload)) + payload)
-        return b"".join(frames), len(part)
+        return encode_pickle_items([(name, point) for name in part], PICKLE_CHUNK)[0], len(part)
 
 
 def _plan(profile: LoadProfile) -> list[float]:
@@ -323,7 +317,3 @@ def main(argv: list[str] | None = None) -> int:
         print("error: %s" % error, file=sys.stderr)
     return 1 if result.errors else 0
 
-
-def ceil_rounds(points: int, metrics: int) -> int:
-    """Rounds needed to send ``points`` points to ``metrics`` metrics."""
-    return math.ceil(points / max(metrics, 1))

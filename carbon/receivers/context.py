@@ -8,7 +8,7 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Pipeline
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.receivers.limits import ConnectionLimit
 
 

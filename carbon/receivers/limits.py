@@ -181,6 +181,18 @@ class GuardedPort(tcp.Port):
         self.limit.descriptors_exhausted(self, exc)
 
 
+def release_reserved_descriptor() -> None:
+    """Close the descriptor Twisted holds in reserve for EMFILE recovery.
+
+    Twisted's first TCP listen opens /dev/null (``tcp._reservedFD``) and keeps it for the
+    life of the process, to free it when accept() fails with EMFILE; nothing closes it,
+    so at exit the interpreter reports it unclosed (a ResourceWarning). A daemon calls
+    this once its ports are closed; a later listen reserves it again."""
+    reservation = getattr(tcp, "_reservedFD", None)
+    if reservation is not None and hasattr(reservation, "available") and reservation.available():
+        reservation.__enter__()  # the reservation's own release (its __exit__ re-reserves)
+
+
 def listen_tcp(reactor: Any, port: int, factory: Any, backlog: int = 50,
                interface: str = "", limit: ConnectionLimit | None = None) -> GuardedPort:
     """``reactor.listenTCP`` with a ``GuardedPort``."""

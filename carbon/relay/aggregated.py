@@ -15,11 +15,13 @@ import os
 from typing import Any
 
 from carbon.config.errors import ConfigError
+from carbon.plugins import ROUTERS
 from carbon.relay.destinations import Destination
 from carbon.relay.routing import (ConsistentHashingRouter, DatapointRouter, FastHashingRouter,
                                   _setting)
 
 
+@ROUTERS.register('aggregated-consistent-hashing')
 class AggregatedConsistentHashingRouter(DatapointRouter):
     """RELAY_METHOD = aggregated-consistent-hashing."""
 
@@ -94,6 +96,7 @@ class AggregatedConsistentHashingRouter(DatapointRouter):
         return out
 
 
+@ROUTERS.register('fast-aggregated-hashing')
 class FastAggregatedHashingRouter(AggregatedConsistentHashingRouter):
     """RELAY_METHOD = fast-aggregated-hashing."""
 

@@ -75,13 +75,15 @@ class RelayDaemon(Daemon):
             self.receivers.hand_off = self.pool.dispatch
 
     def reload(self) -> None:
-        """SIGHUP: re-read the relay rules and white/blacklist (carbon.daemon.reload),
-        in the RELAY_WORKERS processes too."""
-        reload_relay_daemon(self)
+        """SIGHUP: a new ring from carbon.conf (swapped in place), the relay rules and
+        the white/blacklist (carbon.daemon.reload), in the RELAY_WORKERS processes too."""
+        workers = []
         if self.pool is not None:
             for proc, _channel in self.pool.workers.values():
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGHUP)
+                    workers.append(proc.pid)
+        reload_relay_daemon(self, workers)
 
     def descriptor_claims(self) -> int:
         """A connection and two spool files per destination."""

@@ -1,6 +1,8 @@
 """The routers' machinery: the per-name LRU, the batch API, rules and hash placement.
 
-``carbon.routers`` (the reference module name) re-exports these and registers them.
+Built-in routers register in ``carbon.plugins.ROUTERS`` here (and in
+``carbon.relay.aggregated``); ``make_router`` builds the RELAY_METHOD one.
+``carbon.routers`` (the reference module name) re-exports them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from carbon.config.defaults import DEFAULTS
 from carbon.config.errors import ConfigError
 from carbon.hashing import ConsistentHashRing, hash_function, positions_function
 from carbon.pipeline import Batch, Datapoint
-from carbon.plugins import HASH_RINGS
-from carbon.relay.destinations import Destination
+from carbon.plugins import HASH_RINGS, ROUTERS
+from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.rules import RelayRule, load_relay_rules
 
 
@@ -174,6 +176,7 @@ class DestinationSetRouter(DatapointRouter):
         return len(self.destinations)
 
 
+@ROUTERS.register('rules')
 class RelayRulesRouter(DestinationSetRouter):
     """RELAY_METHOD = rules: first matching rule wins unless it says ``continue``.
 
@@ -209,6 +212,7 @@ class RelayRulesRouter(DestinationSetRouter):
         return out
 
 
+@ROUTERS.register('consistent-hashing')
 class ConsistentHashingRouter(DatapointRouter):
     """RELAY_METHOD = consistent-hashing, with REPLICATION_FACTOR and DIVERSE_REPLICAS."""
 
@@ -368,6 +372,7 @@ class FastHashRing:
             yield self.sorted_nodes[n % count][1]
 
 
+@ROUTERS.register('fast-hashing')
 class FastHashingRouter(ConsistentHashingRouter):
     """RELAY_METHOD = fast-hashing (mmh3_ch unless ROUTER_HASH_TYPE says otherwise)."""
 
@@ -379,3 +384,29 @@ class FastHashingRouter(ConsistentHashingRouter):
             return FastHashRing(self.hash_type)
         except ValueError as exc:
             raise ConfigError(str(exc), key="ROUTER_HASH_TYPE") from None
+
+
+def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
+                **kwargs: Any) -> DatapointRouter:
+    """The RELAY_METHOD router with DESTINATIONS (or ``destinations``) added in order.
+
+    Extra keyword arguments go to the router (``rules=``, ``aggregation_rules=``).
+    """
+    method = _setting(settings, "RELAY_METHOD", "rules")
+    try:
+        router_class = ROUTERS.get(method)
+    except KeyError:
+        raise ConfigError("In carbon.conf, RELAY_METHOD must be one of %s. Invalid value: '%s'"
+                          % (", ".join(ROUTERS.names()), method), key="RELAY_METHOD") from None
+    router = router_class(settings, **kwargs)
+    if destinations is None:
+        try:
+            destinations = parse_destinations(_setting(settings, "DESTINATIONS", []) or [])
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="DESTINATIONS") from None
+    for dest in destinations:
+        try:
+            router.add_destination(Destination(*dest))
+        except ValueError as exc:
+            raise ConfigError(str(exc), key="DESTINATIONS") from None
+    return router

@@ -15,8 +15,9 @@ from typing import Any, Iterable, TextIO
 
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
-from carbon.routers import (AggregatedConsistentHashingRouter, ConsistentHashingRouter,
-                            DatapointRouter, RelayRulesRouter, make_router)
+from carbon.relay.aggregated import AggregatedConsistentHashingRouter
+from carbon.relay.routing import (ConsistentHashingRouter, DatapointRouter, RelayRulesRouter,
+                                  make_router)
 
 
 def describe_router(router: DatapointRouter) -> str:

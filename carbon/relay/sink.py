@@ -36,7 +36,7 @@ from carbon.relay.dynamic import DynamicRouting
 from carbon.relay.index import RouteIndex
 from carbon.relay.shutdown import flush_then_close
 from carbon.relay.timers import RelayTimers
-from carbon.routers import DatapointRouter, make_router
+from carbon.relay.routing import DatapointRouter, make_router
 from carbon.tags import normalize_batch
 
 
@@ -65,41 +65,100 @@ class RelaySink(Sink):
         self.timers = RelayTimers(reactor, float(settings.TIME_TO_DEFER_SENDING or 0),
                                   self._flush_all)
         self.schedule_flush = self.timers.schedule_flush
-        dynamic = None
+        self.dynamic: DynamicRouting | None = None
         if settings.get("DYNAMIC_ROUTER"):
-            dynamic = DynamicRouting(self.router,
-                                     int(settings.get("DYNAMIC_ROUTER_MAX_RETRIES") or 0),
-                                     self.log, self.put_many)
-        self.clients: dict[Destination, DestinationClient] = make_clients(
-            self.destinations, settings, stats, flow, reactor, self.log, self.spool_dir,
-            self.schedule_flush,
-            state_changed=dynamic.state_changed if dynamic is not None else None,
-            spill_after=spill_after, headroom=headroom, initial_delay=initial_delay,
-            max_delay=max_delay)
+            self.dynamic = DynamicRouting(self.router,
+                                          int(settings.get("DYNAMIC_ROUTER_MAX_RETRIES") or 0),
+                                          self.log, self.put_many)
+        self.client_options = dict(spill_after=spill_after, headroom=headroom,
+                                   initial_delay=initial_delay, max_delay=max_delay)
+        self.clients: dict[Destination, DestinationClient] = self._make_clients(
+            self.destinations)
+        # destinations a new ring dropped: sending what they hold, then closed
+        self.retiring: dict[Destination, DestinationClient] = {}
+        self._build_index()
+        self.unroutable_unlogged = 0
+        self.stopping = False
+        self.stopped = False
+        declared = isinstance(self.router, DatapointRouter)
+        unknown = self.router.unknown_rule_destinations() if declared else []
+        if unknown:
+            self.log.msg("WARNING: relay rules name destinations missing from DESTINATIONS, "
+                         "which are never used: %s" % ", ".join(map(str, unknown)))
+
+    def _make_clients(self, destinations: list[Destination]
+                      ) -> dict[Destination, DestinationClient]:
+        dynamic = self.dynamic
+        return make_clients(destinations, self.settings, self.stats, self.flow, self.reactor,
+                            self.log, self.spool_dir, self.schedule_flush,
+                            state_changed=dynamic.state_changed if dynamic is not None
+                            else None, **self.client_options)
+
+    def _build_index(self) -> None:
+        """The client list and the lean paths' route index for the current router."""
         self.client_list = list(self.clients.values())
         # The lean path: received lines are routed by name bytes. Tag normalisation
         # rewrites names, and a router plugin that is not a DatapointRouter (one check,
         # here) has no ``generation`` to say when its placement changes: both take the
         # tuple path.
-        self.line_protocol = settings.DESTINATION_PROTOCOL == "line"
-        declared = isinstance(self.router, DatapointRouter)
-        self.accepts_lines = not self.normalize_tags and declared
+        self.line_protocol = self.settings.DESTINATION_PROTOCOL == "line"
+        self.accepts_lines = not self.normalize_tags and isinstance(self.router,
+                                                                    DatapointRouter)
         self.index: RouteIndex | None = None
         self.chunks: ChunkRouter | None = None
         if self.accepts_lines:
             self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
-                                    int(settings.get("RELAY_HASH_CACHE_SIZE",
-                                                     DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0))
+                                    int(self.settings.get("RELAY_HASH_CACHE_SIZE",
+                                                          DEFAULTS["RELAY_HASH_CACHE_SIZE"])
+                                        or 0))
             # The whole-read path: reads routed (and lines written) in C.
             if chunks_available():
                 self.chunks = ChunkRouter(self.index, self.router, self.index.size)
-        self.unroutable_unlogged = 0
-        self.stopping = False
-        self.stopped = False
-        unknown = self.router.unknown_rule_destinations() if declared else []
-        if unknown:
-            self.log.msg("WARNING: relay rules name destinations missing from DESTINATIONS, "
-                         "which are never used: %s" % ", ".join(map(str, unknown)))
+
+    def swap_routing(self, router: Any, destinations: list[Destination]
+                     ) -> tuple[list[Destination], list[Destination]]:
+        """A new routing table in place (``carbon.relay.ring_swap``): from now on every
+        point is routed by ``router`` to ``destinations``. A destination kept keeps its
+        client (connection, queue, spool); a new one gets a client that connects now; a
+        dropped one stops getting points and is closed once it has sent what it holds
+        (queue and spool). Points already queued keep the destinations they were routed
+        to. Returns (added, dropped)."""
+        destinations = configured_destinations(self.settings, destinations)
+        kept: dict[Destination, DestinationClient | None] = {}
+        for dest in destinations:
+            client = self.clients.get(dest)
+            if client is None and dest in self.retiring and not self.retiring[dest].stopping:
+                client = self.retiring.pop(dest)  # dropped, back before it closed
+            kept[dest] = client
+        added = [d for d, client in kept.items() if client is None]
+        fresh = self._make_clients(added) if added else {}
+        clients = {d: fresh[d] if kept[d] is None else kept[d] for d in destinations}
+        dropped = [d for d in self.clients if d not in clients]
+        for dest in dropped:
+            self.retiring[dest] = self.clients[dest]
+        self.router, self.destinations, self.clients = router, list(destinations), clients
+        if self.dynamic is not None:
+            self.dynamic.router = router
+        self._build_index()
+        if not self.stopping:
+            for dest in added:
+                fresh[dest].connect()
+        self.schedule_flush()
+        return added, dropped
+
+    def _retire(self) -> None:
+        """Close each dropped destination's client once its queue and spool are sent."""
+        for dest, client in list(self.retiring.items()):
+            client.flush()
+            if client.drained() and not client.spool.points and not client.stopping:
+                client.begin_stop()
+                client.close().addCallback(self._retired, dest, client)
+
+    def _retired(self, _: Any, dest: Destination, client: DestinationClient) -> None:
+        client.finish()
+        if self.retiring.get(dest) is client:
+            del self.retiring[dest]
+            self.log.clients("%s: drained and closed (no longer a destination)" % client)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -111,10 +170,12 @@ class RelaySink(Sink):
             client.connect()
         self.timers.every(self.check_interval, self._check)
         self.timers.every(self.log_interval, self._log_drops)
-        if isinstance(self.router, DatapointRouter) and self.router.rechecks_rules:
-            self.timers.every(10.0, self._check_rules)  # the reference re-reads rules every 10 s
+        # the reference re-reads rules every 10 s (the router may change on SIGHUP)
+        self.timers.every(10.0, self._check_rules)
 
     def _check_rules(self) -> None:
+        if not (isinstance(self.router, DatapointRouter) and self.router.rechecks_rules):
+            return
         error = self.router.check_rules()
         if error is not None:
             self.log.msg("aggregation rules not reloaded: %s" % error)
@@ -231,6 +292,9 @@ class RelaySink(Sink):
         for client in self.clients.values():
             if client.flush():
                 more = True
+        for client in self.retiring.values():
+            if client.flush():
+                more = True
         return more
 
     def _check(self) -> None:
@@ -239,6 +303,10 @@ class RelaySink(Sink):
             client.check(now)
             if client.pending or client.spool.points:
                 self.schedule_flush()
+        if self.retiring:
+            for client in self.retiring.values():
+                client.check(now)
+            self._retire()
 
     def _log_drops(self) -> None:
         for client in self.clients.values():
@@ -252,7 +320,8 @@ class RelaySink(Sink):
     @property
     def queued(self) -> int:
         """Points in memory queues plus spools."""
-        return sum(c.queued + c.spool.points for c in self.clients.values())
+        return sum(c.queued + c.spool.points for c in
+                   [*self.clients.values(), *self.retiring.values()])
 
     def gauges(self) -> dict[str, Callable[[], float]]:
         """Per-destination queue gauges for the Reporter (memory and spool points)."""
@@ -270,7 +339,7 @@ class RelaySink(Sink):
             return defer.succeed(None)
         self.stopping = True
         self.timers.stop_loops()
-        done = flush_then_close(self.clients, self.reactor,
+        done = flush_then_close({**self.retiring, **self.clients}, self.reactor,
                                 float(self.settings.SHUTDOWN_FLUSH_TIMEOUT or 0), self.log,
                                 self.timers.cancel_flush)
         done.addCallback(self._stopped)

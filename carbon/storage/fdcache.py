@@ -139,11 +139,6 @@ class FdCache:
         free = self.capacity - len(self._handles)
         return free if free > 0 else int(self.has_room())
 
-    def adopt_for_use(self, path: str, fd: int) -> Handle:
-        """Take over ``fd`` like ``adopt`` but hand it back for an immediate use;
-        the caller must ``release`` it."""
-        return self._admit(path, fd, time.monotonic())
-
     def adopt(self, path: str, fd: int) -> None:
         """Take over an open read-write descriptor of ``path`` (closed if not kept)."""
         self.release(self._admit(path, fd, time.monotonic()))

@@ -332,8 +332,11 @@ class WhisperDatabase(StorageBackend):
                     where.append(index)
                     handles.append(handle)
                     # a file made by us and not written since: header known, archives
-                    # empty (nothing to read)
-                    empty = handle.header.raw if handle and handle.fresh and handle.header else None
+                    # empty (nothing to read) -- unless writers share files under
+                    # WHISPER_LOCK_WRITES: another one (a rebalance's merge) may have
+                    # written points since the create, so the update reads the file
+                    empty = handle.header.raw if (handle and handle.fresh and handle.header
+                                                  and not self.lock_writes) else None
                     calls.append((fs_path, handle.fd if handle else -1,
                                   handle.dev if handle else 0, handle.ino if handle else 0,
                                   check, points, empty))
@@ -426,6 +429,16 @@ class WhisperDatabase(StorageBackend):
             self._fds.discard(path)
         else:
             self._fds.release(handle)
+
+    def forget(self, metrics: Iterable[str]) -> None:
+        """Close the descriptors held for ``metrics``' files (a resize replaced them)."""
+        with self._lock:
+            for metric in metrics:
+                path = self.get_filesystem_path(metric)
+                handle = self._created.pop(path, None)
+                if handle is not None:
+                    self._fds.release(handle)
+                self._fds.discard(path)
 
     # -- metadata ---------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, he
                                            parse_header)
 from carbon.writer.creator import Creator, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
+from carbon.writer.schemacheck import SchemaCheck
 from carbon.writer.tagfeed import TagFeed
 
 INF = float("inf")
@@ -39,18 +40,19 @@ def disk_trouble(error: BaseException) -> bool:
 
 
 class _Unavailable:
-    """Metrics the writer cannot take now: with the creator or in flight (live sets)."""
+    """Metrics the writer cannot take now: with the creator, in flight or paused (a
+    resize is replacing their files) (live sets)."""
 
-    __slots__ = ("busy", "in_flight")
+    __slots__ = ("busy", "in_flight", "paused")
 
-    def __init__(self, busy: set[str], in_flight: set[str]) -> None:
-        self.busy, self.in_flight = busy, in_flight
+    def __init__(self, busy: set[str], in_flight: set[str], paused: set[str]) -> None:
+        self.busy, self.in_flight, self.paused = busy, in_flight, paused
 
     def __contains__(self, metric: object) -> bool:
-        return metric in self.busy or metric in self.in_flight
+        return metric in self.busy or metric in self.in_flight or metric in self.paused
 
     def __bool__(self) -> bool:
-        return bool(self.busy or self.in_flight)
+        return bool(self.busy or self.in_flight or self.paused)
 
 
 class Writer:
@@ -82,7 +84,6 @@ class Writer:
                                        samples=1)
         self.retry_at = 0.0  # monotonic time before which a disk in trouble is left alone
         self.stop_event = threading.Event()
-        self.idle_event = threading.Event()
         self.tag_feed: TagFeed | None = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
@@ -103,7 +104,13 @@ class Writer:
         self.returned: deque[tuple[str, Outcome]] = deque()
         self.unsubmitted: list[str] = []
         self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
-        strategy.skip = _Unavailable(self.creator.busy, self.in_flight)
+        # Metrics whose files a resize is replacing (``pause``/``resume``, under
+        # choose_lock): their points stay in the cache (and visible to carbonlink) until
+        # the new file is in place, so none is written into a file about to be replaced.
+        self.paused: set[str] = set()
+        # carbon.writer.schemacheck.SchemaCheck: existing files against the schema rules
+        self.schema_check: SchemaCheck | None = None
+        strategy.skip = _Unavailable(self.creator.busy, self.in_flight, self.paused)
         # WRITER_MIN_PASS_SECONDS: a pass over the cache starts at most this often, so
         # while points pour in a metric is written with more of them at a time (fewer
         # whisper updates a point); off (0) by default, and never while draining or with
@@ -149,17 +156,22 @@ class Writer:
             if outcome is None:
                 self._created(metric)
             self._known(metric)
+            if outcome is not None and self.schema_check is not None:
+                self.schema_check.offer(metric)  # an existing file: does it follow the rules?
+            if metric in self.paused:
+                return True, False  # its points wait in the cache for ``resume``
             return metric, False
         submitted = False
         skipped = 0
         known, busy, in_flight, data = self.known, creator.busy, self.in_flight, self.cache.data
-        while skipped <= len(in_flight) + len(busy):
+        paused = self.paused
+        while skipped <= len(in_flight) + len(busy) + len(paused):
             if len(data) <= len(busy):
                 break  # every metric left is with the creator
             chosen = self.strategy.choose()
             if chosen is None:
                 break
-            if chosen in in_flight or chosen in busy:
+            if chosen in in_flight or chosen in busy or chosen in paused:
                 skipped += 1
                 continue
             if chosen not in known:
@@ -290,10 +302,6 @@ class Writer:
     def _disk_trouble(self, message: str) -> None:
         self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
         self.disk_errors.record(message)
-
-    def write_one(self) -> bool:
-        """Write the next metric. Returns False when there was nothing to do."""
-        return self.write_some(1)
 
     def write_some(self, limit: int = BATCH_SIZE) -> bool:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
@@ -448,6 +456,26 @@ class Writer:
                      % (path, size, end))
         return True
 
+    # -- resize ---------------------------------------------------------
+    def pause(self, metrics: list[str]) -> list[str]:
+        """Stop writing ``metrics`` (their points stay in the cache) until ``resume``;
+        returns those still being written or created now: the pause holds once a later
+        call returns none of them."""
+        with self.choose_lock:
+            self.paused.update(metrics)
+            busy, in_flight = self.creator.busy, self.in_flight
+            return [metric for metric in metrics if metric in in_flight or metric in busy]
+
+    def resume(self, metrics: list[str]) -> None:
+        """Write ``metrics`` again, into the files now at their paths: the storage
+        backend forgets descriptors it holds for them (a file it had just created and
+        not written yet is not checked for replacement otherwise)."""
+        forget = getattr(self.database, "forget", None)
+        with self.choose_lock:
+            if forget is not None:
+                forget(metrics)
+            self.paused.difference_update(metrics)
+
     # -- thread ---------------------------------------------------------
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -457,10 +485,7 @@ class Writer:
                 self.errors.record("writer: %s" % exc)
                 busy = False
             if not busy:
-                self.idle_event.set()
                 self.stop_event.wait(0.05)
-            else:
-                self.idle_event.clear()
 
     def start(self) -> None:
         self.creator.start()
@@ -480,6 +505,16 @@ class Writer:
     def alive(self) -> bool:
         return any(thread.is_alive() for thread in self.threads)
 
+    def drained(self) -> bool:
+        """Every point given to the cache is on disk (or dropped) and booked: none cached,
+        none taken by a writer thread or the creator and still being written
+        (``cache.writing``), no metric with the creator or its outcome unhandled. (An
+        empty ``cache`` alone is not that: a writer thread pops a batch's points before
+        it writes them.)"""
+        creator = self.creator
+        return self.cache.is_empty() and not creator.busy and not creator.ready \
+            and not self.returned
+
     def drain(self, timeout: float = INF) -> bool:
         """Speed up to the shutdown rate and block until the cache is empty."""
         self.pacing = False
@@ -493,9 +528,9 @@ class Writer:
         deadline = time.monotonic() + timeout
         self.creator.start()
         try:
-            creator = self.creator  # busy: points the creator may be writing
-            while (self.cache or creator.busy or creator.ready or self.returned) \
-                    and time.monotonic() < deadline:
+            # a writer thread still alive (its stop timed out) may be writing points it
+            # took: done only when they are on disk, not when the cache looks empty
+            while not self.drained() and time.monotonic() < deadline:
                 if not self.alive():
                     if not self.write_some():
                         time.sleep(0.02)  # the disk refused writes: it gets a moment
@@ -503,4 +538,4 @@ class Writer:
                     time.sleep(0.02)
         finally:
             self.creator.stop(5.0)
-        return not self.cache
+        return self.drained()

@@ -20,7 +20,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from carbon.rewrite import RewriteProcessor, parse_rewrite_rules

@@ -43,6 +43,29 @@ def amqp_ready(port: int) -> bool:
         return False
 
 
+# The protocol header txamqp sends with carbon 1.1.10's amqp0-8.xml spec: AMQP 1 1 8 0.
+AMQP_0_8_HEADER = b"AMQP\x01\x01\x08\x00"
+
+
+def speaks_amqp_0_8(port: int) -> bool:
+    """Whether the broker takes carbon 1.1.10's AMQP 0-8 (RabbitMQ 3.x does; 4.0, Debian
+    13's, answers the 0-8 header with its own 0-9-1 header and closes: ``bad_version``)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(AMQP_0_8_HEADER)
+        sock.settimeout(5)
+        answer = b""
+        while len(answer) < 8:
+            chunk = sock.recv(8 - len(answer))
+            if not chunk:
+                break
+            answer += chunk
+    if answer.startswith(b"AMQP"):
+        return False
+    if answer[:3] == b"\x01\x00\x00":  # connection.start on channel 0
+        return True
+    raise RuntimeError("unexpected answer to the AMQP 0-8 header: %r" % answer)
+
+
 def _stop_group(proc: subprocess.Popen, timeout: float) -> None:
     """SIGTERM ``proc``, wait, then SIGKILL its process group (its own session)."""
     if proc.poll() is None:

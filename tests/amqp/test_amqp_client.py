@@ -15,7 +15,7 @@ from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline, Sink
 from carbon.receivers.amqp import AMQPListener
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from tests.relay.harness import run_reactor, wait_for
 
 EXCHANGE = "client_test"

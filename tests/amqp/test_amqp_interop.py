@@ -1,6 +1,10 @@
 """Interop with carbon 1.1.10's own AMQP code (its venv: bench/common.reference_venv)
 through the private RabbitMQ: its publisher into our listener, our publisher into its
-listener (carbon-cache.py 1.1.10 with ENABLE_AMQP). Every point must land in whisper."""
+listener (carbon-cache.py 1.1.10 with ENABLE_AMQP). Every point must land in whisper.
+
+carbon 1.1.10 speaks AMQP 0-8 (txamqp with its amqp0-8.xml spec), which RabbitMQ 4.0
+(Debian 13's) refuses with ``bad_version``: against such a broker these tests are skipped
+saying so (the broker is asked with the 0-8 header itself, whatever its version)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.amqp.broker import speaks_amqp_0_8
 from tests.amqp.test_amqp_listener import amqp_daemon, publish
 from tests.support import free_port, read_whisper, wait_for
 
@@ -47,11 +52,21 @@ reactor.run()
 """
 
 
+@pytest.fixture
+def broker_0_8(broker):
+    """The private broker, if it takes carbon 1.1.10's AMQP 0-8; else a skip saying why."""
+    if not speaks_amqp_0_8(broker.port):
+        pytest.skip("carbon 1.1.10 speaks AMQP 0-8, which this RabbitMQ refuses (bad_version: "
+                    "RabbitMQ 4.x, as in Debian 13, has no 0-8); needs RabbitMQ 3.x")
+    return broker
+
+
 def landed(path_of, names: list[str], start: int) -> dict:
     return {name: read_whisper(path_of(name), start, NOW + 60) for name in names}
 
 
-def test_reference_publisher_into_our_listener(tmp_path, broker):
+def test_reference_publisher_into_our_listener(tmp_path, broker_0_8):
+    broker = broker_0_8
     cache = amqp_daemon(tmp_path, broker, "interop_in", MAX_CREATES_PER_MINUTE="inf")
     try:
         python = str(reference_venv() / "bin" / "python")
@@ -67,7 +82,8 @@ def test_reference_publisher_into_our_listener(tmp_path, broker):
         cache.kill()
 
 
-def test_our_publisher_into_reference_listener(tmp_path, broker):
+def test_our_publisher_into_reference_listener(tmp_path, broker_0_8):
+    broker = broker_0_8
     root = tmp_path / "ref"
     (root / "conf").mkdir(parents=True)
     (root / "conf" / "storage-schemas.conf").write_text(
@@ -112,3 +128,15 @@ def test_our_publisher_into_reference_listener(tmp_path, broker):
     finally:
         cache.kill()
         cache.wait(10)
+
+
+def test_the_0_8_probe_matches_the_broker_version(broker):
+    """RabbitMQ before 4.0 takes carbon 1.1.10's AMQP 0-8, 4.0 and later refuse it: the
+    probe the interop tests skip on says the same as the broker's version."""
+    script = Path(broker.server).resolve()  # .../lib/rabbitmq_server-X.Y.Z/sbin/...
+    found = [p for p in script.parents if p.name.startswith("rabbitmq_server-")] or \
+        sorted((Path(broker.server).parents[1] / "lib").glob("rabbitmq_server-*"))
+    if not found:
+        pytest.skip("no rabbitmq_server-<version> folder above %s" % script)
+    major = int(found[-1].name.split("-", 1)[1].split(".")[0])
+    assert speaks_amqp_0_8(broker.port) == (major < 4), found[-1].name

@@ -26,7 +26,7 @@ from carbon.pipeline import Pipeline, Sink
 from carbon.receivers.amqp import (RETRY_DELAY, AMQPListenerFactory, bind_patterns,
                                    message_batch)
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.relay.amqp_publisher import messages_from_lines
 
 SPEC = load_spec()

@@ -124,6 +124,7 @@ def test_lookup_and_sieve_match_the_relay(tmp_path: Path, method: str) -> None:
 def test_reference_module_faces(tmp_path: Path) -> None:
     from carbon.aggregator.rules import RuleManager
     from carbon.conf import CarbonConfigException, Settings
+    from carbon.config.errors import ConfigError
     from carbon.util import parseDestinations
 
     settings = Settings()
@@ -138,6 +139,14 @@ def test_reference_module_faces(tmp_path: Path) -> None:
     assert parseDestinations(settings.DESTINATIONS) == [("a", 1, None), ("b", 2, "x")]
     with pytest.raises(CarbonConfigException):
         settings.readFrom(str(tmp_path / "missing.conf"), "relay")
+    # the daemons' parser (carbon.config.settings.parse_value): a text key stays text,
+    # a bad number names file and key, as load_settings does
+    path.write_text("[relay]\nAMQP_PASSWORD = 1234\nWRITE_BACK_FREQUENCY = 5\n")
+    settings.readFrom(str(path), "relay")
+    assert (settings.AMQP_PASSWORD, settings.WRITE_BACK_FREQUENCY) == ("1234", 5)
+    path.write_text("[relay]\nMAX_QUEUE_SIZE = lots\n")
+    with pytest.raises(ConfigError, match="carbon.conf, key MAX_QUEUE_SIZE: invalid number"):
+        settings.readFrom(str(path), "relay")
     rules = tmp_path / "rules.conf"
     rules.write_text("# c\n" + AGG_RULES)
     RuleManager.read_from(str(rules))

@@ -107,7 +107,7 @@ def test_three_hosts_grow_to_four_without_losing_a_point(cluster: Path) -> None:
     writer = threading.Thread(target=keep_writing)
     writer.start()
     try:
-        crashed = Rebalancer(old_spec, new_spec, crash_after=25, relay_poll=10).run()
+        crashed = Rebalancer(old_spec, new_spec, crash_after=25).run()
         assert crashed.moves == 25 and not crashed.unverified, crashed
         resumed = cli("rebalance", cluster, new, "--delete", "--rate-files", "200")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr

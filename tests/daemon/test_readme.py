@@ -23,7 +23,7 @@ import pytest
 
 from tests.amqp.broker import Broker, find_server
 from tests.daemon.shipped import BIN, port_free, require_free_ports, shipped_root
-from tests.support import ROOT, read_whisper, wait_for
+from tests.support import ROOT, free_port, read_whisper, wait_for
 
 MARK = re.compile(r"<!-- readme-test: ([a-z-]+) -->\s*```sh\n(.*?)```", re.S)
 ANY_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
@@ -233,3 +233,52 @@ def test_readme_first_command_runs_the_demo_and_stops_on_ctrl_c(tmp_path):
     assert "http://127.0.0.1:8080/render?target=servers.*.cpu" in out
     assert "stopped graphite-render" in out and "carbon-cache.py --instance=a stop" in out
     wait_for(lambda: not pids_of(run), 60, what="the demo's daemons to exit")
+
+
+def test_demo_no_wait_stops_within_seconds(tmp_path):
+    """``tools/demo.sh --no-wait``: after its last line of results it stops the render app
+    and the daemons at once (it used to wait 10 s on the render app it had not reaped)."""
+    require_free_ports(["relay line", "relay pickle", "cache a line", "cache a pickle",
+                        "cache a carbonlink", "cache b line", "cache b pickle",
+                        "cache b carbonlink"])
+    run = tmp_path / "demo-run"
+    env = dict(os.environ, CARBON_DEMO_DIR=str(run), VENV=str(BIN.parent))
+    proc = subprocess.Popen([str(ROOT / "tools" / "demo.sh"), "--seconds", "1", "--no-wait",
+                             "--port", str(free_port())], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    shown = None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Self-metrics:"):   # the last line before stopping
+                shown = time.monotonic()
+        proc.wait(60)
+        stopped = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in pids_of(run):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    out = "".join(lines)
+    assert proc.returncode == 0 and shown is not None, out
+    assert "stopped graphite-render" in out and "carbon-cache.py --instance=a stop" in out, out
+    assert stopped - shown < 5, "stopping took %.1f s:\n%s" % (stopped - shown, out)
+    wait_for(lambda: not pids_of(run), 60, what="the demo's daemons to exit")
+
+
+def readme_section(title: str) -> str:
+    return (ROOT / "README.md").read_text().split("### " + title, 1)[1].split("\n### ", 1)[0]
+
+
+def test_readme_says_what_the_manhole_and_amqp_need():
+    manhole = readme_section("The manhole")
+    assert "MANHOLE_HOST_KEY_DIR" in manhole and "ssh-keygen" in manhole
+    assert re.search(r"`ssh -t -p 7222 \w+@127\.0\.0\.1`", manhole)
+    amqp = readme_section("AMQP")
+    assert "apt-get install rabbitmq-server" in amqp and "NODE_IP_ADDRESS=127.0.0.1" in amqp
+    assert "inet_dist_use_interface {127,0,0,1}" in amqp

@@ -11,13 +11,14 @@ The mirror is read from the host's apt sources at run time.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from tests.deploy.debian import install_missing, mirror
 
 CACHE = Path.home() / ".cache" / "carbon-fast"
 TREE = CACHE / "nspawn-bookworm"
@@ -28,35 +29,9 @@ HOST_TOOLS = {"systemd-nspawn": "systemd-container", "debootstrap": "debootstrap
               "nsenter": "util-linux", "systemd-analyze": "systemd"}
 
 
-def mirror() -> str:
-    """The Debian mirror the host's apt uses for bookworm (deb822 or one-line sources)."""
-    deb822 = Path("/etc/apt/sources.list.d/debian.sources")
-    if deb822.exists():
-        for stanza in deb822.read_text().split("\n\n"):
-            fields = dict(re.findall(r"(?m)^(\w[\w-]*):\s*(.*)$", stanza))
-            suites = fields.get("Suites", "").split()
-            if "bookworm" in suites and fields.get("URIs"):
-                return fields["URIs"].split()[0]
-    listing = Path("/etc/apt/sources.list")
-    if listing.exists():
-        for line in listing.read_text().splitlines():
-            parts = line.split()
-            if len(parts) >= 3 and parts[0] == "deb" and parts[2] == "bookworm":
-                return parts[1]
-    raise RuntimeError("no bookworm mirror in the host's apt sources")
-
-
 def ensure_host_tools() -> None:
     """Install systemd-nspawn and debootstrap from Debian's packages when missing (root)."""
-    missing = sorted({package for tool, package in HOST_TOOLS.items()
-                      if shutil.which(tool) is None})
-    if not missing:
-        return
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    lock = ["-o", "DPkg::Lock::Timeout=900"]
-    subprocess.run(["apt-get", *lock, "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", *lock, "install", "-y", "-qq", "--no-install-recommends",
-                    *missing], check=True, env=env, stdout=subprocess.DEVNULL)
+    install_missing(HOST_TOOLS)
 
 
 def bookworm_tree() -> Path:
@@ -71,7 +46,7 @@ def bookworm_tree() -> Path:
     building.chmod(0o755)   # the container's / (mkdtemp makes it 0700)
     try:
         subprocess.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(PACKAGES),
-                        "bookworm", str(building), mirror()], check=True,
+                        "bookworm", str(building), mirror("bookworm")], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # the container's own name resolution and a root without a password prompt
         (building / "etc" / "hostname").write_text("carbon-fast-test\n")

@@ -248,3 +248,16 @@ def exercise(box: Booted, ports: dict[str, int]) -> None:
                      "/var/log/carbon/carbon-cache-a/console.log"]).stdout.split()
     assert owner == ["_graphite", "_graphite"]
     assert not (box.root / "var/log/carbon/carbon-cache-b").exists()
+
+    # ExecStartPre's check: a key given twice keeps the unit from starting, and the
+    # journal names the file and both lines
+    good = conf.read_text()
+    conf.write_text(good.replace("[cache]\n", "[cache]\nMAX_CACHE_SIZE = 1000\n"
+                                 "MAX_CACHE_SIZE = 2000\n", 1))
+    refused = box.run(["systemctl", "start", "carbon-cache@a"], check=False)
+    assert refused.returncode != 0
+    journal = box.run(["journalctl", "--no-pager", "-u", "carbon-cache@a"]).stdout
+    assert "carbon.conf" in journal and "MAX_CACHE_SIZE" in journal, journal[-2000:]
+    assert box.run(["systemctl", "is-active", "carbon-cache@a"],
+                   check=False).stdout.split() != ["active"]
+    conf.write_text(good)

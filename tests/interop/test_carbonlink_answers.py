@@ -8,7 +8,7 @@ import pickletools
 from pathlib import Path
 
 from carbon.carbonlink.server import CarbonLinkHandler
-from tests.core.test_writer_creator import NOW, Harness
+from tests.writer.test_writer_creator import NOW, Harness
 from tests.interop.reference import reference_unpickle
 
 # Opcodes that name or build a class: a plain answer has none of them.
@@ -52,7 +52,7 @@ def collect_answers(h: Harness) -> list[tuple[str, dict, object]]:
 
     # waiting for its file: the writer handed it to the creator, which has not run yet
     add("state.creating", points(30))
-    assert h.writer.write_one() and h.writer.creator.busy == {"state.creating"}
+    assert h.writer.write_some(1) and h.writer.creator.busy == {"state.creating"}
     ask("waiting for create", ["state.creating"])
     add("state.ordered", points(30, 1.5))
     add("state.shuffled", points(30, 2.5)[::-1])

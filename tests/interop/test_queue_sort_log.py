@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.test_writer_creator import NOW, Harness
+from tests.writer.test_writer_creator import NOW, Harness
 from tests.interop.reference import carbon_venv, run_reference
 from tests.support import wait_for
 
@@ -59,7 +59,7 @@ def ours(root: Path, strategy: str) -> list[str]:
         seen = 0
         for cycle in CYCLES:
             h.cache.add_batch(cycle)
-            wait_for(lambda: not h.cache and h.writer.idle_event.is_set(), what="drained")
+            wait_for(h.writer.drained, what="drained")
             lines = [line.split(" :: ", 1)[1] for line in h.log_text("console").splitlines()]
             out += lines[seen:] + ["-- cycle --"]
             seen = len(lines)

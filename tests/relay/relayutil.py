@@ -9,9 +9,9 @@ from twisted.internet import defer
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.relay.sink import RelaySink
-from harness import sleep
+from tests.relay.harness import sleep
 
 
 def free_port() -> int:

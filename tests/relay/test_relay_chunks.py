@@ -18,10 +18,10 @@ from carbon.relay.chunks import ChunkRouter
 from carbon.relay.index import RouteIndex
 from carbon.routers import make_router, parse_destinations
 from carbon.relay._route import format_text, format_value, position
-from tests.core.number_texts import NUMBER_EDGES, float_repr, number_text
-from test_relay_lines import (CANON_STAMPS, CANON_VALUES, ENDINGS, NAMES, OTHER_STAMPS,
+from tests.formats.number_texts import NUMBER_EDGES, float_repr, number_text
+from tests.relay.test_relay_lines import (CANON_STAMPS, CANON_VALUES, ENDINGS, NAMES, OTHER_STAMPS,
                               OTHER_VALUES, SEPARATORS, BAD_NAMES)
-from test_relay_routers import CASES, _settings
+from tests.relay.test_relay_routers import CASES, _settings
 
 DESTS = ["127.0.0.1:2004:a", "127.0.0.1:2104:b", "127.0.0.2:2004:c", "127.0.0.3:2004:d"]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from twisted.internet import defer
 
-from countsink import CountingSink
-from harness import run_reactor, sleep, wait_for
-from relayutil import free_port
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, sleep, wait_for
+from tests.relay.relayutil import free_port
 
 ROOT = Path(__file__).parents[2]
 

@@ -18,7 +18,7 @@ from carbon.relay.linefilter import LineListFilter
 from carbon.relay.queues import LineQueue
 from carbon.formats.plaintext import encode_line
 from carbon.routers import make_router
-from test_relay_routers import CASES, _settings
+from tests.relay.test_relay_routers import CASES, _settings
 
 
 def reference_output(chunk: bytes) -> tuple[list[bytes], int]:
@@ -230,7 +230,7 @@ def test_list_filter_on_line_batches_matches_tuple_filter(tmp_path):
 def test_relay_daemon_filters_line_batches_on_the_lean_path(tmp_path):
     from carbon.logs import MemoryLog
     from carbon.relay.daemon import RelayDaemon
-    from harness import run_reactor
+    from tests.relay.harness import run_reactor
 
     (tmp_path / "blacklist.conf").write_text("^secret\\.\n")
     settings = Settings(USE_WHITELIST=True, CONF_DIR=str(tmp_path), STORAGE_DIR=str(tmp_path),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from twisted.internet import defer
 
-from harness import run_reactor, sleep, wait_for
-from relayutil import Relay, feed, make_points, relay_settings
+from tests.relay.harness import run_reactor, sleep, wait_for
+from tests.relay.relayutil import Relay, feed, make_points, relay_settings
 
 SINK_SCRIPT = str(Path(__file__).with_name("countsink.py"))
 

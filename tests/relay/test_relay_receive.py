@@ -15,7 +15,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
 from carbon.receivers.context import ReceiverContext
-from carbon.receivers.flow import FlowControl
+from carbon.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from carbon.relay.chunks import ChunkStage
@@ -23,9 +23,9 @@ from carbon.relay.connection import WRITE_BYTES
 from carbon.relay.daemon import READ_BYTES
 from carbon.relay.sink import RelaySink
 from carbon.formats.plaintext import encode_line
-from countsink import CountingSink
-from harness import run_reactor, wait_for
-from relayutil import relay_settings
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, wait_for
+from tests.relay.relayutil import relay_settings
 
 
 def _stream(seed: int = 7) -> tuple[bytes, int]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from twisted.internet import defer
 
 from carbon.relay.resend import ResendWindow
-from countsink import CountingSink
-from harness import run_reactor, wait_for
-from relayutil import Relay, feed, make_points, relay_settings
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, wait_for
+from tests.relay.relayutil import Relay, feed, make_points, relay_settings
 
 
 def test_window_keeps_the_newest_bytes_and_seconds():

@@ -10,9 +10,9 @@ import pytest
 from twisted.internet import defer
 
 from carbon.formats.plaintext import format_value
-from countsink import CountingSink
-from harness import run_reactor, sleep, wait_for
-from relayutil import (Relay, expected_per_destination, feed, free_port, make_points,
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, sleep, wait_for
+from tests.relay.relayutil import (Relay, expected_per_destination, feed, free_port, make_points,
                        relay_settings)
 
 

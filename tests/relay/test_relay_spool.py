@@ -16,9 +16,9 @@ from carbon.relay.spool import Spool
 from carbon.formats.pickled import decode_pickle_stream, encode_pickle, frame
 from carbon.formats.plaintext import decode_line_stream, encode_line, format_value
 from carbon.relay.wire import encoder_for
-from countsink import CountingSink
-from harness import run_reactor, wait_for
-from relayutil import Relay, make_points, relay_settings
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, wait_for
+from tests.relay.relayutil import Relay, make_points, relay_settings
 
 
 def test_pickle_framing_matches_reference():

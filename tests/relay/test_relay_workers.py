@@ -16,10 +16,10 @@ from pathlib import Path
 
 from twisted.internet import defer
 
-from countsink import CountingSink
-from harness import run_reactor, sleep, wait_for
-from relayutil import free_port, relay_settings
-from test_relay_daemon import _accepting, _send_lines, _start
+from tests.relay.countsink import CountingSink
+from tests.relay.harness import run_reactor, sleep, wait_for
+from tests.relay.relayutil import free_port, relay_settings
+from tests.relay.test_relay_daemon import _accepting, _send_lines, _start
 
 from carbon.logs import CarbonLog
 from carbon.relay.workers import READY, WorkerPool

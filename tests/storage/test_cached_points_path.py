@@ -83,7 +83,7 @@ def test_cache_to_file_is_byte_identical(tmp_path, batches, archives, method) ->
             if ordered:  # in time order, as points usually come: the fast paths
                 points = sorted(dict(points).items())
             cache.add_batch([("m", t, v) for t, v in points])
-            taken = cache.pop_for_write("m")
+            taken = dedupe_sorted(cache.pop_raw_for_write(["m"])[0])  # as the writer
             whisper.update_many(reference, list(taken), now=NOW)
             if taken:
                 db.write("m", taken, now=NOW)

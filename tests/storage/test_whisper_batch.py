@@ -246,3 +246,21 @@ def test_descriptors_stay_open_for_the_whole_batch(make_db, idle: float) -> None
                                now=now + 240)[1]
         assert series == [float(i + 100 * r) for r in range(4)], name
     db.close()
+
+
+def test_locked_writes_read_a_fresh_file_another_writer_filled(make_db) -> None:
+    """WHISPER_LOCK_WRITES: a file the cache has just created (header only) that another
+    writer honouring the lock filled meanwhile (a rebalance's merge anchors the archive
+    at its own oldest point) is read before the cache's first write, so both writers'
+    points stay where whisper reads them (assuming it empty put the cache's point in the
+    first slot, re-anchoring the archive: the merged points read as missing)."""
+    db = make_db(WHISPER_LOCK_WRITES=True)
+    now = BASE_NOW - BASE_NOW % 60
+    db.create("fresh.merged", [(60, 100)], 0.5, "average")
+    path = db.get_filesystem_path("fresh.merged")
+    older = [(now - 60 * k, float(k)) for k in range(10, 4, -1)]
+    whisper.update_many(path, older, now=now)  # the other writer, before the cache's first
+    assert _store(db, [("fresh.merged", _raw([(now - 60, 1.0)]))], now) == [True]
+    (start, _end, step), got = whisper.fetch(path, now - 660, now, now=now)
+    stored = {start + i * step: v for i, v in enumerate(got) if v is not None}
+    assert stored == dict(older) | {now - 60: 1.0}

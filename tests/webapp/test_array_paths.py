@@ -23,6 +23,8 @@ from webapp.functions.common import xff
 from webapp.render import jsonfmt
 from webapp.render.series import TimeSeries
 
+from tests.webapp.json_oracle import plain_sum
+
 values = st.lists(st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False,
                                                  width=64)), min_size=0, max_size=60)
 
@@ -32,7 +34,7 @@ def python_window(raw: list, points: int, ratio: float, average: bool) -> list:
     for i in range(points + 1, len(raw) + 1):
         window = [v for v in raw[i - points:i] if v is not None]
         if window and xff(len(window), points, ratio):
-            out.append(sum(window) / len(window) if average else sum(window))
+            out.append(plain_sum(window) / len(window) if average else plain_sum(window))
         else:
             out.append(None)
     return out
@@ -40,14 +42,14 @@ def python_window(raw: list, points: int, ratio: float, average: bool) -> list:
 
 @settings(max_examples=300, deadline=None)
 @given(values, st.integers(1, 12), st.sampled_from([0.0, 0.3, 0.5, 1.0]), st.booleans())
-@example([0.0, 1e16, 1.0, -1e16, None], 3, 0.0, False)   # 3.12's sum() gives 1.0, not 0.0
+@example([0.0, 1e16, 1.0, -1e16, None], 3, 0.0, False)   # 3.12's sum() gives 1.0, graphite-web 0.0
 def test_array_window_equals_python_loop(raw: list, points: int, ratio: float,
                                          average: bool) -> None:
     got = _array_window(raw, points, ratio, average)
     if len(raw) <= points:
         assert got is None
         return
-    # the running Python's sum(): plain additions before 3.12, compensated from 3.12
+    # graphite-web's sum(): plain additions, on every Python (webapp/pysum.py)
     want = python_window(raw, points, ratio, average)
     assert [repr(v) for v in got] == [repr(v) for v in want]
 
@@ -114,9 +116,7 @@ def test_array_aggregate_equals_python_rows(lists: list, ratio: float, how: str)
         elif how in ('max', 'min'):
             want.append(max(known) if how == 'max' else min(known))
         else:
-            total = 0.0           # graphite-web's sum(): one after the other from 0
-            for v in known:
-                total += v
+            total = plain_sum(known)   # graphite-web's sum(): one after the other from 0
             want.append(total / len(known) if how == 'average' else total)
     assert [repr(v) for v in got] == [repr(v) for v in want]
 

@@ -1,7 +1,8 @@
 """Sums and maxDataPoints buckets computed while reading whisper files (``_points.scan``).
 
-Oracle: the values ``whisper.fetch`` returns, added with Python's builtin ``sum()`` (what
-graphite-web's safeSum and consolidation use), bit for bit; a truncated file and a file
+Oracle: the values ``whisper.fetch`` returns, added as graphite-web's safeSum and
+consolidation add them (builtin ``sum()`` on the Pythons it runs on: left to right from 0,
+``plain_sum``), bit for bit, on every Python; a truncated file and a file
 with a bad header among good ones leave the good ones' answers intact.
 """
 
@@ -20,8 +21,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from carbon.storage.whisper_format import CorruptWhisperFile
 from tests.webapp.helpers import aligned_now, call, create_whisper_with, make_whisper
+from tests.webapp.json_oracle import plain_sum
 from webapp.app import make_app
-from webapp.render import pysum
+from webapp import pysum
 from webapp.storage import packed, whisper_read
 
 np = pytest.importorskip('numpy')
@@ -38,7 +40,7 @@ def same(a: float, b: float) -> bool:
 
 def python_sum(values: list) -> tuple[float, int]:
     present = [v for v in values if v is not None]
-    return (float(sum(present)) if present else 0.0), len(present)
+    return (float(plain_sum(present)) if present else 0.0), len(present)
 
 
 def check_means(means: Any, kept: list[list], vpp: int, xff: Any) -> None:

@@ -145,3 +145,46 @@ def test_sighup_with_a_bad_settings_file_keeps_the_running_settings(pair: tuple)
     front.hup_and_wait_for_log("SIGHUP: CLUSTER_SERVERS changed from ['%s'] to []"
                                % remote.address)
     assert front.find('hup.*')[2] == ['hup.front']
+
+
+# The front app in a fresh interpreter where ResourceWarning is an error: a remote dropped
+# by SIGHUP (reload_settings) must not leave its keep-alive socket to the garbage collector.
+DROP_REMOTE = r'''
+import gc, sys
+from webapp.app import make_app
+from webapp.settings import load_settings
+from tests.webapp.helpers import call
+unraisable = []
+sys.unraisablehook = lambda hook: unraisable.append(repr(hook.exc_value))
+path, remote = sys.argv[1], sys.argv[2]
+def write(servers):
+    with open(path, 'w') as out:
+        out.write('STORAGE_DIR = %r\nCARBONLINK_HOSTS = []\nCLUSTER_SERVERS = %r\n'
+                  % (sys.argv[3], servers))
+write([remote])
+app = make_app(load_settings(path))
+status, headers, body = call(app, '/metrics/find', {'query': 'hup.*'})
+assert status == 200 and b'hup.remote' in body, (status, body)
+assert 'X-Graphite-Failed-Hosts' not in headers
+write([])
+assert app.reload_settings(path) == ["SIGHUP: CLUSTER_SERVERS changed from ['%s'] to []" % remote]
+gc.collect()
+print('after reload:', unraisable)
+app.close()
+gc.collect()
+sys.exit(1 if unraisable else 0)
+'''
+
+
+def test_sighup_closes_the_dropped_remotes_connection(tmp_path: Any, base_time: int) -> None:
+    remote = RenderProcess(tmp_path / 'remote', 'hup.remote', base_time)
+    try:
+        done = subprocess.run(
+            [sys.executable, '-W', 'error::ResourceWarning', '-c', DROP_REMOTE,
+             str(tmp_path / 'front.py'), remote.address, str(tmp_path)],
+            capture_output=True, text=True, timeout=60, cwd=str(ROOT),
+            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    finally:
+        stop_server(remote.proc)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'ResourceWarning' not in done.stderr and 'after reload: []' in done.stdout

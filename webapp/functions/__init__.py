@@ -1,7 +1,7 @@
 """Built-in render functions; importing this package registers all of them.
 
 ``webapp.plugins.RENDER_FUNCTIONS`` imports it lazily on first lookup.  Pie functions
-live in ``webapp.functions.registry.PIE_FUNCTIONS``.
+live in ``webapp.plugins.PIE_FUNCTIONS``.
 """
 
 from webapp.functions import (  # noqa: F401  (imported for registration)

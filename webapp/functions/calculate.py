@@ -6,6 +6,7 @@ import math
 from datetime import timedelta
 from typing import Any, Optional
 
+from webapp import pysum
 from webapp.functions.common import (
     epoch, evaluate_first_arg, get_agg_func, interval_seconds, parse_at_time, percentile,
     safe_avg, safe_len, xff,
@@ -130,10 +131,9 @@ def window_arrays(np: Any, values: Any, known: Any, points: int,
                   ratios: list[Optional[float]], average: bool) -> tuple[Any, Any]:
     """(sums or averages, ok) of the windows of ``points`` known values ending before each
     point after the first ``points`` of each row: the known values of a window are added
-    one after the other from 0 as the running Python's ``sum()`` adds them (``pysum``),
+    one after the other from 0 as graphite-web's ``sum()`` adds them (``pysum``),
     so the results are the same floats; ``ok`` is False where no value is known or the
     xFilesFactor ``ratios`` (one per row) is unmet."""
-    from webapp.render import pysum
     rows, outputs = values.shape[0], values.shape[1] - points
     zeroed = np.where(known, values, 0.0)
     total = np.zeros((rows, outputs))
@@ -392,8 +392,8 @@ def stdev(requestContext: dict, seriesList: list, points: int,
         for i in range(len(raw)):
             window = [v for v in raw[max(0, i - points + 1):i + 1] if v is not None]
             if window and len(window) / points >= windowTolerance:
-                total = sum(window)
-                squares = sum(v * v for v in window)
+                total = pysum.total(window)
+                squares = pysum.total(v * v for v in window)
                 try:
                     values.append(math.sqrt(len(window) * squares - total ** 2) / len(window))
                 except ValueError:
@@ -450,10 +450,10 @@ def aggregateLine(requestContext: dict, seriesList: list, func: str = 'average',
 def _regression(series: TimeSeries) -> Optional[tuple[float, float]]:
     points = [(i, v) for i, v in enumerate(series) if v is not None]
     n = safe_len(series)
-    sum_i = sum(i for i, _ in points)
-    sum_v = sum(v for _, v in points)
-    sum_ii = sum(i * i for i, _ in points)
-    sum_iv = sum(i * v for i, v in points)
+    sum_i = pysum.total(i for i, _ in points)
+    sum_v = pysum.total(v for _, v in points)
+    sum_ii = pysum.total(i * i for i, _ in points)
+    sum_iv = pysum.total(i * v for i, v in points)
     denominator = float(n * sum_ii - sum_i * sum_i)
     if denominator == 0:
         return None

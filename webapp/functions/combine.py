@@ -9,7 +9,7 @@ from webapp.functions.common import (
     rows, safe_avg, safe_max, safe_min, safe_pow, safe_sum, xff_values,
 )
 from webapp.functions.registry import NO_TRAITS, Traits, render_function
-from webapp.render import pysum
+from webapp import pysum
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries
@@ -81,7 +81,7 @@ def array_aggregate(series_list: list, how: Any,
                     x_files_factor: Optional[float]) -> Optional[list]:
     """Point-by-point sum, average, max or min (``how``) of the known values with numpy,
     the same floats as graphite-web's Python: sums add the series one after the other
-    from 0 as the running Python's ``sum()`` does (``pysum``), and a max/min of zero is
+    from 0 as graphite-web's ``sum()`` does (``pysum``), and a max/min of zero is
     taken again with Python's max/min (which keeps the first of 0.0 and -0.0). None (use
     the Python rows) without numpy or for values other than floats/None."""
     from webapp.storage import packed

@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from webapp.graphs.units import UNIT_SYSTEMS, format_units  # noqa: F401 - for the functions
 from webapp.render import attime
 from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
-from webapp.render.series import TimeSeries
+from webapp.render.series import TimeSeries, xff
+from webapp import pysum
 
 INF = float('inf')
 NAN = float('nan')
@@ -26,12 +28,12 @@ def nonnull(values: Iterable) -> list:
 
 def safe_sum(values: Iterable) -> Any:
     vals = nonnull(values)
-    return sum(vals) if vals else None
+    return pysum.total(vals) if vals else None
 
 
 def safe_diff(values: Iterable) -> Any:
     vals = nonnull(values)
-    return vals[0] - sum(vals[1:]) if vals else None
+    return vals[0] - pysum.total(vals[1:]) if vals else None
 
 
 def safe_len(values: Iterable) -> int:
@@ -61,12 +63,12 @@ def safe_pow(a: Any, b: Any) -> Any:
 
 def safe_avg(values: Iterable) -> Any:
     vals = nonnull(values)
-    return sum(vals) / len(vals) if vals else None
+    return pysum.total(vals) / len(vals) if vals else None
 
 
 def safe_avg_zero(values: Iterable) -> Any:
     values = list(values)
-    return sum(0 if v is None else v for v in values) / len(values) if values else None
+    return pysum.total(0 if v is None else v for v in values) / len(values) if values else None
 
 
 def safe_median(values: Iterable) -> Any:
@@ -81,8 +83,8 @@ def safe_stddev(values: Iterable) -> Any:
     vals = nonnull(values)
     if not vals:
         return None
-    mean = sum(vals) / len(vals)
-    return math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+    mean = pysum.total(vals) / len(vals)
+    return math.sqrt(pysum.total((v - mean) ** 2 for v in vals) / len(vals))
 
 
 def safe_last(values: Iterable) -> Any:
@@ -131,13 +133,6 @@ def key_func(func: Callable) -> Callable:
         value = func(values)
         return -INF if value is None else value
     return key
-
-
-def xff(non_null: int, total: float, x_files_factor: Optional[float] = None) -> bool:
-    """Whether ``non_null`` known values out of ``total`` meet the xFilesFactor ratio."""
-    if not non_null or not total:
-        return False
-    return non_null / total >= (x_files_factor or 0.0)
 
 
 def xff_values(values: Sequence, x_files_factor: Optional[float]) -> bool:
@@ -314,31 +309,3 @@ def rename(series: TimeSeries, name: str) -> TimeSeries:
     series.name = name
     series.pathExpression = name
     return series
-
-
-UNIT_SYSTEMS: dict[str, tuple] = {
-    'binary': (('Pi', 1024.0 ** 5), ('Ti', 1024.0 ** 4), ('Gi', 1024.0 ** 3),
-               ('Mi', 1024.0 ** 2), ('Ki', 1024.0)),
-    'si': (('P', 1000.0 ** 5), ('T', 1000.0 ** 4), ('G', 1000.0 ** 3), ('M', 1000.0 ** 2),
-           ('k', 1000.0)),
-    'sec': (('Y', 31536000), ('M', 2592000), ('D', 86400), ('H', 3600), ('m', 60)),
-    'msec': (('Y', 31536000000), ('M', 2592000000), ('D', 86400000), ('H', 3600000),
-             ('m', 60000), ('s', 1000)),
-    'none': (),
-}
-
-
-def format_units(v: Any, step: Optional[float] = None, system: str = 'si',
-                 units: Optional[str] = None) -> tuple[Any, str]:
-    """(scaled value, prefix) for a value in the given unit system (si, binary, sec...)."""
-    if v is None:
-        return v, ''
-    for prefix, size in UNIT_SYSTEMS[system]:
-        if abs(v) >= size and (step is None or step >= size):
-            scaled = v / size
-            if scaled - math.floor(scaled) < 1e-11 and v > 1:
-                scaled = float(math.floor(scaled))
-            return scaled, prefix + (units or '')
-    if v - math.floor(v) < 1e-11 and v > 1:
-        v = float(math.floor(v))
-    return v, units or ''

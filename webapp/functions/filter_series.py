@@ -14,6 +14,7 @@ from webapp.functions.registry import Traits, render_function
 from webapp.render.errors import InputParameterError
 from webapp.functions.registry import Param as P
 from webapp.render.series import TimeSeries, materialize_all
+from webapp import pysum
 
 FILTER = 'Filter Series'
 FILTER_DATA = 'Filter Data'
@@ -414,7 +415,7 @@ def mostDeviant(requestContext: dict, seriesList: list, n: int) -> list[TimeSeri
         mean = safe_avg(series)
         if mean is None:
             continue
-        variance = sum((v - mean) ** 2 for v in series if v is not None) / safe_len(series)
+        variance = pysum.total((v - mean) ** 2 for v in series if v is not None) / safe_len(series)
         ranked.append((variance, series))
     ranked.sort(key=lambda pair: pair[0], reverse=True)
     return [series for _, series in ranked][:n]

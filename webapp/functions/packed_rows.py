@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from webapp.render import pysum
+from webapp import pysum
 from webapp.render.series import PackedSeries, materialize_all
 from webapp.storage import packed
 

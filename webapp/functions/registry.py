@@ -6,13 +6,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, TypeVar
 
-from carbon.plugins import Registry
-from webapp.plugins import RENDER_FUNCTIONS
+from webapp.plugins import PIE_FUNCTIONS, RENDER_FUNCTIONS
 from webapp.render.attime import parse_time_offset
 from webapp.render.errors import InputParameterError
 from webapp.render.series import TimeSeries
-
-PIE_FUNCTIONS = Registry("pie function", "carbon.pie_functions", ("webapp.functions",))
 
 AGG_FUNCS = ['average', 'avg_zero', 'median', 'sum', 'min', 'max', 'diff', 'stddev',
              'count', 'range', 'multiply', 'last']

@@ -15,6 +15,7 @@ from webapp.functions.registry import Traits, render_function
 from webapp.functions.registry import Param as P
 from webapp.render.attime import get_unit_string
 from webapp.render.series import TimeSeries, materialize_all
+from webapp import pysum
 
 TRANSFORM = 'Transform'
 SL = P('seriesList', 'seriesList', required=True)
@@ -194,7 +195,7 @@ def _hit_buckets(series: TimeSeries, interval: int) -> tuple[int, list]:
             buckets[j].append(value * interval)
         if m1 > 0:
             buckets[b1].append(value * m1)
-    return new_start, [sum(b) if b else None for b in buckets]
+    return new_start, [pysum.total(b) if b else None for b in buckets]
 
 
 @render_function('hitcount', TRANSFORM, [

@@ -13,11 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from webapp.functions.common import UNIT_SYSTEMS, format_units
+from webapp.graphs.units import UNIT_SYSTEMS, format_units
 
 EPSILON = 1e-7
 DEFAULT_DIVISORS = (4, 5, 6)
 MAX_TICKS = 1000
+MIN_SPAN = 1e-200
 
 
 class AxisError(ValueError):
@@ -124,6 +125,8 @@ def linear_scale(low: float, high: float, axis_min: Any = None, axis_max: Any = 
         top = high
     if top == bottom:
         top += 1
+    if top - bottom < MIN_SPAN:  # matplotlib cannot place ticks over such a range
+        raise AxisError('The y axis from %g to %g is too narrow to draw' % (bottom, top))
     if top - bottom > MAX_TICKS * chosen:   # an absurd step: pick a sane one instead
         chosen = choose_step(bottom, top, divisors, binary)
     return AxisScale(bottom, top, chosen)

@@ -292,7 +292,7 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         axis.tick_params(colors=fg, labelsize=font_size)
         for spine in axis.spines.values():
             spine.set_color(fg)
-        log_base = options.float('logBase')
+        log_base = _log_base(options)
         if log_base and log_base > 1:
             axis.set_yscale('log', base=log_base)
             axis.yaxis.set_minor_formatter(NullFormatter())
@@ -348,6 +348,11 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
             ax.tick_params(which='minor', left=False, right=False, bottom=False)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
+
+
+def _log_base(options: GraphOptions) -> Optional[float]:
+    """logBase as a number (graphite-web takes ``e`` for the natural log)."""
+    return math.e if options.str('logBase') == 'e' else options.float('logBase')
 
 
 def _tick_texts(axis: Any) -> list[str]:
@@ -465,7 +470,7 @@ def _scale_log_y(axis: Any, series_list: list, options: GraphOptions, axis_min: 
     """A log axis from the power of the base at or below the lowest positive value to the
     one at or above the highest, a tick at each power (graphite-web's log axis); yMin and
     yMax replace either end."""
-    base = options.float('logBase') or 10.0
+    base = _log_base(options) or 10.0
     values = [v for s in series_list if not s.options.get('drawAsInfinite')
               for v in s if v is not None and v == v and v > 0 and not math.isinf(v)]
     if values:

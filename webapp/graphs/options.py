@@ -26,6 +26,71 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# Numeric graph options and the values they may take (inclusive bounds): anything else is
+# refused before drawing with an error naming the parameter (HTTP 400). graphite-web 1.1.10
+# answers 500 for a non-number and draws (or fails on) absurd values; ours are bounded so
+# one request cannot ask for gigabytes of pixels or a long loop: width and height at most
+# MAX_SIDE pixels each and MAX_PIXELS together.
+MAX_SIDE = 8192
+MAX_PIXELS = 4096 * 4096
+_Y_VALUE = (-1e300, 1e300)
+NUMERIC_OPTIONS: dict[str, tuple[float, float]] = {
+    'width': (1, MAX_SIDE), 'height': (1, MAX_SIDE), 'margin': (0, MAX_SIDE),
+    'fontSize': (1, 500), 'lineWidth': (0, 100), 'thickness': (0, 100),
+    'leftWidth': (0, 100), 'rightWidth': (0, 100), 'minXStep': (0, MAX_SIDE),
+    'areaAlpha': (0, 1), 'connectedLimit': (0, 1e12), 'minorY': (0, 100),
+    'legendMaxItems': (-1e12, 1e12), 'valueLabelsMin': (-1e300, 1e300),
+    'logBase': (-1e300, 1e6),
+    'min': _Y_VALUE, 'max': _Y_VALUE, 'yMin': _Y_VALUE, 'yMax': _Y_VALUE,
+    'yMinLeft': _Y_VALUE, 'yMinRight': _Y_VALUE, 'yMaxLeft': _Y_VALUE, 'yMaxRight': _Y_VALUE,
+    'yLimit': _Y_VALUE, 'yLimitLeft': _Y_VALUE, 'yLimitRight': _Y_VALUE,
+    'yStep': (1e-300, 1e300), 'yStepLeft': (1e-300, 1e300), 'yStepRight': (1e-300, 1e300),
+}
+# Words some numeric options also take (graphite-web's): yMax=max, logBase=e.
+NUMERIC_WORDS = {'max': ('max',), 'yMax': ('max',), 'yMaxLeft': ('max',),
+                 'yMaxRight': ('max',), 'logBase': ('e',)}
+MAX_DIVISOR = 100
+
+
+class OptionError(ValueError):
+    """A graph option that cannot be drawn; the message names it (HTTP 400)."""
+
+
+def check_options(params: dict) -> None:
+    """OptionError naming the first graph option in ``params`` (query-string values, or
+    values coerced by the render view) that cannot be drawn: not a number, not finite, or
+    outside its bounds; also yDivisors (comma-separated integers 1..MAX_DIVISOR)."""
+    for key, (low, high) in NUMERIC_OPTIONS.items():
+        value = _single(params.get(key))
+        if value is None or value == '' or isinstance(value, bool):
+            if isinstance(value, bool):
+                raise OptionError('%s must be a number, got %r' % (key, value))
+            continue
+        if str(value) in NUMERIC_WORDS.get(key, ()):
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise OptionError('%s must be a number, got %r' % (key, value)) from None
+        if not math.isfinite(number) or not low <= number <= high:
+            raise OptionError('%s must be a finite number from %g to %g, got %r'
+                             % (key, low, high, value))
+    width, height = (float(_single(params.get(k)) or DEFAULTS[k]) for k in ('width', 'height'))
+    if width * height > MAX_PIXELS:
+        raise OptionError('width x height must be at most %d pixels, got %r x %r'
+                         % (MAX_PIXELS, _single(params.get('width')),
+                            _single(params.get('height'))))
+    divisors = _single(params.get('yDivisors'))
+    if divisors not in (None, ''):
+        try:
+            values = [int(part) for part in str(divisors).split(',') if part.strip()]
+        except ValueError:
+            values = [0]
+        if not values or not all(1 <= v <= MAX_DIVISOR for v in values):
+            raise OptionError('yDivisors must be comma-separated integers from 1 to %d, got %r'
+                             % (MAX_DIVISOR, divisors))
+
+
 def _single(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return value[-1] if value else None

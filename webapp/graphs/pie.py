@@ -9,11 +9,12 @@ from matplotlib.figure import Figure
 from webapp.graphs.legend import place_legend
 from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
                                     title_height, title_size)
+from webapp import pysum
 
 
 def slice_values(series_list: list, options: GraphOptions) -> list[tuple[str, float]]:
     """(label, value) per series using pieMode (average, maximum or minimum)."""
-    from webapp.functions.registry import PIE_FUNCTIONS
+    from webapp.plugins import PIE_FUNCTIONS
     mode = options.str('pieMode') or 'average'
     func = PIE_FUNCTIONS.get(mode).func
     slices = []
@@ -61,7 +62,7 @@ def draw_pie_graph(fig: Figure, series_list: list, options: GraphOptions) -> Non
         # a series (or None) whose color() was set
         own = getattr(by_name.get(label), 'color', None)
         slice_colors.append(parse_color(own) if own else colors[i % len(colors)])
-    total = sum(v for _, v in slices)
+    total = pysum.total(v for _, v in slices)
     mode = options.str('valueLabels') or 'percent'
     minimum = options.float('valueLabelsMin')
 

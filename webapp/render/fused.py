@@ -5,8 +5,8 @@ among the most common targets; when their series arguments are plain paths and t
 fetched series are packed rows of one length and time range, the aggregate is done on
 the arrays instead of on per-point Python lists. The result is the one
 ``webapp.functions.combine.aggregate`` gives: same name, tags and xFilesFactor rule;
-sums add per point as builtin sum() does (series in name order, starting from 0, empty
-slots skipped; compensated from Python 3.12 as sum() is), max/min keep the first of
+sums add per point as graphite-web's sum() does (series in name order, left to right
+from 0, empty slots skipped, on every Python: ``webapp.pysum``), max/min keep the first of
 0.0 and -0.0 as Python's max()/min() do, so the floats are bit-identical. A stored NaN
 sends max/min back to the generic path (Python's comparisons with NaN depend on order).
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from webapp.functions.combine import aggregate_name_tags
 from webapp.render.fetch import fetch_series
-from webapp.render import pysum
+from webapp import pysum
 from webapp.render.grammar import Call, Const, PathExpr
 from webapp.render.series import PackedSeries, TimeSeries
 from webapp.storage import packed

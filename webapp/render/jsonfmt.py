@@ -20,7 +20,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Optional
 
-from webapp.render import pysum
+from webapp import pysum
 from webapp.render.series import PackedSeries
 from webapp.storage import packed
 

@@ -9,11 +9,10 @@ our own series.
 
 from __future__ import annotations
 
-import io
 import logging
-import pickle
 from typing import Any
 
+from carbon.formats.unpickler import SafeUnpickler, safe_loads
 from webapp.http import Request, Response, add_never_cache_headers, text_response
 from webapp.render.series import Tags, TimeSeries
 
@@ -38,17 +37,13 @@ class DelegatedTags(Tags):
         self.update(state.get('data') or {})
 
 
-class _GraphOptionsUnpickler(pickle.Unpickler):
-    ALLOWED = {('graphite.render.datalib', 'TimeSeries'): DelegatedSeries,
+class _GraphOptionsUnpickler(SafeUnpickler):
+    """A front end's graph options: its series and tags classes, as ours."""
+
+    allowed = {('graphite.render.datalib', 'TimeSeries'): DelegatedSeries,
                ('graphite.render.datalib', 'Tags'): DelegatedTags,
                ('builtins', 'list'): list, ('builtins', 'set'): set,
                ('builtins', 'object'): object}
-
-    def find_class(self, module: str, name: str) -> Any:
-        try:
-            return self.ALLOWED[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError('refusing to load %s.%s' % (module, name)) from None
 
 
 def parse_delegated(body: bytes) -> tuple[str, dict[str, Any]]:
@@ -58,7 +53,7 @@ def parse_delegated(body: bytes) -> tuple[str, dict[str, Any]]:
     if not newline or kind not in GRAPH_TYPES:
         raise ValueError('unknown graph type %r' % kind)
     try:
-        options = _GraphOptionsUnpickler(io.BytesIO(pickled), encoding='utf-8').load()
+        options = safe_loads(pickled, _GraphOptionsUnpickler)
     except Exception as err:
         raise ValueError('bad graph options pickle: %s' % err) from None
     if not isinstance(options, dict) or not isinstance(options.get('data', []), list):

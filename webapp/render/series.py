@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import math
+from webapp import pysum
+
 import re
 from typing import Any, Callable, Iterable, Iterator, Optional
 
@@ -91,14 +92,8 @@ def _split_openmetrics(text: str) -> list[str]:
     return parts
 
 
-def format_tagged(tags: dict[str, str]) -> str:
-    """Canonical tagged path: ``name;k1=v1;k2=v2`` with tags sorted by key."""
-    rest = sorted((k, v) for k, v in tags.items() if k != 'name')
-    return ''.join([tags.get('name', '')] + [';%s=%s' % (k, v) for k, v in rest])
-
-
 def _avg(values: list) -> Any:
-    return sum(values) / len(values)
+    return pysum.total(values) / len(values)
 
 
 CONSOLIDATION_FUNCTIONS: dict[str, Callable[[list], Any]] = {
@@ -113,8 +108,9 @@ CONSOLIDATION_FUNCTIONS: dict[str, Callable[[list], Any]] = {
 }
 
 
-def xff_ok(non_null: int, total: int, x_files_factor: Optional[float]) -> bool:
-    """True when ``non_null`` of ``total`` values satisfies the xFilesFactor ratio."""
+def xff(non_null: int, total: float, x_files_factor: Optional[float] = None) -> bool:
+    """Whether ``non_null`` known values out of ``total`` meet the xFilesFactor ratio
+    (consolidation here, the functions' windows through webapp.functions.common)."""
     if not non_null or not total:
         return False
     return non_null / total >= (x_files_factor or 0.0)
@@ -194,10 +190,10 @@ class TimeSeries(list):
         if func is None:
             raise ValueError("Invalid consolidation function: '%s'" % self.consolidationFunc)
         non_null = [v for v in values if v is not None]
-        if not xff_ok(len(non_null), self.valuesPerPoint, self.xFilesFactor):
+        if not xff(len(non_null), self.valuesPerPoint, self.xFilesFactor):
             return None
         if self.consolidationFunc == 'avg_zero':
-            return sum(non_null) / len(values)
+            return pysum.total(non_null) / len(values)
         return func(non_null)
 
     def _consolidated(self, raw: Iterator) -> Iterator:
@@ -249,11 +245,6 @@ class TimeSeries(list):
             tags=self.tags if tags is None else tags,
             xFilesFactor=self.xFilesFactor if xFilesFactor is None else xFilesFactor,
         )
-
-
-def is_nan(value: Any) -> bool:
-    """True for float NaN (used by output formats)."""
-    return isinstance(value, float) and math.isnan(value)
 
 
 class PackedSeries(TimeSeries):

@@ -30,6 +30,9 @@ GRAPH_OPTIONS = (
     'valueLabels', 'valueLabelsMin', 'pieLabels', 'valueLabelsColor', 'legendMaxItems',
 )
 GRAPH_TYPES = ('line', 'pie')
+AXIS_OPTIONS = ('min', 'max', 'yMin', 'yMax', 'yLimit', 'yStep', 'yMinLeft', 'yMaxLeft',
+                'yLimitLeft', 'yStepLeft', 'yMinRight', 'yMaxRight', 'yLimitRight',
+                'yStepRight', 'yDivisors', 'logBase')
 PICKLE_PROTOCOL = 2
 
 
@@ -46,6 +49,34 @@ def _graph_value(opt: str, val: str) -> Any:
     return val
 
 
+MAX_CACHE_TIMEOUT = 2 ** 31 - 1
+
+
+def _number(q: Any, key: str, kind: type, default: Any, low: float = -math.inf,
+            high: float = math.inf) -> Any:
+    """``q[key]`` as ``kind`` (int or float) within low..high, else ``default`` when absent;
+    ValueError naming the parameter otherwise (a 400)."""
+    if key not in q:
+        return default
+    text = q[key]
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise ValueError("%s must be %s, got '%s'" % (
+            key, 'an integer' if kind is int else 'a number', text)) from None
+    if not low <= value <= high:
+        raise ValueError("%s must be from %g to %g, got '%s'" % (key, low, high, text))
+    return value
+
+
+def _time(q: Any, key: str, tz: Any, now: Any) -> datetime:
+    """``q[key]`` as a time (graphite-web's at-time syntax); ValueError naming ``key``."""
+    try:
+        return parse_at_time(q[key], tz, now)
+    except (ValueError, OverflowError) as err:
+        raise ValueError('%s: %s' % (key, err)) from None
+
+
 def parse_options(request: Request, settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(graphOptions, requestOptions) as graphite-web's parseOptions; ValueError on bad input."""
     q = request.params
@@ -57,7 +88,8 @@ def parse_options(request: Request, settings: Any) -> tuple[dict[str, Any], dict
                                                                       list(GRAPH_TYPES)))
     opts['graphType'] = graph_type
     opts['pieMode'] = q.get('pieMode', 'average')
-    cache_timeout = int(q.get('cacheTimeout', settings.DEFAULT_CACHE_DURATION))
+    cache_timeout = _number(q, 'cacheTimeout', int, settings.DEFAULT_CACHE_DURATION,
+                            -MAX_CACHE_TIMEOUT, MAX_CACHE_TIMEOUT)
     opts['targets'] = q.getlist('target') or q.getlist('target[]')
     opts['template'] = {k[9:-1]: v for k, v in q.items() if k.startswith('template[')}
     if 'pickle' in q:
@@ -73,6 +105,9 @@ def parse_options(request: Request, settings: Any) -> tuple[dict[str, Any], dict
         opts['noCache'] = True
     if 'maxDataPoints' in q and q['maxDataPoints'].isdigit():
         opts['maxDataPoints'] = int(q['maxDataPoints'])
+        if opts['maxDataPoints'] < 1:   # graphite-web divides by it (500)
+            raise ValueError("maxDataPoints must be a positive integer, got '%s'"
+                             % q['maxDataPoints'])
     if 'noNullPoints' in q:
         opts['noNullPoints'] = True
     if 'maxStep' in q and q['maxStep'].isdigit():
@@ -89,17 +124,19 @@ def parse_options(request: Request, settings: Any) -> tuple[dict[str, Any], dict
     graph['graphType'] = graph_type
     tz = request_timezone(q, settings.TIME_ZONE)
     opts['tzinfo'] = tz
-    now = parse_at_time(q['now'], tz) if 'now' in q else datetime.now(tz)
-    until = parse_at_time(q['until'], tz, now) if 'until' in q else now
-    start = parse_at_time(q['from'], tz, now) if 'from' in q else parse_at_time('-1d', tz, now)
+    now = _time(q, 'now', tz, None) if 'now' in q else datetime.now(tz)
+    until = _time(q, 'until', tz, now) if 'until' in q else now
+    start = _time(q, 'from', tz, now) if 'from' in q else parse_at_time('-1d', tz, now)
     opts['startTime'], opts['endTime'] = min(start, until), max(start, until)
     if opts['startTime'] == opts['endTime']:
-        raise ValueError('Invalid empty time range')
+        raise ValueError('Invalid empty time range (from and until are both %s)'
+                         % opts['startTime'].strftime('%Y-%m-%d %H:%M:%S %Z'))
     opts['now'] = now
     if cache_timeout == 0:
         opts['noCache'] = True
     opts['cacheTimeout'] = cache_timeout
-    opts['xFilesFactor'] = float(q.get('xFilesFactor', settings.DEFAULT_XFILES_FACTOR))
+    opts['xFilesFactor'] = _number(q, 'xFilesFactor', float,
+                                   float(settings.DEFAULT_XFILES_FACTOR))
     return graph, opts
 
 
@@ -151,7 +188,7 @@ def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[Any]:
 
     The graph renderer reduces each series with ``pieMode`` (graphite-web's PieFunctions).
     """
-    from webapp.functions.registry import PIE_FUNCTIONS
+    from webapp.plugins import PIE_FUNCTIONS
     from webapp.render.series import TimeSeries
     if opts['pieMode'] not in PIE_FUNCTIONS:
         raise HttpError("Invalid parameters (Invalid pieMode '%s', must be one of %s)"
@@ -173,10 +210,20 @@ def _pie_data(ctx: dict[str, Any], opts: dict[str, Any]) -> list[Any]:
 def _render_image(graph: dict[str, Any], opts: dict[str, Any], data: list,
                   settings: Any) -> Response:
     from webapp.graphs import render_graph
+    from webapp.graphs.axis import AxisError
+    from webapp.graphs.options import OptionError, check_options
     from webapp.graphs.templates import apply_template, templates_path
     fmt = graph.get('outputFormat', 'png')
-    image, content_type = render_graph(data, apply_template(graph, templates_path(settings)),
-                                       fmt)
+    params = apply_template(graph, templates_path(settings))
+    try:
+        check_options(params)
+        image, content_type = render_graph(data, params, fmt)
+    except OptionError as err:
+        raise HttpError('Invalid parameters (%s)' % err) from None
+    except AxisError as err:  # e.g. a yMin above the yMax: name the y axis options given
+        given = ['%s=%s' % (key, params[key]) for key in AXIS_OPTIONS if key in params]
+        raise HttpError('Invalid parameters (%s%s)' % (err, '; ' + ', '.join(given)
+                                                       if given else '')) from None
     if fmt == 'svg' and 'jsonp' in opts:
         text = image.decode('utf-8') if isinstance(image, bytes) else image
         return Response('%s(%s)' % (opts['jsonp'], json.dumps(text)), 'text/javascript')

@@ -27,7 +27,7 @@
  *   3 (means):  mode 2's buckets finished in place: out1[r][b] = the bucket's sum (plus
  *               its correction where that is non-zero and finite) / its count of values,
  *               NaN where it has none or count / vpp < xff (the optional last argument,
- *               default 0); out2 and out3 are not used. What webapp.render.pysum.finish
+ *               default 0); out2 and out3 are not used. What webapp.pysum.finish
  *               gives from mode 2's arrays, without them.
  *
  * Nothing but the sums and counts is kept for modes 1 and 2: a request summing or

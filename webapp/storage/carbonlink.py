@@ -1,36 +1,33 @@
-"""CarbonLink client: ask carbon-cache instances for points not yet written to disk.
+"""The render app's CarbonLink pool: ask carbon-cache instances for points not yet
+written to disk.
 
 One ``cache-query-bulk`` request per cache per render request (hosts queried in
 parallel), all within CARBONLINK_TIMEOUT. Metrics are placed on caches with the same
 consistent-hash ring carbon-relay uses (carbon.hashing), so each metric is asked of
-the cache that holds it. Framing: carbon.formats.pickled (4-byte big-endian length +
-pickle).
+the cache that holds it. Connections are kept per cache; each request and answer is
+carbon's client's ``exchange`` (carbon.carbonlink.client), answers read with
+graphite-web's unpickler table.
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
 import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from typing import Any, Optional
 
-from carbon.formats.pickled import frame, frame_length, recv_exactly
+from carbon.carbonlink.client import CarbonlinkClosed, CarbonlinkError, exchange
 from carbon.hashing import ConsistentHashRing
 from webapp.cpu_gate import NO_GATE
 from webapp.settings import parse_host
 from webapp.storage.nodes import safe_loads
+from webapp import pysum
 
 log = logging.getLogger("webapp.carbonlink")
 
 Host = tuple  # (server, instance)
-MAX_RESPONSE = 1024 ** 3
-
-
-class CarbonLinkError(Exception):
-    """A cache answered with an error or could not be reached in time."""
 
 
 class CarbonLinkPool:
@@ -170,30 +167,28 @@ class CarbonLinkPool:
 
     # --- wire ------------------------------------------------------------------------------
     def send_request(self, host: Host, request: dict, deadline: Optional[float] = None) -> dict:
-        """Send one framed pickle request to ``host`` and return its decoded answer."""
+        """Send one request to ``host`` over a pooled connection and return its answer
+        (carbon.carbonlink.client.exchange, with graphite-web's unpickler table)."""
         if deadline is None:
             deadline = time.monotonic() + self.timeout
-        packet = frame(pickle.dumps(request, protocol=self.protocol))
         for attempt in (0, 1):
             conn, reused = self._connection(host, deadline)
             try:
                 conn.settimeout(max(0.001, deadline - time.monotonic()))
-                conn.sendall(packet)
-                result = self._receive(conn, deadline)
+                result = exchange(conn, request, deadline, self.protocol, safe_loads)
             except Exception as err:
                 conn.close()
-                if reused and attempt == 0 and isinstance(err, (ConnectionError, EOFError)):
+                if reused and attempt == 0 \
+                        and isinstance(err, (ConnectionError, CarbonlinkClosed)):
                     continue  # stale pooled socket: retry once on a fresh one
                 self.last_failure[host] = time.monotonic()
                 raise
             with self._lock:
                 self._idle[host].append(conn)
-            if isinstance(result, dict) and 'error' in result:
-                raise CarbonLinkError(result['error'])
-            if not isinstance(result, dict):
-                raise CarbonLinkError('unexpected answer %r' % type(result))
+            if 'error' in result:
+                raise CarbonlinkError(result['error'])
             return result
-        raise CarbonLinkError('unreachable')  # pragma: no cover
+        raise CarbonlinkError('unreachable')  # pragma: no cover
 
     def _connection(self, host: Host, deadline: float) -> tuple[socket.socket, bool]:
         with self._lock:
@@ -210,26 +205,17 @@ class CarbonLinkPool:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn, False
 
-    @staticmethod
-    def _receive(conn: socket.socket, deadline: float) -> Any:
-        header = recv_exactly(conn, 4, deadline)
-        size = frame_length(header)
-        if size > MAX_RESPONSE:
-            raise CarbonLinkError('answer too large (%d bytes)' % size)
-        return safe_loads(recv_exactly(conn, size, deadline))
-
-
 
 def _consolidate(func: str, values: list) -> Optional[float]:
     usable = [v for v in values if v is not None]
     if not usable:
         return None
     if func == 'avg_zero':
-        return sum(0 if v is None else v for v in values) / len(values)
+        return pysum.total(0 if v is None else v for v in values) / len(values)
     if func == 'sum':
-        return sum(usable)
+        return pysum.total(usable)
     if func == 'average':
-        return sum(usable) / len(usable)
+        return pysum.total(usable) / len(usable)
     if func == 'max':
         return max(usable)
     if func == 'min':

@@ -1,12 +1,15 @@
-"""Find results (branch and leaf nodes), graphite's glob helpers and a safe unpickler."""
+"""Find results (branch and leaf nodes), graphite's glob helpers and graphite-web's
+unpickler table (on carbon.formats.unpickler)."""
 
 from __future__ import annotations
 
 import fnmatch
-import io
-import pickle
 import re
+from collections import deque
 from typing import Any, Callable, Iterable, Optional
+
+from carbon.formats import unpickler
+from carbon.formats.unpickler import CARBON_GLOBALS, SafeUnpickler
 
 _BRACES = re.compile(r'(\{([^\{\}]*)\})')
 
@@ -55,11 +58,6 @@ def union_intervals(intervals: Iterable[Interval]) -> list[Interval]:
         else:
             out.append([start, end])
     return [(s, e) for s, e in out]
-
-
-def is_pattern(s: str) -> bool:
-    """True when ``s`` has glob characters."""
-    return '*' in s or '?' in s or '[' in s or '{' in s
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -111,31 +109,25 @@ class IntervalSetStandIn(_Stand):
     pass
 
 
-_SAFE = {
-    ('builtins', 'object'): object, ('builtins', 'list'): list, ('builtins', 'set'): set,
-    ('builtins', 'frozenset'): frozenset, ('__builtin__', 'object'): object,
-    ('__builtin__', 'list'): list, ('__builtin__', 'set'): set,
-    ('collections', 'deque'): __import__('collections').deque,
-    ('copy_reg', '_reconstructor'): __import__('copyreg')._reconstructor,
-    ('copyreg', '_reconstructor'): __import__('copyreg')._reconstructor,
-    ('graphite.intervals', 'Interval'): IntervalStandIn,
-    ('graphite.intervals', 'IntervalSet'): IntervalSetStandIn,
-}
+class GraphiteUnpickler(SafeUnpickler):
+    """graphite-web 1.1.10's table (graphite.util's unpickler): carbon's, and list, set,
+    frozenset, deque and its interval classes (as stand-ins), which a graphite-web
+    cluster peer's find answers carry; carbon's receivers refuse them, as carbon
+    1.1.10's do."""
 
-
-class SafeUnpickler(pickle.Unpickler):
-    """Unpickles plain data only (plus graphite-web's interval classes, as stand-ins)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        try:
-            return _SAFE[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError('refusing to unpickle %s.%s' % (module, name)) from None
+    allowed = {
+        **CARBON_GLOBALS,
+        ('builtins', 'list'): list, ('builtins', 'set'): set,
+        ('builtins', 'frozenset'): frozenset, ('__builtin__', 'list'): list,
+        ('__builtin__', 'set'): set, ('collections', 'deque'): deque,
+        ('graphite.intervals', 'Interval'): IntervalStandIn,
+        ('graphite.intervals', 'IntervalSet'): IntervalSetStandIn,
+    }
 
 
 def safe_loads(data: bytes) -> Any:
-    """``pickle.loads`` restricted to plain data."""
-    return SafeUnpickler(io.BytesIO(data), encoding='utf-8').load()
+    """``pickle.loads`` restricted to plain data and graphite-web's table."""
+    return unpickler.safe_loads(data, GraphiteUnpickler)
 
 
 def intervals_from_wire(value: Any) -> list[Interval]:

@@ -176,7 +176,7 @@ def consolidate_rows(rows: Sequence[PackedValues], drop: int, vpp: int,
 def consolidate_means(rows: Sequence[PackedValues], drop: int, vpp: int, compensated: bool,
                       xff: Optional[float]) -> Optional[Any]:
     """Each row's bucket means read from the files, NaN where a bucket has no value or
-    too few for ``xff``: what ``webapp.render.pysum.finish`` makes of
+    too few for ``xff``: what ``webapp.pysum.finish`` makes of
     :func:`consolidate_rows`' sums, computed in the same pass; None as there."""
     block = _file_block(rows)
     if block is None or drop < 0 or vpp < 1:

@@ -49,6 +49,7 @@ class RemoteFinder:
         self.last_failure = 0.0
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     def __repr__(self) -> str:
         return '<RemoteFinder %s>' % self.host
@@ -59,6 +60,15 @@ class RemoteFinder:
 
     def fail(self) -> None:
         self.last_failure = time.monotonic()
+
+    def close(self) -> None:
+        """Close the idle keep-alive connections; one still in use by a request is closed
+        when that request ends (a finder dropped by SIGHUP keeps no socket open)."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     # --- HTTP ------------------------------------------------------------------------------
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
@@ -104,11 +114,12 @@ class RemoteFinder:
                 self.fail()
                 kind = 'timed out' if isinstance(err, socket.timeout) else str(err) or repr(err)
                 raise RemoteError('%s: %s' % (self.host, kind)) from None
-            if response.will_close:
-                conn.close()
-            else:
-                with self._lock:
+            with self._lock:
+                keep = not response.will_close and not self._closed
+                if keep:
                     self._idle.append(conn)
+            if not keep:
+                conn.close()
             if response.status != 200:
                 self.fail()
                 raise RemoteError('%s: HTTP %d from %s' % (self.host, response.status, path))

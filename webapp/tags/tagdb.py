@@ -37,6 +37,9 @@ CREATE INDEX IF NOT EXISTS tags_seriestag_value_id ON tags_seriestag (value_id);
 _TAGSPEC = re.compile(r'^([^;!=]+)(!?=~?)([^;]*)$')
 
 
+SQL_INT_MAX = 2 ** 63 - 1
+
+
 class TagSpecError(ValueError):
     """A malformed tag expression or tagged name (HTTP 400)."""
 
@@ -154,17 +157,6 @@ class SQLiteTagDB:
             raise TagSpecError("Invalid tag expression: %s" % err) from None
         return [row[0] for row in rows if _matches_filters(row[0], filters)]
 
-    def get_series(self, path: str, requestContext: Any = None) -> Optional[Any]:
-        rows = self._query('SELECT s.id, t.tag, v.value FROM tags_series AS s'
-                           ' JOIN tags_seriestag AS st ON st.series_id=s.id'
-                           ' JOIN tags_tag AS t ON t.id=st.tag_id'
-                           ' JOIN tags_tagvalue AS v ON v.id=st.value_id WHERE s.hash=?',
-                           [_hash(path)])
-        if not rows:
-            return None
-        tags = {tag: value for (_, tag, value) in rows}
-        return carbon_tags.TaggedSeries(tags.get('name', ''), tags)
-
     def list_tags(self, tagFilter: Optional[str] = None, limit: Any = None,
                   requestContext: Any = None) -> list[dict[str, Any]]:
         sql = 'SELECT t.id, t.tag FROM tags_tag AS t'
@@ -175,7 +167,7 @@ class SQLiteTagDB:
         sql += ' ORDER BY t.tag'
         if limit:
             sql += ' LIMIT ?'
-            params.append(int(limit))
+            params.append(_sql_limit(limit))
         return [{'id': i, 'tag': t} for i, t in self._checked(sql, params)]
 
     def get_tag(self, tag: str, valueFilter: Optional[str] = None, limit: Any = None,
@@ -199,7 +191,7 @@ class SQLiteTagDB:
         sql += ' GROUP BY v.id, v.value ORDER BY v.value'
         if limit:
             sql += ' LIMIT ?'
-            params.append(int(limit))
+            params.append(_sql_limit(limit))
         return [{'id': i, 'value': v, 'count': c} for i, v, c in self._checked(sql, params)]
 
     def _checked(self, sql: str, params: list[Any]) -> list[tuple]:
@@ -295,6 +287,11 @@ class SQLiteTagDB:
                 continue
             _insert_limited(result, value, limit)
         return result
+
+
+def _sql_limit(limit: Any) -> int:
+    """A LIMIT for sqlite: beyond its 64-bit integers means no limit (not a 500)."""
+    return max(-1, min(int(limit), SQL_INT_MAX))
 
 
 def _insert_limited(result: list[str], item: str, limit: int) -> None:

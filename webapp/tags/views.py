@@ -60,11 +60,6 @@ def _list_param(request: Request, name: str) -> list[str]:
     return request.params.getlist(name) or request.params.getlist(name + '[]')
 
 
-def _method(request: Request, *allowed: str) -> None:
-    if request.method not in allowed:
-        raise JsonError('method not allowed', 405)
-
-
 @json_view
 def tag_series(request: Request, store: Any, settings: Any) -> Any:
     if request.method != 'POST':

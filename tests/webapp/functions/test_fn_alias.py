@@ -1,7 +1,7 @@
 """Alias group: renaming."""
 
 import pytest
-from fnhelpers import FakeData, call, make_ctx, ts
+from tests.webapp.functions.fnhelpers import FakeData, call, make_ctx, ts
 
 from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.errors import InputParameterError

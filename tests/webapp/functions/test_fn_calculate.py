@@ -3,7 +3,7 @@
 import statistics
 
 import pytest
-from fnhelpers import START, FakeData, call, make_ctx, ts, values
+from tests.webapp.functions.fnhelpers import START, FakeData, call, make_ctx, ts, values
 
 
 def index_data():

@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from fnhelpers import START, call, make_ctx, ts, values
+from tests.webapp.functions.fnhelpers import START, call, make_ctx, ts, values
 
 from webapp.plugins import RENDER_FUNCTIONS
 from webapp.render.errors import InputParameterError

@@ -1,7 +1,7 @@
 """Filter Series / Filter Data groups."""
 
 import pytest
-from fnhelpers import FakeData, call, make_ctx, ts, values
+from tests.webapp.functions.fnhelpers import FakeData, call, make_ctx, ts, values
 
 from webapp.render.errors import InputParameterError
 

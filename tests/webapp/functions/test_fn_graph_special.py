@@ -1,7 +1,7 @@
 """Graph and Special groups, plus pie functions."""
 
 import pytest
-from fnhelpers import START, call, make_ctx, ts, values
+from tests.webapp.functions.fnhelpers import START, call, make_ctx, ts, values
 
 from webapp.functions.registry import PIE_FUNCTIONS
 from webapp.render.errors import InputParameterError

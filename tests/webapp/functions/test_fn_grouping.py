@@ -1,7 +1,7 @@
 """Combine group: division, percentages, node/tag grouping, map/reduce, applyByNode."""
 
 import pytest
-from fnhelpers import START, FakeData, call, make_ctx, ts, values
+from tests.webapp.functions.fnhelpers import START, FakeData, call, make_ctx, ts, values
 
 from webapp.render.errors import InputParameterError
 

@@ -1,6 +1,6 @@
 """Sorting group."""
 
-from fnhelpers import call, ts
+from tests.webapp.functions.fnhelpers import call, ts
 
 
 def sample():

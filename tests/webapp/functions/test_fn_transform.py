@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from fnhelpers import call, ts, values
+from tests.webapp.functions.fnhelpers import call, ts, values
 
 
 def one(name, vals, fn, *args):

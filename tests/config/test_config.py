@@ -57,6 +57,16 @@ def test_misspelled_key_warns_with_nearest(tmp_path):
     assert "MAX_CACHE_SIZ" in warning and "MAX_CACHE_SIZE" in warning and "line 2" in warning
 
 
+def test_rebalance_state_is_a_known_relay_key(tmp_path):
+    """carbon-cluster's relays route with cluster-rebalance, which needs REBALANCE_STATE:
+    no 'unknown key' warning for it."""
+    conf = write(tmp_path / "carbon.conf", "[relay]\nRELAY_METHOD = cluster-rebalance\n"
+                 "REBALANCE_STATE = %s/state.json\n" % tmp_path)
+    s = load_settings("carbon-relay", "a", conf, str(tmp_path), environ={})
+    assert s.config_warnings == []
+    assert s.REBALANCE_STATE == "%s/state.json" % tmp_path
+
+
 def test_invalid_value_names_file_line_key(tmp_path):
     conf = write(tmp_path / "carbon.conf", "[cache]\n\nMAX_CACHE_SIZE = lots\n")
     with pytest.raises(ConfigError) as info:

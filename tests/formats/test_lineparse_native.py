@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from carbon.formats import plaintext
-from tests.core.number_texts import NUMBER_EDGES, float_repr, number_text
+from tests.formats.number_texts import NUMBER_EDGES, float_repr, number_text
 
 native = plaintext._native_parse_lines
 

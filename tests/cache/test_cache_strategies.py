@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from carbon.cache.store import MetricCache
+from carbon.cache.store import MetricCache, dedupe_sorted
 from carbon.cache.strategies import MaxStrategy, make_strategy
 from carbon.config.settings import Settings
 from carbon.plugins import WRITE_STRATEGIES
@@ -87,7 +87,7 @@ def test_cache_is_compact():
 def test_points_being_written_stay_visible_until_written():
     cache = MetricCache()
     cache.add_batch([("a", 10, 1.0), ("a", 20, 2.0)])
-    taken = cache.pop_for_write("a")
+    taken = dedupe_sorted(cache.pop_raw_for_write(["a"])[0])  # as the writer
     assert taken == [(10, 1.0), (20, 2.0)] and cache.size == 0 and "a" not in cache
     cache.add_batch([("a", 20, 5.0), ("a", 30, 3.0)])
     # carbonlink sees what is on its way to disk plus newer points; newer values win

@@ -44,7 +44,8 @@ def emitted() -> set[str]:
     counters = Counter({key: 1 for key in (
         "committedPoints", "creates", "droppedCreates", "deferredCreates", "errors",
         "cacheQueries", "cacheBulkQueries", "cache.overflow", "aggregateDatapointsSent",
-        "aggregateDatapointsTooLate", "aggregateDatapointsInvalid", "relayUnroutable")})
+        "aggregateDatapointsTooLate", "aggregateDatapointsInvalid", "relayUnroutable",
+        "tagRetryDropped")})
     counters.update({"destinations.d1.%s" % key: 1 for key in DESTINATION_KEYS})
     samples = {"updateTimes": Sample(1, 0.1), "cacheBulkQuerySize": Sample(1, 3)}
     cache_extra(counters, samples, record)

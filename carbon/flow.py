@@ -1,4 +1,5 @@
-"""Flow control: pause every receiver when the sink is full, resume when it drains."""
+"""Flow control: pause every receiver when a sink is full, resume when it drains (the
+back-pressure contract between the receivers and the sinks, under both)."""
 
 from __future__ import annotations
 

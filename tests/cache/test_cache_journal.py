@@ -254,7 +254,7 @@ def test_a_refused_journal_write_is_kept_and_retried(tmp_path) -> None:
 
 def test_sink_pauses_receivers_while_the_journal_cannot_write(tmp_path) -> None:
     from carbon.cache.sink import CacheSink
-    from carbon.receivers.flow import FlowControl
+    from carbon.flow import FlowControl
 
     class Transport:
         paused = False

@@ -1,0 +1,1 @@
+"""Tests of carbon/aggregator: rules, methods, buffers, staging, the rewrite rules."""

@@ -1,0 +1,1 @@
+"""Tests of carbon/cache: the metric cache, its write strategies and the journal."""

@@ -1,0 +1,2 @@
+"""Tests of carbon/config: carbon.conf and the rule files, defaults, warnings, the
+shipped examples."""

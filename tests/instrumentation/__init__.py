@@ -1,0 +1,1 @@
+"""Tests of carbon/instrumentation: self-metric samples and stats."""

@@ -1,0 +1,1 @@
+"""Tests of carbon/logs.py: log files and their rotation."""

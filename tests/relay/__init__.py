@@ -1,0 +1,2 @@
+"""Tests of carbon/relay: routers, placement, sending, spool, the relay daemon in-process
+and as workers."""

@@ -1,0 +1,1 @@
+"""Tests of webapp/functions: the render functions by group and their registry."""

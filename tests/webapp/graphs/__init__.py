@@ -1,0 +1,1 @@
+"""Tests of webapp/graphs: PNG/SVG/PDF drawing, axes and graph options."""

@@ -1,0 +1,1 @@
+"""Tests of carbon/writer: the writer threads, the creator, rate limits and the tag feed."""
