@@ -6,7 +6,9 @@ Every reference peer is installed and found here, the same way on any machine:
   in-process comparisons; ``reference_package_dir`` finds a package inside it);
 * ``graphite_web_venv()``: graphite-web 1.1.10 on Python 3.9 (``python39``), with gunicorn;
   both interpreters are found by ``carbon.playground.reference_peer.find_python``;
-* ``crelay_binary()``: carbon-c-relay, if installed (a system package; None when absent).
+* ``crelay_binary()``: carbon-c-relay, if installed (a system package; None when absent);
+* ``victoria_metrics_binary()``: VictoriaMetrics single-node, built with ``go install``
+  (None when Go is absent).
 
 Venvs are made on first use under ``CARBON_BENCH_CACHE`` (default ``~/.cache/carbon-bench``).
 Comparisons run in A B B A order (``abba``) and keep every run's folder until the end
@@ -56,6 +58,34 @@ def reference_package_dir(package: str = "carbon", venv: Path | None = None) -> 
 def crelay_binary() -> str | None:
     """carbon-c-relay (Debian names it ``carbon-c-relay``, its build ``relay``), or None."""
     return shutil.which("carbon-c-relay") or shutil.which("relay")
+
+
+VM_VERSION = "v1.151.0"
+VM_PACKAGE = "github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics"
+GO_DIR = CACHE_DIR / "go"
+
+
+def victoria_metrics_binary() -> str | None:
+    """VictoriaMetrics single-node (VM_VERSION), built on first use with ``go install``
+    from the Go module proxy into ``CACHE_DIR/go`` (its GOPATH, module and build caches
+    too, so a rerun reuses them); None when Go is not installed."""
+    binary = GO_DIR / "bin" / "victoria-metrics"
+    marker = GO_DIR / ("victoria-metrics-%s.installed" % VM_VERSION)
+    if binary.exists() and marker.exists():
+        return str(binary)
+    go = shutil.which("go") or next((str(p) for p in [Path("/usr/local/go/bin/go")]
+                                     if p.exists()), None)
+    if go is None:
+        return None
+    env = dict(os.environ, GOBIN=str(GO_DIR / "bin"), GOPATH=str(GO_DIR / "path"),
+               GOMODCACHE=str(GO_DIR / "path" / "pkg" / "mod"),
+               GOCACHE=str(GO_DIR / "build"), GOFLAGS="-mod=mod")
+    print("building VictoriaMetrics %s with go install (once; minutes)" % VM_VERSION,
+          flush=True)
+    subprocess.run([go, "install", "%s@%s" % (VM_PACKAGE, VM_VERSION)], check=True,
+                   env=env, cwd="/")
+    marker.write_text(VM_VERSION + "\n")
+    return str(binary)
 
 
 def abba(first: T, second: T, rounds: int = 2) -> list[T]:

@@ -36,6 +36,10 @@ class Strategy:
         self.passes = 0
         self.pass_started = 0.0
         self.pass_size = 0
+        self.pass_began = 0.0  # time.monotonic() of the last refill (empty or not)
+        # A new pass begins at least this long after the last one began (the writer
+        # sets it from WRITER_MIN_PASS_SECONDS); until then ``choose`` returns None.
+        self.min_pass = 0.0
         # Metrics the writer cannot take now (with the creator, or being written by
         # another writer thread): left out of a pass, so a pass holds what it will write.
         self.skip: Container[str] = ()
@@ -44,7 +48,12 @@ class Strategy:
         """Metric names in the order this pass will write them (last is next)."""
         raise NotImplementedError
 
+    def too_soon(self) -> bool:
+        """Whether a new pass has to wait (``min_pass``)."""
+        return bool(self.min_pass) and time.monotonic() - self.pass_began < self.min_pass
+
     def _refill(self) -> None:
+        self.pass_began = time.monotonic()
         started = time.time()
         queue = self.snapshot()
         skip = self.skip
@@ -69,7 +78,7 @@ class Strategy:
                 metric = queue.pop()
                 if metric in data and metric not in skip:
                     return metric
-            if not data:
+            if not data or self.too_soon():
                 return None
             self._refill()
         return None
@@ -143,7 +152,7 @@ class MaxStrategy(Strategy):
                 metric = names[heappop(heap)[1]]
                 if metric in data:
                     return metric
-            if not data:
+            if not data or self.too_soon():
                 return None
             with cache.lock:
                 self.names = list(cache.data)
@@ -153,6 +162,7 @@ class MaxStrategy(Strategy):
             self.heap = list(zip(map(neg, sizes), range(len(sizes)), strict=True))
             heapq.heapify(self.heap)
             self.passes += 1
+            self.pass_began = time.monotonic()
         return None
 
 

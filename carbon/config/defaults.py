@@ -153,6 +153,10 @@ DEFAULTS = dict(
     # both are forgotten at once and a file is looked for again (one stat) when next
     # written.
     WRITER_KNOWN_FILES=100000,
+    # Seconds between the starts of the writer's passes over the cache (0: no wait, a
+    # new pass as soon as one ends). While points pour in, a wait makes each whisper
+    # update carry more points (docs/performance.md, "Ingest against VictoriaMetrics").
+    WRITER_MIN_PASS_SECONDS=0.0,
     RELAY_WORKERS=1,
     # RELAY_METHOD = cluster-rebalance (carbon-cluster rebalance writes it): the JSON file
     # of the old and new rings (carbon/cluster/router.py).

@@ -625,3 +625,29 @@ def test_a_batch_failing_while_booked_keeps_the_creator_running(harness) -> None
     for metric in made:
         wait_for(lambda metric=metric: h.stored(metric) == expected(), timeout=30,
                  what="points of %s" % metric)
+
+
+@pytest.mark.parametrize("strategy", ["sorted", "max", "naive", "timesorted", "bucketmax"])
+def test_writer_min_pass_seconds_waits_between_passes(harness, strategy: str) -> None:
+    """WRITER_MIN_PASS_SECONDS: points that arrive after a pass ended wait until that
+    long after the pass began, then go in one update; without it they are written at
+    once; a drain does not wait."""
+    metrics = ["paced.m%d" % i for i in range(5)]
+    for paced in (False, True):
+        h = harness(strategy=strategy, **({"WRITER_MIN_PASS_SECONDS": 1.5} if paced else {}))
+        for metric in metrics:
+            h.database.create(metric, [(60, 1440)], None, None)
+        h.writer.known.update(metrics)
+        h.add(metrics, count=1)
+        assert h.writer.write_some() and not h.cache  # the first pass
+        h.add(metrics, count=3)  # arrives right after it
+        assert h.writer.write_some() is (not paced)
+        if not paced:
+            continue
+        assert h.cache.size == 3 * len(metrics)
+        time.sleep(1.6)
+        assert h.writer.write_some() and not h.cache
+        assert all(h.stored(metric) == expected(3) for metric in metrics)
+        h.add(metrics, count=2, value=7.0)  # within 1.5 s of that pass: a drain writes
+        assert h.writer.write_some() is False and h.writer.drain(timeout=5)
+        assert all(h.stored(metric)[NOW - 60] == 8.0 for metric in metrics)
