@@ -150,127 +150,48 @@ def window_arrays(np: Any, values: Any, known: Any, points: int,
     return result, ok
 
 
-def _moving(name: str, func: str, doc: str) -> None:
+# the five moving-window functions' description (Grafana's help), filled in per function
+MOVING_DOC = '''{what} over a window that slides along each series.
+
+    Parameters:
+
+    - ``seriesList``: the series to smooth.
+    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
+      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
+    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
+      value; by default the series' own xFilesFactor (0 unless set).
+
+    The window ends at each point and covers the points before it; data from before ``from``
+    is fetched so the first points of the graph have a full window. None values are left out
+    of each window; a window without enough known values gives None. The result is named
+    ``{name}(name,window)``.
+
+    Example:
+
+    .. code-block:: none
+
+      &target={name}(servers.web01.cpu.user,{window})
+    '''
+
+
+def _moving(name: str, func: str, what: str, window: str) -> None:
+    """Register the moving-window function ``name`` (``what``: its description's first
+    words; ``window``: the example's window)."""
     def impl(requestContext: dict, seriesList: list, windowSize: Any,
              xFilesFactor: Optional[float] = None) -> list[TimeSeries]:
         return movingWindow(requestContext, seriesList, windowSize, func, xFilesFactor)
     impl.__name__ = name
-    impl.__doc__ = doc
+    impl.__doc__ = MOVING_DOC.format(what=what, name=name, window=window)
     # a sum or average window is computed on packed rows by webapp.render.fused
     traits = Traits(fused_window={'func': func}) if func in ARRAY_WINDOWS else NO_TRAITS
     render_function(name, CALCULATE, [SL, WINDOW, XFF], traits=traits)(impl)
 
 
-_moving('movingAverage', 'average',
-    """The average over a window that slides along each series.
-
-    Parameters:
-
-    - ``seriesList``: the series to smooth.
-    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
-      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
-    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
-      value; by default the series' own xFilesFactor (0 unless set).
-
-    The window ends at each point and covers the points before it; data from before ``from``
-    is fetched so the first points of the graph have a full window. None values are left out
-    of each window; a window without enough known values gives None. The result is named
-    ``movingAverage(name,window)``.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=movingAverage(servers.web01.cpu.user,"10min")
-    """)
-_moving('movingSum', 'sum',
-    """The sum over a window that slides along each series.
-
-    Parameters:
-
-    - ``seriesList``: the series to smooth.
-    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
-      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
-    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
-      value; by default the series' own xFilesFactor (0 unless set).
-
-    The window ends at each point and covers the points before it; data from before ``from``
-    is fetched so the first points of the graph have a full window. None values are left out
-    of each window; a window without enough known values gives None. The result is named
-    ``movingSum(name,window)``.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=movingSum(servers.web01.cpu.user,60)
-    """)
-_moving('movingMin', 'min',
-    """The lowest value over a window that slides along each series.
-
-    Parameters:
-
-    - ``seriesList``: the series to smooth.
-    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
-      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
-    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
-      value; by default the series' own xFilesFactor (0 unless set).
-
-    The window ends at each point and covers the points before it; data from before ``from``
-    is fetched so the first points of the graph have a full window. None values are left out
-    of each window; a window without enough known values gives None. The result is named
-    ``movingMin(name,window)``.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=movingMin(servers.web01.cpu.user,"5min")
-    """)
-_moving('movingMax', 'max',
-    """The highest value over a window that slides along each series.
-
-    Parameters:
-
-    - ``seriesList``: the series to smooth.
-    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
-      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
-    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
-      value; by default the series' own xFilesFactor (0 unless set).
-
-    The window ends at each point and covers the points before it; data from before ``from``
-    is fetched so the first points of the graph have a full window. None values are left out
-    of each window; a window without enough known values gives None. The result is named
-    ``movingMax(name,window)``.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=movingMax(servers.web01.cpu.user,"5min")
-    """)
-_moving('movingMedian', 'median',
-    """The median over a window that slides along each series.
-
-    Parameters:
-
-    - ``seriesList``: the series to smooth.
-    - ``windowSize``: the window, as a number of points (``5``) or as a time span in quotes
-      (``"5min"``, ``"1h"``): a time span is turned into points with each series' step.
-    - ``xFilesFactor``: the smallest share (0 to 1) of known values a window needs to give a
-      value; by default the series' own xFilesFactor (0 unless set).
-
-    The window ends at each point and covers the points before it; data from before ``from``
-    is fetched so the first points of the graph have a full window. None values are left out
-    of each window; a window without enough known values gives None. The result is named
-    ``movingMedian(name,window)``.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=movingMedian(servers.web01.cpu.user,5)
-    """)
+_moving('movingAverage', 'average', 'The average', '"10min"')
+_moving('movingSum', 'sum', 'The sum', '60')
+_moving('movingMin', 'min', 'The lowest value', '"5min"')
+_moving('movingMax', 'max', 'The highest value', '"5min"')
+_moving('movingMedian', 'median', 'The median', '5')
 
 
 @render_function('exponentialMovingAverage', CALCULATE, [SL, WINDOW])
