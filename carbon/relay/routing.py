@@ -184,6 +184,7 @@ class RelayRulesRouter(DestinationSetRouter):
     """
 
     plugin_name = "rules"
+    rules_path: str | None = None  # the file the rules came from (SIGHUP re-reads it)
 
     def __init__(self, settings: Any, rules: list[RelayRule] | None = None) -> None:
         super().__init__(settings)
