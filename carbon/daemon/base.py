@@ -107,7 +107,7 @@ class Daemon:
         interval = float(self.settings.CARBON_METRIC_INTERVAL or 0)
         if interval > 0:
             self.every(interval, self.reporter.report)
-        self.every(float(self.settings.get("BAD_LINE_LOG_INTERVAL", 60)), self.flush_logs)
+        self.every(float(self.settings["BAD_LINE_LOG_INTERVAL"]), self.flush_logs)
         if self.list_filter is not None:
             self.every(10, self.list_filter.reload)
         self.reactor.addSystemEventTrigger("before", "shutdown", self.shutdown)
@@ -137,7 +137,7 @@ class Daemon:
         # What senders already wrote is read before their connections close.
         waits = [closed, drain_connections(
             self.receivers.connections, self.reactor,
-            limit=float(self.settings.get("RECEIVER_SHUTDOWN_DRAIN_SECONDS", 5.0)))]
+            limit=float(self.settings["RECEIVER_SHUTDOWN_DRAIN_SECONDS"]))]
         return defer.DeferredList(waits)
 
     @defer.inlineCallbacks

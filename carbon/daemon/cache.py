@@ -78,7 +78,7 @@ class CacheDaemon(Daemon):
                               % (strategy_name, ", ".join(WRITE_STRATEGIES.names())),
                               settings.get("config_file"), key="CACHE_WRITE_STRATEGY")
         self.log.msg("Using %s write strategy for cache" % strategy_name)
-        RATE_LIMITERS.resolve(settings.get("RATE_LIMITER", "token_bucket"), "RATE_LIMITER",
+        RATE_LIMITERS.resolve(settings["RATE_LIMITER"], "RATE_LIMITER",
                               settings.get("config_file"))
         self.cache = MetricCache()
         self.database = open_database(settings)
@@ -91,7 +91,7 @@ class CacheDaemon(Daemon):
         if getattr(self.database, "get_filesystem_path", None) is not None:
             self.writer.schema_check = SchemaCheck(
                 self.database.get_filesystem_path, self.schemas, self.log.msg,
-                limit=max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000))))
+                limit=max(1, int(settings["WRITER_KNOWN_FILES"])))
         self.journal = self.make_journal()
         self.writer.journal = self.journal
         self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log,
