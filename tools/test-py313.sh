@@ -28,8 +28,9 @@ CACHE="${CARBON_PY313_CACHE:-$HOME/.cache/carbon-fast/trixie-py313}"
 SUITE=trixie
 RECIPE=1   # bump when the build steps below change
 # What the suite needs beyond tools/system-deps.sh (which runs inside too): the interpreter,
-# its venv module and headers, a C compiler for the accelerators; ps/kill for the daemons' tests.
-PACKAGES=(ca-certificates python3 python3-venv python3-dev gcc libc6-dev procps)
+# its venv module and headers, a C compiler for the accelerators; ps/kill for the daemons' tests;
+# git for the tests that read the checkout's history and ignore rules.
+PACKAGES=(ca-certificates python3 python3-venv python3-dev gcc libc6-dev procps git)
 
 log() { echo "test-py313: $*" >&2; }
 die() { log "$*"; exit 1; }
