@@ -163,7 +163,7 @@ def log_for(settings: Any, to_files: bool, debug: bool = False) -> CarbonLog:
     or stdout lines prefixed with ``[type]`` (carbon's foreground format)."""
     if not to_files:
         return CarbonLog(None, stream=sys.stdout, rotate=False, debug=debug)
-    return CarbonLog(settings.LOG_DIR, rotate=bool(settings.get("ENABLE_LOGROTATION", True)),
+    return CarbonLog(settings.LOG_DIR, rotate=bool(settings["ENABLE_LOGROTATION"]),
                      debug=debug, keep=int(settings.get("LOG_ROTATION_COUNT") or 0))
 
 

@@ -118,7 +118,7 @@ class TimeSortedStrategy(Strategy):
 
     def snapshot(self) -> list[str]:
         oldest = self.cache.oldest()
-        lag = float(self.settings.get("MIN_TIMESTAMP_LAG", 0)) if self.settings else 0.0
+        lag = float(self.settings["MIN_TIMESTAMP_LAG"]) if self.settings else 0.0
         if lag:
             now = time.time()
             oldest = [item for item in oldest if now - item[1] > lag]

@@ -9,8 +9,8 @@ REBALANCE_STATE names a JSON file written by the host's agent::
 A metric goes to its owners on the new ring and, until its name is listed in the
 ``moved`` file, to its owners on the old ring too (double-write), so no point lands
 only on a copy about to be deleted. The relay polls ``check_rules()`` every 10 s, and
-at once on SIGHUP (``carbon.daemon.reload``): new state or newly moved names clear the
-route cache. The relay takes and leaves this router on SIGHUP too
+at once on SIGHUP (``RelayDaemon.reload``, ``carbon.daemon.relay``): new state or newly
+moved names clear the route cache. The relay takes and leaves this router on SIGHUP too
 (``carbon.relay.ring_swap``), without a restart.
 """
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from twisted.internet import defer, task
 
+from carbon.config.errors import ConfigError
 from carbon.config.patternlist import PatternList
 from carbon.config.settings import Settings
 from carbon.daemon.manhole import listen_manhole
@@ -22,13 +24,24 @@ from carbon.receivers.limits import release_reserved_descriptor
 from carbon.receivers.listeners import start_receivers
 
 
+@dataclass(frozen=True)
+class Composition:
+    """A daemon as a list of stages: what its receivers read (``read_size``: bytes a
+    read, None for Twisted's default) goes through ``processors`` in order into
+    ``sink``. Built once, by the daemon's ``stages``; nothing rewrites it afterwards."""
+
+    processors: list[Processor]
+    sink: Sink
+    read_size: int | None = field(default=None)
+
+
 class Daemon:
     """A daemon is a composition of shared stages.
 
-    Subclasses build their sink (``make_sink``), optional extra processors
-    (``make_processors``) and say how self-metrics are reported
-    (``make_reporter``). ``start`` opens the ports; ``shutdown`` (a 'before
-    shutdown' trigger) stops input and lets the sink persist what it holds.
+    Subclasses list their stages (``stages``: processors in order, then the sink) and
+    say how self-metrics are reported (``make_reporter``). ``start`` opens the ports;
+    ``shutdown`` (a 'before shutdown' trigger) stops input and lets the sink persist
+    what it holds; ``reload`` (SIGHUP, if the class has one) is beside the stages.
     """
 
     metric_kind = "agents"
@@ -42,19 +55,22 @@ class Daemon:
         self.loops: list[task.LoopingCall] = []
         self.ports: list[Any] = []
         self.list_filter = self._make_list_filter()
-        self.sink = self.make_sink()
-        processors: list[Processor] = [self.list_filter] if self.list_filter else []
-        processors.extend(self.make_processors())
-        self.pipeline = Pipeline(processors, self.sink)
+        self.composition = self.stages()
+        self.sink = self.composition.sink
+        self.pipeline = Pipeline(list(self.composition.processors), self.sink)
         self.receivers = ReceiverContext(settings, self.pipeline, self.stats, self.flow, log)
+        if self.composition.read_size is not None:
+            self.receivers.read_size = self.composition.read_size
         self.reporter = self.make_reporter()
 
     # -- parts subclasses provide ---------------------------------------
-    def make_sink(self) -> Sink:
+    def stages(self) -> Composition:
+        """The daemon's processors, in order, and its sink."""
         raise NotImplementedError
 
-    def make_processors(self) -> list[Processor]:
-        return []
+    def lists(self) -> list[Processor]:
+        """The white/blacklist stage (USE_WHITELIST), first in every daemon's list."""
+        return [self.list_filter] if self.list_filter is not None else []
 
     def make_reporter(self) -> Reporter:
         return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
@@ -91,7 +107,7 @@ class Daemon:
         interval = float(self.settings.CARBON_METRIC_INTERVAL or 0)
         if interval > 0:
             self.every(interval, self.reporter.report)
-        self.every(float(self.settings.get("BAD_LINE_LOG_INTERVAL", 60)), self.flush_logs)
+        self.every(float(self.settings["BAD_LINE_LOG_INTERVAL"]), self.flush_logs)
         if self.list_filter is not None:
             self.every(10, self.list_filter.reload)
         self.reactor.addSystemEventTrigger("before", "shutdown", self.shutdown)
@@ -121,7 +137,7 @@ class Daemon:
         # What senders already wrote is read before their connections close.
         waits = [closed, drain_connections(
             self.receivers.connections, self.reactor,
-            limit=float(self.settings.get("RECEIVER_SHUTDOWN_DRAIN_SECONDS", 5.0)))]
+            limit=float(self.settings["RECEIVER_SHUTDOWN_DRAIN_SECONDS"]))]
         return defer.DeferredList(waits)
 
     @defer.inlineCallbacks
@@ -132,3 +148,38 @@ class Daemon:
 
     def stop_sink(self) -> defer.Deferred:
         return defer.succeed(None)
+
+    # -- SIGHUP ---------------------------------------------------------
+    def reload(self) -> list[str]:
+        """SIGHUP (carbon.daemon.cli): re-read what the daemon can change while it runs;
+        returns the log lines written (one per change). Here: the white/blacklist."""
+        lines: list[str] = []
+        self.reload_lists(log_lines(lines, self.log))
+        return lines
+
+    def reload_lists(self, say: Callable[[str], None]) -> None:
+        """Re-read the whitelist and blacklist (USE_WHITELIST) if their files changed."""
+        list_filter = self.list_filter
+        if list_filter is None:
+            return
+        for label, patterns in (("whitelist", list_filter.whitelist),
+                                ("blacklist", list_filter.blacklist)):
+            if patterns is None:
+                continue
+            before = [regex.pattern for regex in patterns.patterns]
+            try:
+                patterns.reload()
+            except ConfigError as exc:
+                say("SIGHUP: kept the %s: %s" % (label, exc))
+                continue
+            after = [regex.pattern for regex in patterns.patterns]
+            if after != before:
+                say("SIGHUP: reloaded %s (%d patterns)" % (label, len(after)))
+
+
+def log_lines(lines: list[str], log: Any) -> Callable[[str], None]:
+    """A ``say`` that logs a line and keeps it in ``lines`` (a reload's return value)."""
+    def say(line: str) -> None:
+        lines.append(line)
+        log.msg(line)
+    return say

@@ -1,4 +1,5 @@
-"""carbon-cache: receivers -> cache -> writer thread -> whisper, plus carbonlink."""
+"""carbon-cache: receivers -> cache -> writer thread -> whisper, plus carbonlink; its
+SIGHUP reload (``CacheDaemon.reload``)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from carbon.cache.strategies import make_strategy
 from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
-from carbon.daemon.base import Daemon
+from carbon.config.loader import load_settings
+from carbon.daemon.base import Composition, Daemon, log_lines
 from carbon.daemon.notify import notify
-from carbon.daemon.reload import reload_cache_daemon
 from carbon.instrumentation.reporter import Reporter, cache_extra
+from carbon.pipeline import Processor
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.receivers.limits import GuardedPort, listen_tcp
 from carbon.storage.backend import StorageBackend, as_backend
@@ -36,6 +38,10 @@ SWITCH_INTERVAL = 0.001
 # journal).
 DRAIN_STATUS_SECONDS = 5.0
 DRAIN_EXTEND_SECONDS = 60.0
+# The keys a SIGHUP reads again from carbon.conf (CacheDaemon.reload).
+RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_STRATEGY",
+              "MAX_CACHE_SIZE")
+INF = float("inf")
 
 
 def open_database(settings: Any) -> StorageBackend:
@@ -54,7 +60,17 @@ class CacheDaemon(Daemon):
     syncing: defer.Deferred[None] | None = None  # a journal fdatasync under way
     carbonlink_port: GuardedPort | None = None  # with CACHE_QUERY_PORT
 
-    def make_sink(self) -> CacheSink:
+    def stages(self) -> Composition:
+        """carbon-cache: [white/blacklist] -> cache (written by the writer thread);
+        carbon-aggregator-cache puts its aggregation stages between them."""
+        sink = self.make_cache_sink()
+        return Composition(processors=self.lists() + self.aggregation(), sink=sink)
+
+    def aggregation(self) -> list[Processor]:
+        """carbon-aggregator-cache's aggregation stages (none in carbon-cache)."""
+        return []
+
+    def make_cache_sink(self) -> CacheSink:
         settings = self.settings
         strategy_name = settings.CACHE_WRITE_STRATEGY
         if strategy_name not in WRITE_STRATEGIES:
@@ -62,7 +78,7 @@ class CacheDaemon(Daemon):
                               % (strategy_name, ", ".join(WRITE_STRATEGIES.names())),
                               settings.get("config_file"), key="CACHE_WRITE_STRATEGY")
         self.log.msg("Using %s write strategy for cache" % strategy_name)
-        RATE_LIMITERS.resolve(settings.get("RATE_LIMITER", "token_bucket"), "RATE_LIMITER",
+        RATE_LIMITERS.resolve(settings["RATE_LIMITER"], "RATE_LIMITER",
                               settings.get("config_file"))
         self.cache = MetricCache()
         self.database = open_database(settings)
@@ -75,7 +91,7 @@ class CacheDaemon(Daemon):
         if getattr(self.database, "get_filesystem_path", None) is not None:
             self.writer.schema_check = SchemaCheck(
                 self.database.get_filesystem_path, self.schemas, self.log.msg,
-                limit=max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000))))
+                limit=max(1, int(settings["WRITER_KNOWN_FILES"])))
         self.journal = self.make_journal()
         self.writer.journal = self.journal
         self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log,
@@ -95,13 +111,6 @@ class CacheDaemon(Daemon):
                        max_bytes=float(settings.CACHE_JOURNAL_MAX_BYTES),
                        fsync_interval=float(settings.CACHE_JOURNAL_FSYNC_INTERVAL),
                        owner=owner)
-
-    def make_processors(self) -> list:
-        return self.extra_processors()
-
-    def extra_processors(self) -> list:
-        """Hook for carbon-aggregator-cache to insert its aggregation stages."""
-        return []
 
     def make_reporter(self) -> Reporter:
         def emit(batch: list) -> None:
@@ -161,10 +170,6 @@ class CacheDaemon(Daemon):
         if self.writer.tag_feed is not None:
             self.writer.tag_feed.errors.flush()
             self.writer.tag_feed.retry_full.flush()
-
-    def reload(self) -> None:
-        """SIGHUP: re-read the tunables and the schema files (carbon.daemon.reload)."""
-        reload_cache_daemon(self)
 
     def sync_journal(self) -> Any:
         """fdatasync the journal on a pool thread (one at a time)."""
@@ -231,3 +236,76 @@ class CacheDaemon(Daemon):
         if port is not None:
             yield port.stopListening()
         self.database.close()
+
+    # -- SIGHUP ---------------------------------------------------------
+    def reload(self) -> list[str]:
+        """SIGHUP: MAX_UPDATES_PER_SECOND, MAX_CREATES_PER_MINUTE, CACHE_WRITE_STRATEGY
+        and MAX_CACHE_SIZE read again from carbon.conf and applied to the running writer
+        and cache sink, the storage schemas (and carbon-aggregator-cache's rule files)
+        re-read, and the white/blacklist. Returns the log lines written (one per changed
+        value or file); a file that no longer parses keeps what runs and says why."""
+        settings = self.settings
+        lines: list[str] = []
+        say = log_lines(lines, self.log)
+        try:
+            fresh = load_settings(settings["program"], settings.get("instance"),
+                                  settings["config_file"], settings.get("GRAPHITE_ROOT"))
+        except ConfigError as exc:
+            say("SIGHUP: kept the running settings: %s" % exc)
+            fresh = None
+        if fresh is not None:
+            # derived from MAX_UPDATES_PER_SECOND unless set: follows it silently
+            settings["MAX_UPDATES_PER_SECOND_ON_SHUTDOWN"] = \
+                fresh.MAX_UPDATES_PER_SECOND_ON_SHUTDOWN
+            for key in RELOADABLE:
+                old, new = settings[key], fresh[key]
+                if old == new:
+                    continue
+                problem = self.apply_setting(key, new)
+                if problem:
+                    say("SIGHUP: kept %s = %s: %s" % (key, old, problem))
+                    continue
+                settings[key] = new
+                say("SIGHUP: %s changed from %s to %s" % (key, old, new))
+        schemas = self.schemas
+        before = (schemas.storage, schemas.aggregation)
+        problem = schemas.reload_if_changed()
+        if problem:
+            say("SIGHUP: %s" % problem)
+        elif (schemas.storage, schemas.aggregation) != before:
+            say("SIGHUP: reloaded storage schemas (%d) and aggregation schemas (%d)"
+                % (len(schemas.storage), len(schemas.aggregation)))
+        self.reload_rules()
+        self.reload_lists(say)
+        return lines
+
+    def reload_rules(self) -> None:
+        """carbon-aggregator-cache re-reads its rule files here (carbon-cache has none)."""
+
+    def apply_setting(self, key: str, value: Any) -> str | None:
+        """Put one new value of RELOADABLE into the running parts; a reason when it
+        cannot be used."""
+        writer = self.writer
+        if key == "MAX_UPDATES_PER_SECOND":
+            rate = float(value)
+            writer.update_limiter.set_rate(rate, rate)
+        elif key == "MAX_CREATES_PER_MINUTE":
+            per_minute = float(value)
+            writer.create_limiter.set_rate(per_minute, per_minute / 60.0 if per_minute != INF
+                                           else INF)
+        elif key == "CACHE_WRITE_STRATEGY":
+            if value not in WRITE_STRATEGIES:
+                return "unknown write strategy %r (known: %s)" % (
+                    value, ", ".join(WRITE_STRATEGIES.names()))
+            strategy = make_strategy(value, self.cache, self.settings, self.log)
+            with writer.choose_lock:
+                strategy.skip = writer.strategy.skip  # metrics the writer cannot take now
+                writer.strategy = strategy
+            self.strategy = strategy
+        elif key == "MAX_CACHE_SIZE":
+            sink = self.cache_sink
+            sink.max_size = float(value)
+            sink.low_watermark = float(value) * 0.95
+            self.settings["CACHE_SIZE_LOW_WATERMARK"] = sink.low_watermark
+            sink.check_space()
+        return None

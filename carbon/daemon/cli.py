@@ -22,9 +22,9 @@ from carbon.logs import log_for, log_twisted_errors
 
 DAEMONS = {
     "carbon-cache": "carbon.daemon.cache:CacheDaemon",
-    "carbon-relay": "carbon.relay.daemon:RelayDaemon",
-    "carbon-aggregator": "carbon.aggregator.daemon:AggregatorDaemon",
-    "carbon-aggregator-cache": "carbon.aggregator.daemon:AggregatorCacheDaemon",
+    "carbon-relay": "carbon.daemon.relay:RelayDaemon",
+    "carbon-aggregator": "carbon.daemon.aggregator:AggregatorDaemon",
+    "carbon-aggregator-cache": "carbon.daemon.aggregator:AggregatorCacheDaemon",
 }
 
 
@@ -161,14 +161,9 @@ def _serve(program: str, settings: Any, options: Any, daemon_class: Any, foregro
 
 
 def install_sighup(program: str, daemon: Any, reactor: Any) -> None:
-    """SIGHUP runs ``daemon.reload`` in the reactor thread (queued until the reactor runs);
-    a carbon-cache without one ignores the signal."""
-    # a daemon class has SIGHUP reload or not (carbon.daemon.reload)
-    reload = getattr(daemon, "reload", None)
-    if reload is not None:  # caches: re-read tunables and schema/rule files
-        signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(reload))
-    elif program == "carbon-cache":
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    """SIGHUP runs ``daemon.reload`` (declared by every daemon, beside its stages) in the
+    reactor thread, queued until the reactor runs."""
+    signal.signal(signal.SIGHUP, lambda signum, frame: reactor.callFromThread(daemon.reload))
 
 
 def cache_main() -> None:

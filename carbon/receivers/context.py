@@ -34,7 +34,7 @@ class ReceiverContext:
         self.bad_lines = IntervalLog(log.listener, "invalid lines received")
         self.bad_pickles = IntervalLog(log.listener, "invalid pickles received")
         self.failed_batches = IntervalLog(log.listener, "batches failed in the pipeline")
-        self.max_length = int(settings.get("LINE_RECEIVER_MAX_LENGTH", 16384))
+        self.max_length = int(settings["LINE_RECEIVER_MAX_LENGTH"])
         self.resolution = int(settings.MIN_TIMESTAMP_RESOLUTION or 0)
         # Bytes a TCP receiver asks for in one read (0 keeps Twisted's 64 KiB); a daemon
         # whose stages take whole reads may ask for more: fewer calls a line.

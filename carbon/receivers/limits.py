@@ -75,7 +75,7 @@ class ConnectionLimit:
     def __init__(self, settings: Any, log: Callable[[str], None]) -> None:
         self.log = log
         self.configured = settings.MAX_RECEIVER_CONNECTIONS
-        self.reserve = int(settings.get("RECEIVER_FD_RESERVE", 64))
+        self.reserve = int(settings["RECEIVER_FD_RESERVE"])
         self.soft = -1
         self.by_descriptors: float = float("inf")
         self.limit: float = self.configured

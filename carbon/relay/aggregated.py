@@ -18,7 +18,7 @@ from carbon.config.errors import ConfigError
 from carbon.plugins import ROUTERS
 from carbon.relay.destinations import Destination
 from carbon.relay.routing import (ConsistentHashingRouter, DatapointRouter, FastHashingRouter,
-                                  _setting)
+                                  _configured, _setting)
 
 
 @ROUTERS.register('aggregated-consistent-hashing')
@@ -135,8 +135,8 @@ def load_aggregation_rules(settings: Any) -> Any:
     CONF_DIR/AGGREGATION_RULES, reloaded when ``check()`` is called."""
     path = _setting(settings, "aggregation-rules") or os.path.join(
         _setting(settings, "CONF_DIR", "") or "",
-        _setting(settings, "AGGREGATION_RULES", "aggregation-rules.conf"))
-    cache_size = int(_setting(settings, "AGGREGATION_RULE_CACHE_SIZE", 100000) or 0)
+        _configured(settings, "AGGREGATION_RULES"))
+    cache_size = int(_configured(settings, "AGGREGATION_RULE_CACHE_SIZE") or 0)
     rules = _MissingRulesFile(path, cache_size)
     _, error = rules.check()
     if error is not None:

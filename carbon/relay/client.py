@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
@@ -42,27 +43,57 @@ from carbon.relay.spool import Spool
 from carbon.relay.wire import DECODERS, encoder_for
 
 
+@dataclass(frozen=True)
+class ClientConfig:
+    """What a DestinationClient reads of carbon.conf, built once per set of clients
+    (``from_settings``); the defaults are carbon.config.defaults'."""
+
+    protocol: str  # DESTINATION_PROTOCOL
+    per_message: int  # MAX_DATAPOINTS_PER_MESSAGE
+    max_queue_size: int  # MAX_QUEUE_SIZE
+    low_watermark_pct: float  # QUEUE_LOW_WATERMARK_PCT
+    resend_window_bytes: int  # DESTINATION_RESEND_WINDOW_BYTES
+    resend_window_seconds: float  # DESTINATION_RESEND_WINDOW_SECONDS
+    keepalive: bool  # TCP_KEEPALIVE
+    keepalive_options: tuple[tuple[str, int], ...]  # TCP_KEEPIDLE/KEEPINTVL/KEEPCNT set
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ClientConfig:
+        return cls(
+            protocol=settings["DESTINATION_PROTOCOL"],
+            per_message=max(1, int(settings["MAX_DATAPOINTS_PER_MESSAGE"])),
+            max_queue_size=max(1, int(settings["MAX_QUEUE_SIZE"])),
+            low_watermark_pct=float(settings["QUEUE_LOW_WATERMARK_PCT"]),
+            resend_window_bytes=int(settings["DESTINATION_RESEND_WINDOW_BYTES"]),
+            resend_window_seconds=float(settings["DESTINATION_RESEND_WINDOW_SECONDS"]),
+            keepalive=bool(settings["TCP_KEEPALIVE"]),
+            keepalive_options=tuple(
+                (name, int(settings[name])) for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL",
+                                                         "TCP_KEEPCNT")
+                if settings.get(name) is not None))
+
+
 class DestinationClient:
     """Queue, spool and connection of one destination. See the module docstring."""
 
-    def __init__(self, destination: Destination, settings: Any, stats: Any, flow: Any,
+    def __init__(self, destination: Destination, config: ClientConfig, stats: Any, flow: Any,
                  reactor: Any, log: Any, spool: Spool, wake: Any, *,
                  spill_after: float = 3.0, headroom: int = 50000, write_points: int = 20000,
                  initial_delay: float = 0.2, max_delay: float = 5.0,
                  tls: Any = None, state_changed: Any = None) -> None:
         self.destination = destination
-        self.settings = settings
+        self.config = config
         self.stats = stats
         self.flow = flow
         self.reactor = reactor
         self.log = log
         self.spool = spool
         self.wake = wake  # asks the sink to call flush() soon
-        self.protocol_name = settings.DESTINATION_PROTOCOL
+        self.protocol_name = config.protocol
         self.encode = encoder_for(self.protocol_name)
-        self.per_message = max(1, int(settings.MAX_DATAPOINTS_PER_MESSAGE))
-        self.high = max(1, int(settings.MAX_QUEUE_SIZE))
-        self.low = int(self.high * float(settings.QUEUE_LOW_WATERMARK_PCT))
+        self.per_message = config.per_message
+        self.high = config.max_queue_size
+        self.low = int(self.high * config.low_watermark_pct)
         self.hard = self.high + max(0, int(headroom))
         self.spill_after = spill_after
         self.write_points = max(self.per_message, write_points)
@@ -71,8 +102,7 @@ class DestinationClient:
         self.state_changed = state_changed  # called (client, up) for DYNAMIC_ROUTER
         self.queue = LineQueue() if self.protocol_name == "line" else PointQueue(
             self.per_message)
-        self.window = ResendWindow(int(settings.get("DESTINATION_RESEND_WINDOW_BYTES", 0)),
-                                   float(settings.get("DESTINATION_RESEND_WINDOW_SECONDS", 0)))
+        self.window = ResendWindow(config.resend_window_bytes, config.resend_window_seconds)
         self.resend: deque[tuple[bytes, int]] = deque()  # (payload, points) to send again
         self.resend_points = 0
         self.protocol: SenderProtocol | None = None

@@ -11,7 +11,7 @@ import os
 from typing import Any, Callable
 
 from carbon.config.errors import ConfigError
-from carbon.relay.client import DestinationClient
+from carbon.relay.client import ClientConfig, DestinationClient
 from carbon.relay.connection import tls_options
 from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.spool import Spool
@@ -67,6 +67,7 @@ def make_clients(destinations: list[Destination], settings: Any, stats: Any, flo
     """One DestinationClient per destination, in order; ``client_options`` (spill_after,
     headroom, initial_delay, max_delay) go to each client."""
     transport = _check_settings(settings)
+    config = ClientConfig.from_settings(settings)
     clients: dict[Destination, DestinationClient] = {}
     for dest in destinations:
         if dest in clients:
@@ -74,7 +75,7 @@ def make_clients(destinations: list[Destination], settings: Any, stats: Any, flo
         spool = Spool(os.path.join(spool_dir, dest.stat_name.replace("/", "_")),
                       int(settings.SPOOL_MAX_BYTES), settings.DESTINATION_PROTOCOL)
         clients[dest] = DestinationClient(
-            dest, settings, stats, flow, reactor, log, spool, schedule_flush,
+            dest, config, stats, flow, reactor, log, spool, schedule_flush,
             tls=tls_options(settings, dest.host) if transport == "ssl" else None,
             state_changed=state_changed, **client_options)
     return clients

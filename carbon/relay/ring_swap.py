@@ -28,6 +28,7 @@ from carbon.config.errors import ConfigError
 from carbon.config.loader import load_settings
 from carbon.relay.client_set import configured_destinations
 from carbon.relay.routing import make_router
+from carbon.relay.sink import RelaySink
 
 ROUTING_KEYS = ("RELAY_METHOD", "DESTINATIONS", "ROUTER_HASH_TYPE", "REPLICATION_FACTOR",
                 "DIVERSE_REPLICAS", "REBALANCE_STATE", "RELAY_RULES")
@@ -43,12 +44,13 @@ def changed_keys(running: Any, fresh: Any) -> list[str]:
     return [key for key in ROUTING_KEYS if _key(running.get(key)) != _key(fresh.get(key))]
 
 
-def swap_ring(daemon: Any, say: Callable[[str], None], workers: list[int] | None = None
-              ) -> bool:
-    """Re-read the routing keys of ``daemon``'s carbon.conf and swap its RelaySink's
-    router and destinations when they changed; True if swapped. A file that no longer
-    loads, or a router that cannot be built from it, keeps what runs (said why)."""
-    settings, sink = daemon.settings, daemon.relay
+def swap_ring(settings: Any, sink: RelaySink, gauges: dict[str, Callable[[], float]],
+              say: Callable[[str], None], workers: list[int] | None = None) -> bool:
+    """Re-read the routing keys of the relay's carbon.conf (``settings``, the running
+    ones) and swap ``sink``'s router and destinations when they changed; True if
+    swapped. ``gauges``: the reporter's, which gets the queue gauges of added
+    destinations. A file that no longer loads, or a router that cannot be built from
+    it, keeps what runs (said why)."""
     swapped = False
     if not settings.get("config_file"):  # built in code, not from a file: nothing to read
         return False
@@ -73,7 +75,8 @@ def swap_ring(daemon: Any, say: Callable[[str], None], workers: list[int] | None
             for key in ROUTING_KEYS:
                 settings[key] = candidate[key]  # what a restarted worker starts with
             added, dropped = sink.swap_routing(router, destinations)
-            _add_gauges(daemon, sink)
+            for name, gauge in sink.gauges().items():
+                gauges.setdefault(name, gauge)
             swapped = True
             say("SIGHUP: new ring (%s changed): RELAY_METHOD %s, %d destinations, %d added "
                 "(%s), %d dropped (%s; drained before closing)" % (
@@ -82,15 +85,6 @@ def swap_ring(daemon: Any, say: Callable[[str], None], workers: list[int] | None
                     ", ".join(map(str, dropped)) or "none"))
     write_ack(sink, settings, workers or [])
     return swapped
-
-
-def _add_gauges(daemon: Any, sink: Any) -> None:
-    """Queue gauges for destinations added by a swap (the reporter's own dict)."""
-    reporter = getattr(daemon, "reporter", None)
-    gauges = getattr(reporter, "gauges", None)
-    if isinstance(gauges, dict):
-        for name, gauge in sink.gauges().items():
-            gauges.setdefault(name, gauge)
 
 
 def write_ack(sink: Any, settings: Any, workers: list[int]) -> None:

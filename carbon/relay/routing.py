@@ -31,6 +31,11 @@ def _setting(settings: Any, key: str, default: Any = None) -> Any:
     return getattr(settings, key, default)
 
 
+def _configured(settings: Any, key: str) -> Any:
+    """``key`` of ``settings`` (either kind), else its default (carbon.config.defaults)."""
+    return _setting(settings, key, DEFAULTS[key])
+
+
 class DatapointRouter:
     """Base router: destination bookkeeping, the per-name LRU and the batch API.
 
@@ -43,8 +48,7 @@ class DatapointRouter:
     rechecks_rules: ClassVar[bool] = False
 
     def __init__(self, settings: Any) -> None:
-        size = int(_setting(settings, "RELAY_HASH_CACHE_SIZE",
-                            DEFAULTS["RELAY_HASH_CACHE_SIZE"]) or 0)
+        size = int(_configured(settings, "RELAY_HASH_CACHE_SIZE") or 0)
         self.cache_size = max(0, size)
         self.generation = 0  # bumped whenever placement may have changed
         # functools' C LRU: same bound and eviction order as cachetools.LRUCache, and
@@ -184,13 +188,14 @@ class RelayRulesRouter(DestinationSetRouter):
     """
 
     plugin_name = "rules"
+    rules_path: str | None = None  # the file the rules came from (SIGHUP re-reads it)
 
     def __init__(self, settings: Any, rules: list[RelayRule] | None = None) -> None:
         super().__init__(settings)
         if rules is None:
             path = _setting(settings, "relay-rules") or os.path.join(
                 _setting(settings, "CONF_DIR", "") or "",
-                _setting(settings, "RELAY_RULES", "relay-rules.conf"))
+                _configured(settings, "RELAY_RULES"))
             self.rules_path = path
             rules = load_relay_rules(path)
         self.rules = rules
@@ -221,8 +226,8 @@ class ConsistentHashingRouter(DatapointRouter):
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
-        self.replication_factor = int(_setting(settings, "REPLICATION_FACTOR", 1))
-        self.diverse_replicas = bool(_setting(settings, "DIVERSE_REPLICAS", True))
+        self.replication_factor = int(_configured(settings, "REPLICATION_FACTOR"))
+        self.diverse_replicas = bool(_configured(settings, "DIVERSE_REPLICAS"))
         self.hash_type = _setting(settings, "ROUTER_HASH_TYPE") or self.default_hash_type
         self.ring = self._make_ring(settings)
         self.instance_ports: dict[tuple, int] = {}  # {(server, instance): port}
@@ -392,7 +397,7 @@ def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
 
     Extra keyword arguments go to the router (``rules=``, ``aggregation_rules=``).
     """
-    method = _setting(settings, "RELAY_METHOD", "rules")
+    method = _configured(settings, "RELAY_METHOD")
     try:
         router_class = ROUTERS.get(method)
     except KeyError:
@@ -401,7 +406,7 @@ def make_router(settings: Any, destinations: Iterable[tuple] | None = None,
     router = router_class(settings, **kwargs)
     if destinations is None:
         try:
-            destinations = parse_destinations(_setting(settings, "DESTINATIONS", []) or [])
+            destinations = parse_destinations(_configured(settings, "DESTINATIONS") or [])
         except ValueError as exc:
             raise ConfigError(str(exc), key="DESTINATIONS") from None
     for dest in destinations:

@@ -24,7 +24,6 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
-from carbon.config.defaults import DEFAULTS
 from carbon.formats.pickled import items_from_lines
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch, LineBatch, Sink
@@ -108,8 +107,7 @@ class RelaySink(Sink):
         self.chunks: ChunkRouter | None = None
         if self.accepts_lines:
             self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
-                                    int(self.settings.get("RELAY_HASH_CACHE_SIZE",
-                                                          DEFAULTS["RELAY_HASH_CACHE_SIZE"])
+                                    int(self.settings["RELAY_HASH_CACHE_SIZE"]
                                         or 0))
             # The whole-read path: reads routed (and lines written) in C.
             if chunks_available():

@@ -45,12 +45,10 @@ from carbon.storage.whisper_format import (
 from carbon.storage.whisper_points import prepare_points
 from carbon.storage.whisper_writer import apply_update, read_header, remember_header
 
-__all__ = ["WhisperDatabase", "DEFAULT_FD_CACHE_SIZE", "DEFAULT_FD_CACHE_IDLE"]
+__all__ = ["WhisperDatabase"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_FD_CACHE_SIZE = 1024
-DEFAULT_FD_CACHE_IDLE = 300.0
 METADATA_KEYS = ("aggregationMethod",)
 
 try:
@@ -92,12 +90,12 @@ class WhisperDatabase(StorageBackend):
         if not data_dir:
             raise ValueError("LOCAL_DATA_DIR is not set")
         self.data_dir: str = data_dir
-        self.tag_hash_filenames = bool(settings.get("TAG_HASH_FILENAMES", True))
-        self.sparse_create = bool(settings.get("WHISPER_SPARSE_CREATE", False))
-        self.fallocate_create = bool(settings.get("WHISPER_FALLOCATE_CREATE", False))
-        self.autoflush = bool(settings.get("WHISPER_AUTOFLUSH", False))
-        self.lock_writes = bool(settings.get("WHISPER_LOCK_WRITES", False))
-        self.fadvise_random = bool(settings.get("WHISPER_FADVISE_RANDOM", False))
+        self.tag_hash_filenames = bool(settings["TAG_HASH_FILENAMES"])
+        self.sparse_create = bool(settings["WHISPER_SPARSE_CREATE"])
+        self.fallocate_create = bool(settings["WHISPER_FALLOCATE_CREATE"])
+        self.autoflush = bool(settings["WHISPER_AUTOFLUSH"])
+        self.lock_writes = bool(settings["WHISPER_LOCK_WRITES"])
+        self.fadvise_random = bool(settings["WHISPER_FADVISE_RANDOM"])
         # posix_fallocate / posix_fadvise are not on every platform
         if self.fallocate_create and not hasattr(os, "posix_fallocate"):
             log.error("WHISPER_FALLOCATE_CREATE is enabled but posix_fallocate is unavailable")
@@ -108,14 +106,14 @@ class WhisperDatabase(StorageBackend):
         if self.fadvise_random and not hasattr(os, "posix_fadvise"):
             log.error("WHISPER_FADVISE_RANDOM is enabled but posix_fadvise is unavailable")
             self.fadvise_random = False
-        size = settings.get("WHISPER_FD_CACHE_SIZE", DEFAULT_FD_CACHE_SIZE)
-        idle = float(settings.get("WHISPER_FD_CACHE_IDLE", DEFAULT_FD_CACHE_IDLE))
+        size = settings["WHISPER_FD_CACHE_SIZE"]
+        idle = float(settings["WHISPER_FD_CACHE_IDLE"])
         self._fds = FdCache(effective_capacity(size), self.fadvise_random, idle)
         self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
         # metric -> (file, os.fsencode(file)), at most WRITER_KNOWN_FILES
         self._paths: dict[str, tuple[str, bytes]] = {}
-        self.path_cache_size = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
+        self.path_cache_size = max(1, int(settings["WRITER_KNOWN_FILES"]))
         # just-created files' descriptors the fd cache did not keep, until their first write
         self._created: dict[str, Handle] = {}
         self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))

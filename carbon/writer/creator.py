@@ -133,7 +133,7 @@ class Creator:
         self.stopping = False
         self.thread: threading.Thread | None = None
         self.overlap: ThreadPoolExecutor | None = None  # makes files (creator thread only)
-        self.create_threads = max(1, int(settings.get("CREATE_THREADS", 2)))
+        self.create_threads = max(1, int(settings["CREATE_THREADS"]))
         self.inflight: deque[_InFlight] = deque()  # oldest first
 
     # -- writer side ------------------------------------------------------------------

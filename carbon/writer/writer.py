@@ -74,7 +74,7 @@ class Writer:
         self.settings = settings
         self.stats = stats
         self.log = log
-        limiter = settings.get("RATE_LIMITER", "token_bucket")
+        limiter = settings["RATE_LIMITER"]
         self.update_limiter = make_limiter(limiter, float(settings.MAX_UPDATES_PER_SECOND))
         per_minute = float(settings.MAX_CREATES_PER_MINUTE)
         self.create_limiter = make_limiter(limiter, per_minute / 60.0 if per_minute != INF
@@ -87,7 +87,7 @@ class Writer:
         self.tag_feed: TagFeed | None = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
-        self.thread_count = max(1, int(settings.get("WRITER_THREADS", 1)))
+        self.thread_count = max(1, int(settings["WRITER_THREADS"]))
         self.choose_lock = threading.Lock()
         self.in_flight: set[str] = set()
         self.held: list[str] = []  # chosen (in flight) while no update token was free
@@ -103,7 +103,7 @@ class Writer:
         # claimed for the creator and not handed over yet (both under choose_lock)
         self.returned: deque[tuple[str, Outcome]] = deque()
         self.unsubmitted: list[str] = []
-        self.known_limit = max(1, int(settings.get("WRITER_KNOWN_FILES", 100_000)))
+        self.known_limit = max(1, int(settings["WRITER_KNOWN_FILES"]))
         # Metrics whose files a resize is replacing (``pause``/``resume``, under
         # choose_lock): their points stay in the cache (and visible to carbonlink) until
         # the new file is in place, so none is written into a file about to be replaced.
@@ -115,8 +115,8 @@ class Writer:
         # while points pour in a metric is written with more of them at a time (fewer
         # whisper updates a point); off (0) by default, and never while draining or with
         # the cache half full.
-        self.min_pass = float(settings.get("WRITER_MIN_PASS_SECONDS", 0) or 0)
-        self.pace_below = float(settings.get("MAX_CACHE_SIZE", INF)) / 2
+        self.min_pass = float(settings["WRITER_MIN_PASS_SECONDS"] or 0)
+        self.pace_below = float(settings["MAX_CACHE_SIZE"]) / 2
         self.pacing = self.min_pass > 0
 
     @property

@@ -105,7 +105,7 @@ def test_aggregator_rereads_rule_files_on_sighup_whatever_their_mtime(tmp_path: 
 
 HUP_AT_LISTEN = """
 import os, signal, sys
-from carbon.aggregator.daemon import AggregatorDaemon
+from carbon.daemon.aggregator import AggregatorDaemon
 from carbon.daemon import cli
 
 class HupAtListen(AggregatorDaemon):

@@ -2,7 +2,7 @@
 
 The doc's "Layers" section is a numbered list, lowest layer first; each item names its
 modules and packages in backquotes. A module belongs to the layer of the most specific
-name that covers it (``carbon.relay.daemon`` before ``carbon.relay``), and may import
+name that covers it (``webapp.render.evaluator`` before ``webapp.render``), and may import
 only from its own layer and the ones before it. Every import counts, also one inside a
 function. Besides, nothing under carbon/ names webapp, not even as a string.
 """

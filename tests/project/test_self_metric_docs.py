@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from carbon.aggregator.daemon import aggregator_extra
+from carbon.daemon.aggregator import aggregator_extra
 from carbon.config.settings import Settings
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.instrumentation.stats import Sample, Stats

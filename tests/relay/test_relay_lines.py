@@ -229,7 +229,7 @@ def test_list_filter_on_line_batches_matches_tuple_filter(tmp_path):
 
 def test_relay_daemon_filters_line_batches_on_the_lean_path(tmp_path):
     from carbon.logs import MemoryLog
-    from carbon.relay.daemon import RelayDaemon
+    from carbon.daemon.relay import RelayDaemon
     from tests.relay.harness import run_reactor
 
     (tmp_path / "blacklist.conf").write_text("^secret\\.\n")

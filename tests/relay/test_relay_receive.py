@@ -20,7 +20,7 @@ from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from carbon.relay.chunks import ChunkStage
 from carbon.relay.connection import WRITE_BYTES
-from carbon.relay.daemon import READ_BYTES
+from carbon.daemon.relay import READ_BYTES
 from carbon.relay.sink import RelaySink
 from carbon.formats.plaintext import encode_line
 from tests.relay.countsink import CountingSink

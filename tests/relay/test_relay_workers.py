@@ -22,7 +22,7 @@ from tests.relay.relayutil import free_port, relay_settings
 from tests.relay.test_relay_daemon import _accepting, _send_lines, _start
 
 from carbon.logs import CarbonLog
-from carbon.relay.workers import READY, WorkerPool
+from carbon.daemon.relay_workers import READY, WorkerPool
 
 
 def _write_conf(base: Path, line_port: int, dest_port: int, pickle_port: int) -> None:

@@ -3,7 +3,8 @@
 Received points: [white/blacklist] -> rewrite [pre] -> aggregate -> rewrite [post]
 -> sink. Aggregates computed on each tick go straight to the sink, as in carbon
 1.1.10. carbon-aggregator's sink is the relay's (routing, flow control, spool);
-carbon-aggregator-cache's is the cache (written to whisper by the writer).
+carbon-aggregator-cache's is the cache (written to whisper by the writer). SIGHUP
+reloads (``reload``) re-read the rule files and the white/blacklist.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from twisted.internet import defer
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.processor import AggregationProcessor
 from carbon.aggregator.rules import RuleSet, RulesFile, parse_rules, reload_rules
-from carbon.daemon.base import Daemon
+from carbon.daemon.base import Composition, Daemon, log_lines
 from carbon.daemon.cache import CacheDaemon
-from carbon.daemon.reload import reload_lists
 from carbon.instrumentation.reporter import Reporter
+from carbon.pipeline import Processor
 from carbon.relay.sink import RelaySink, relay_extra
 from carbon.rewrite import RewriteProcessor, RewriteRulesFile
 
@@ -30,7 +31,7 @@ class AggregationStages:
     def __init__(self, settings: Any, stats: Any, log: Any) -> None:
         self.settings = settings
         self.log = log
-        cache_size = int(settings.get("AGGREGATION_RULE_CACHE_SIZE", 100000))
+        cache_size = int(settings["AGGREGATION_RULE_CACHE_SIZE"])
         rules_path = settings.get("aggregation-rules") or os.path.join(
             settings.CONF_DIR, settings.AGGREGATION_RULES)
         rewrite_path = settings.get("rewrite-rules") or os.path.join(
@@ -56,7 +57,7 @@ class AggregationStages:
     def ruleset(self) -> RuleSet:
         return self.aggregate.ruleset
 
-    def processors(self) -> list:
+    def processors(self) -> list[Processor]:
         return [self.pre, self.aggregate, self.post]
 
     def check_files(self, force: bool = False) -> None:
@@ -105,17 +106,17 @@ def aggregator_extra(counters: dict, samples: dict, record: Callable[[str, float
 class AggregationTicks:
     """Mixin: emit due aggregates every second, poll rule files (SIGHUP: ``reload``)."""
 
-    stages: AggregationStages
+    aggregation_stages: AggregationStages
     reactor: Any
     every: Callable[..., None]
 
     def start_aggregation(self, put_many: Callable[[list], None]) -> None:
         self._put_aggregates = put_many
         self.every(1, self.tick)
-        self.every(10, self.stages.check_files)
+        self.every(10, self.aggregation_stages.check_files)
 
     def tick(self, force: bool = False) -> None:
-        batch = self.stages.aggregate.flush(self.reactor.seconds(), force)
+        batch = self.aggregation_stages.aggregate.flush(self.reactor.seconds(), force)
         if batch:
             self._put_aggregates(batch)
 
@@ -125,19 +126,18 @@ class AggregatorDaemon(AggregationTicks, Daemon):
 
     metric_kind = "aggregator"
 
-    def make_sink(self) -> RelaySink:
+    def stages(self) -> Composition:
+        """[white/blacklist] -> rewrite [pre] -> aggregate -> rewrite [post] -> RelaySink."""
         # carbon 1.1.10 always routes aggregator output by consistent hashing.
         self.settings["RELAY_METHOD"] = "consistent-hashing"
         self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
-        return self.relay
-
-    def make_processors(self) -> list:
-        self.stages = AggregationStages(self.settings, self.stats, self.log)
-        return self.stages.processors()
+        self.aggregation_stages = AggregationStages(self.settings, self.stats, self.log)
+        return Composition(processors=self.lists() + self.aggregation_stages.processors(),
+                           sink=self.relay)
 
     def make_reporter(self) -> Reporter:
         gauges = {"activeConnections": lambda: len(self.receivers.connections)}
-        gauges.update(self.stages.gauges())
+        gauges.update(self.aggregation_stages.gauges())
         gauges.update(self.relay.gauges())
         return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
                         gauges=gauges, extra=aggregator_extra)
@@ -146,11 +146,14 @@ class AggregatorDaemon(AggregationTicks, Daemon):
         self.relay.start()
         self.start_aggregation(self.relay.put_many)
 
-    def reload(self) -> None:
+    def reload(self) -> list[str]:
         """SIGHUP (carbon.daemon.cli): the rule files whatever their mtime, and the
-        white/blacklist. (carbon-aggregator-cache: CacheDaemon.reload does both too.)"""
-        self.stages.check_files(force=True)
-        reload_lists(self.list_filter, self.log.msg)
+        white/blacklist. (carbon-aggregator-cache: CacheDaemon.reload, with
+        ``reload_rules`` below.)"""
+        self.aggregation_stages.check_files(force=True)
+        lines: list[str] = []
+        self.reload_lists(log_lines(lines, self.log))
+        return lines
 
     @defer.inlineCallbacks
     def stop_sink(self) -> Any:
@@ -161,13 +164,19 @@ class AggregatorDaemon(AggregationTicks, Daemon):
 class AggregatorCacheDaemon(AggregationTicks, CacheDaemon):
     """carbon-aggregator-cache: aggregates (and FORWARD_ALL inputs) go to the cache."""
 
-    def extra_processors(self) -> list:
-        self.stages = AggregationStages(self.settings, self.stats, self.log)
-        return self.stages.processors()
+    def aggregation(self) -> list[Processor]:
+        """Between the white/blacklist and the cache: rewrite [pre] -> aggregate ->
+        rewrite [post]."""
+        self.aggregation_stages = AggregationStages(self.settings, self.stats, self.log)
+        return self.aggregation_stages.processors()
+
+    def reload_rules(self) -> None:
+        """SIGHUP: the aggregation and rewrite rules whatever their mtime."""
+        self.aggregation_stages.check_files(force=True)
 
     def make_reporter(self) -> Reporter:
         reporter = super().make_reporter()
-        reporter.gauges.update(self.stages.gauges())
+        reporter.gauges.update(self.aggregation_stages.gauges())
         return reporter
 
     def start_sink(self) -> None:

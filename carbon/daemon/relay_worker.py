@@ -1,5 +1,5 @@
 """One RELAY_WORKERS worker process: a whole relay that serves the connections its
-master hands over a Unix socket (the master's side is :mod:`carbon.relay.workers`)."""
+master hands over a Unix socket (the master's side is :mod:`carbon.daemon.relay_workers`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from carbon.config.settings import Settings
 from carbon.logs import log_for, log_twisted_errors
 from carbon.receivers.handoff import adopt
 from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
-from carbon.relay.daemon import RelayDaemon
-from carbon.relay.workers import FAMILIES, KINDS, READY, worker_settings
+from carbon.daemon.relay import RelayDaemon
+from carbon.daemon.relay_workers import FAMILIES, KINDS, READY, worker_settings
 
 
 @implementer(IReadDescriptor)

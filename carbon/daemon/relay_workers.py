@@ -13,7 +13,7 @@ Workers stop when asked (SIGTERM: flush, spool, exit) or when the master is gone
 (its end of the Unix socket closes). The master restarts a worker that dies, and on
 shutdown stops the workers and waits for them (SHUTDOWN_FLUSH_TIMEOUT plus 10 s).
 This module is the master's side; a worker process runs
-:mod:`carbon.relay.worker_process`.
+:mod:`carbon.daemon.relay_worker`.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class WorkerPool:
 
     def _spawn(self, index: int) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = "from carbon.relay.worker_process import worker_main; worker_main()"
+        code = "from carbon.daemon.relay_worker import worker_main; worker_main()"
         # The worker inherits our signal mask: SIGHUP blocked until it has a handler, so
         # a reload passed on while it starts stays pending instead of ending it. Blocked
         # here for the fork and exec only.
