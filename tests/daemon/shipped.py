@@ -94,3 +94,19 @@ def get_json(url: str, timeout: float = 30) -> object:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+# the shipped relay -> caches a and b, and the ports they listen on
+RELAY_AND_CACHES = ["relay line", "relay pickle", "cache a line", "cache a pickle",
+                    "cache a carbonlink", "cache b line", "cache b pickle", "cache b carbonlink"]
+
+
+def start_relay_and_caches(stack: Foreground) -> None:
+    """carbon-cache a and b, then carbon-relay, in the foreground from the shipped conf/
+    (their ports were checked free with ``require_free_ports(RELAY_AND_CACHES)``)."""
+    stack.start([str(BIN / "carbon-cache.py"), "--instance=a", "--nodaemon", "start"],
+                SHIPPED_PORTS["cache a carbonlink"])
+    stack.start([str(BIN / "carbon-cache.py"), "--instance=b", "--nodaemon", "start"],
+                SHIPPED_PORTS["cache b carbonlink"])
+    stack.start([str(BIN / "carbon-relay.py"), "--nodaemon", "start"],
+                SHIPPED_PORTS["relay line"])

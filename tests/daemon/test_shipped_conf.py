@@ -6,7 +6,8 @@ import time
 import urllib.parse
 
 from tests.daemon.shipped import (
-    BIN, SHIPPED_PORTS, Foreground, get_json, require_free_ports, shipped_root,
+    BIN, Foreground, get_json, RELAY_AND_CACHES, require_free_ports, SHIPPED_PORTS,
+    shipped_root, start_relay_and_caches,
 )
 from tests.support import free_port, send_tcp, wait_for
 
@@ -15,18 +16,11 @@ NAMES = ["servers.web%02d.cpu" % i for i in range(8)] + ["servers.db%02d.cpu" % 
 
 
 def test_point_sent_to_shipped_relay_is_rendered(tmp_path):
-    require_free_ports(["relay line", "relay pickle", "cache a line", "cache a pickle",
-                        "cache a carbonlink", "cache b line", "cache b pickle",
-                        "cache b carbonlink"])
+    require_free_ports(RELAY_AND_CACHES)
     root = shipped_root(tmp_path)
     stack = Foreground(root)
     try:
-        stack.start([str(BIN / "carbon-cache.py"), "--instance=a", "--nodaemon", "start"],
-                    SHIPPED_PORTS["cache a carbonlink"])
-        stack.start([str(BIN / "carbon-cache.py"), "--instance=b", "--nodaemon", "start"],
-                    SHIPPED_PORTS["cache b carbonlink"])
-        stack.start([str(BIN / "carbon-relay.py"), "--nodaemon", "start"],
-                    SHIPPED_PORTS["relay line"])
+        start_relay_and_caches(stack)
         http = free_port()
         stack.start([str(BIN / "graphite-render"), "--config", "conf/local_settings.py",
                      "--port", str(http)], http)

@@ -10,7 +10,8 @@ import urllib.parse
 
 from carbon.config.loader import load_settings
 from tests.daemon.shipped import (
-    BIN, SHIPPED_PORTS, Foreground, get_json, port_free, require_free_ports, shipped_root,
+    BIN, Foreground, get_json, port_free, RELAY_AND_CACHES, require_free_ports, SHIPPED_PORTS,
+    shipped_root, start_relay_and_caches,
 )
 from tests.support import CONF, send_tcp, wait_for
 
@@ -33,19 +34,12 @@ def test_shipped_graphite_url_is_the_shipped_render_app(tmp_path):
 
 
 def test_series_tagged_while_the_render_app_was_down_are_tagged_when_it_comes_up(tmp_path):
-    require_free_ports(["relay line", "relay pickle", "cache a line", "cache a pickle",
-                        "cache a carbonlink", "cache b line", "cache b pickle",
-                        "cache b carbonlink"])
+    require_free_ports(RELAY_AND_CACHES)
     assert port_free(RENDER_PORT), "this test needs port %d of 127.0.0.1 free" % RENDER_PORT
     root = shipped_root(tmp_path)
     stack = Foreground(root)
     try:
-        stack.start([str(BIN / "carbon-cache.py"), "--instance=a", "--nodaemon", "start"],
-                    SHIPPED_PORTS["cache a carbonlink"])
-        stack.start([str(BIN / "carbon-cache.py"), "--instance=b", "--nodaemon", "start"],
-                    SHIPPED_PORTS["cache b carbonlink"])
-        stack.start([str(BIN / "carbon-relay.py"), "--nodaemon", "start"],
-                    SHIPPED_PORTS["relay line"])
+        start_relay_and_caches(stack)
         now = int(time.time())
         send_tcp(SHIPPED_PORTS["relay line"],
                  "".join("%s %d %d\n" % (name, i, now - 30) for i, name in
