@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.amqp.broker import Broker, find_server
-from tests.daemon.shipped import BIN, port_free, require_free_ports, shipped_root
+from tests.daemon.shipped import (
+    BIN, port_free, RELAY_AND_CACHES, require_free_ports, shipped_root,
+)
 from tests.support import ROOT, free_port, read_whisper, wait_for
 
 MARK = re.compile(r"<!-- readme-test: ([a-z-]+) -->\s*```sh\n(.*?)```", re.S)
@@ -150,6 +152,18 @@ def pids_of(root: Path) -> list[int]:
     return pids
 
 
+def end_demo(proc: subprocess.Popen, run: Path) -> None:
+    """Kill a demo still running, and every daemon it left with a pid file in ``run``."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    for pid in pids_of(run):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_readme_daemon_blocks_do_what_the_text_says(tmp_path):
     blocks = dict(readme_blocks())
     assert set(blocks) == set(CHECKS) | {"demo"}
@@ -192,9 +206,7 @@ def test_readme_daemon_blocks_do_what_the_text_says(tmp_path):
 def test_readme_first_command_runs_the_demo_and_stops_on_ctrl_c(tmp_path):
     block = dict(readme_blocks())["demo"]
     assert block.startswith("./tools/demo.sh ")
-    require_free_ports(["relay line", "relay pickle", "cache a line", "cache a pickle",
-                        "cache a carbonlink", "cache b line", "cache b pickle",
-                        "cache b carbonlink"])
+    require_free_ports(RELAY_AND_CACHES)
     assert port_free(8080), "the demo needs port 8080 of 127.0.0.1 free"
     run = tmp_path / "demo-run"
     env = dict(os.environ, CARBON_DEMO_DIR=str(run), VENV=str(BIN.parent))
@@ -211,14 +223,7 @@ def test_readme_first_command_runs_the_demo_and_stops_on_ctrl_c(tmp_path):
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for pid in pids_of(run):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        end_demo(proc, run)
     out = "".join(lines) + rest
     assert proc.returncode == 0, out
     assert "WARNING" not in out and "pip" not in out.lower(), out
@@ -238,9 +243,7 @@ def test_readme_first_command_runs_the_demo_and_stops_on_ctrl_c(tmp_path):
 def test_demo_no_wait_stops_within_seconds(tmp_path):
     """``tools/demo.sh --no-wait``: after its last line of results it stops the render app
     and the daemons at once (it used to wait 10 s on the render app it had not reaped)."""
-    require_free_ports(["relay line", "relay pickle", "cache a line", "cache a pickle",
-                        "cache a carbonlink", "cache b line", "cache b pickle",
-                        "cache b carbonlink"])
+    require_free_ports(RELAY_AND_CACHES)
     run = tmp_path / "demo-run"
     env = dict(os.environ, CARBON_DEMO_DIR=str(run), VENV=str(BIN.parent))
     proc = subprocess.Popen([str(ROOT / "tools" / "demo.sh"), "--seconds", "1", "--no-wait",
@@ -256,14 +259,7 @@ def test_demo_no_wait_stops_within_seconds(tmp_path):
         proc.wait(60)
         stopped = time.monotonic()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for pid in pids_of(run):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        end_demo(proc, run)
     out = "".join(lines)
     assert proc.returncode == 0 and shown is not None, out
     assert "stopped graphite-render" in out and "carbon-cache.py --instance=a stop" in out, out
