@@ -32,7 +32,22 @@ VmHWM. Runs go A B B A (``--rounds``), every run folder kept until the end (see
 bench/common.py's RunDirs). VictoriaMetrics is built with ``go install`` on first use
 (bench/common.py's ``victoria_metrics_binary``); without Go it is skipped with a message.
 
+``--floor`` times bench/cache_bench.py's C create floor (bench/create_floor.c: the same
+files created by a C loop, nothing written into them) before the first and after the last
+run and prints both servers' points/s over the floor's; ``--fresh-fs`` gives every run its
+own new ext4 (cache_bench's; root), which the 100,000-metric load needs (10 GB of files a
+run, and no run paying for the inodes an earlier one freed).
+
+``--steady --rate-search``: the largest rate each sustains (``rate_search``): 100,000
+existing metrics, points round-robin over them at a fixed rate for 120 s a step, rising
+rates until one falls behind, then once between; "falling behind" is defined in
+``rate_step`` (the sender could not keep the rate, or the backlog of points sent but not
+yet durable and queryable grew by more than 5% of the points offered over the step's
+second half).
+
     python bench/ingest_bench.py [--metrics 10000 --per-metric 360 --rounds 2]
+    python bench/ingest_bench.py --metrics 100000 --per-metric 36 --floor --fresh-fs
+    python bench/ingest_bench.py --steady --rate-search --fresh-fs
     python bench/ingest_bench.py --only ours --rounds 1      # e.g. under perf
     python bench/ingest_bench.py --settings-ab --ours-setting WRITER_MIN_PASS_SECONDS=1
     python bench/ingest_bench.py --ours-setting WRITER_MIN_PASS_SECONDS=1   # against VM

@@ -4,6 +4,7 @@
                                  [--only json,sum,movavg,png,mix] [--workdir DIR]
                                  [--few-digits] [--with-twisted] [--memory]
     python bench/render_bench.py --series 10000 [--requests 2] [--timeout 180]
+                                 [--peers graphite-web,vm]
 
 One command builds everything outside the repository (under --workdir, default
 ~/.cache/render-bench): a whisper tree of 301 series written every 10 s for a day with
@@ -27,7 +28,13 @@ written every 10 s for a day (``scale.gGGG.hHHHHH.value``, 100 hosts a group; ar
 10s:1d,1m:2d, so from=-1d reads 8,640 points a file; the files are written directly, not
 through whisper's Python): ``sumSeries`` and ``groupByNode(...,1,"sumSeries")`` of
 ``scale.*.*.value``, and the bare wildcard as json with maxDataPoints=720 (a whole day of
-10 s points for 10,000 series would be a 2 GB body). Each row: A B B A runs of
+10 s points for 10,000 series would be a 2 GB body), and ``movingAverage(...,10)`` with
+maxDataPoints=720. VictoriaMetrics (``--peers``, default ``graphite-web,vm``) answers the
+same rows through its Graphite render API: the tree's 10 s points are sent once through
+its Graphite plaintext listener into a data folder beside the tree (reused while the tree
+is), its point count checked at every start, and its answers checked against ours before
+timing (the same series, none with holes; its values are rounded, so not compared).
+Each row: A B B A (A B C C B A with both peers) runs of
 ``--requests`` sequential requests (graphite-web's bounded by ``--timeout`` seconds a
 request), beside the page-cache floor: the same files' needed bytes read in a tight loop
 (open, pread of the header, pread of the range, close; best of 3, warm cache, measured
