@@ -640,10 +640,10 @@ def main() -> None:
     parser.add_argument("--rate-search", action="store_true",
                         help="with --steady: the largest rate each sustains for "
                              "--rate-seconds without falling behind (see rate_search)")
-    parser.add_argument("--rates", default="50000,100000,200000,400000,800000,1600000",
+    parser.add_argument("--rates", default="100000,200000,400000,800000,1600000",
                         help="with --rate-search: the rates tried, rising (points/s)")
     parser.add_argument("--rate-seconds", type=float, default=120.0)
-    parser.add_argument("--search-minutes", type=float, default=15.0,
+    parser.add_argument("--search-minutes", type=float, default=14.0,
                         help="with --rate-search: no new step starts after this")
     parser.add_argument("--floor", action="store_true",
                         help="time bench/create_floor.c (cache_bench's C create floor) on "
