@@ -391,7 +391,8 @@ class RateSender:
     of the metrics (``names[i::connections]``) round after round, a metric's k-th point
     stamped ``stamp + 10 * k`` (so stamps never repeat or go back), paced every 20 ms
     against the clock. A connection's ``sendall`` blocks when the server reads too
-    slowly: then ``sent`` falls short of ``rate`` x seconds. Rounds and positions carry
+    slowly: what is not sent by the end of the step (50 ms of grace) is never sent, so
+    ``sent`` falls short of ``rate`` x seconds. Rounds and positions carry
     over from one ``run`` to the next (the same connections, the stamps go on)."""
 
     def __init__(self, port: int, names: list[str], stamp: int) -> None:
@@ -432,17 +433,19 @@ class RateSender:
         size = len(self.shares[i])
         first = self.lines[i]
         round_no, body, offsets = -1, b"", [0]
+        chunk = max(1, int(per * 0.05))  # lines a sendall: 50 ms of the rate at most
+        stop_at = started + seconds + 0.05  # what is not sent by then is not sent
         while True:
             elapsed = time.monotonic() - started
             want = first + int(per * min(elapsed, seconds))
-            while self.lines[i] < want:
+            while self.lines[i] < want and time.monotonic() < stop_at:
                 number, position = divmod(self.lines[i], size)
                 if number != round_no:
                     round_no = number
                     body = self.templates[i][number % TEMPLATES].replace(
                         STAMP, b"%d" % (self.stamp + 10 * number))
                     offsets = self.offsets[i][number % TEMPLATES]
-                end = min(size, position + want - self.lines[i])
+                end = min(size, position + want - self.lines[i], position + chunk)
                 self.socks[i].sendall(memoryview(body)[offsets[position]:offsets[end]])
                 self.lines[i] += end - position
             if elapsed >= seconds:
@@ -588,7 +591,7 @@ def rate_search(impl: str, binary: str | None, args: argparse.Namespace, dirs: R
 
 def rate_main(args: argparse.Namespace, binary: str | None, extra: tuple[str, ...]) -> None:
     """``rate_search`` for VictoriaMetrics, then ours; the table of every step."""
-    order = ["ours"] if binary is None else ["vm", "ours"]
+    order = ["vm"] if args.only == "vm" else ["ours"] if binary is None else ["vm", "ours"]
     results = []
     with RunDirs() as dirs:
         for impl in order:
