@@ -56,6 +56,7 @@ second half).
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import os
 import random
@@ -386,12 +387,32 @@ def line_offsets(text: bytes) -> list[int]:
     return offsets
 
 
+def push(sock: socket.socket, body: bytes, offsets: list[int], first: int, end: int,
+         stop_at: float) -> int:
+    """Lines ``first`` to ``end`` of ``body`` (``offsets``: where each starts) sent on
+    ``sock``, as many as the server takes by ``stop_at`` (a line begun is finished, so the
+    stream stays whole); returns how many were sent."""
+    view = memoryview(body)
+    sent, stop = offsets[first], offsets[end]
+    while sent < stop:
+        left = stop_at - time.monotonic()
+        whole = offsets[bisect.bisect_right(offsets, sent) - 1] == sent
+        if left <= 0 and whole:
+            break
+        sock.settimeout(left if left > 0 and whole else 5.0)
+        try:
+            sent += sock.send(view[sent:stop])
+        except TimeoutError:
+            continue
+    return bisect.bisect_right(offsets, sent) - 1 - first
+
+
 class RateSender:
     """Points at ``rate`` a second over LOAD["connections"] connections, each its share
     of the metrics (``names[i::connections]``) round after round, a metric's k-th point
     stamped ``stamp + 10 * k`` (so stamps never repeat or go back), paced every 20 ms
     against the clock. A connection's ``sendall`` blocks when the server reads too
-    slowly: what is not sent by the end of the step (50 ms of grace) is never sent, so
+    slowly: what it has not taken by the end of the step (50 ms of grace) is never sent, so
     ``sent`` falls short of ``rate`` x seconds. Rounds and positions carry
     over from one ``run`` to the next (the same connections, the stamps go on)."""
 
@@ -446,8 +467,10 @@ class RateSender:
                         STAMP, b"%d" % (self.stamp + 10 * number))
                     offsets = self.offsets[i][number % TEMPLATES]
                 end = min(size, position + want - self.lines[i], position + chunk)
-                self.socks[i].sendall(memoryview(body)[offsets[position]:offsets[end]])
-                self.lines[i] += end - position
+                sent = push(self.socks[i], body, offsets, position, end, stop_at)
+                self.lines[i] += sent
+                if sent < end - position:
+                    return
             if elapsed >= seconds:
                 return
             time.sleep(0.02)

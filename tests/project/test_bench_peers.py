@@ -9,6 +9,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -103,3 +104,40 @@ def test_same_series_allows_a_shifted_step_but_not_holes_or_other_names() -> Non
     assert "1 series have holes" in render.same_series(ours, holes)[0]
     other = json.dumps([series("a", [1.0, 2.0, 3.0])]).encode()
     assert "2 series vs 1" in render.same_series(ours, other)[0]
+
+
+def test_rate_sender_stops_at_the_end_of_the_step_when_the_server_reads_slowly() -> None:
+    ingest = load_script("ingest_bench")
+    ingest.LOAD["connections"] = 2
+    server = socket.create_server(("127.0.0.1", 0))
+    conns: list[socket.socket] = []
+    done = threading.Event()
+
+    def slow() -> None:       # accepts both, then reads 4 KiB every 50 ms (~160 KB/s)
+        for _ in range(2):
+            conns.append(server.accept()[0])
+        while not done.is_set():
+            for conn in conns:
+                conn.setblocking(False)
+                try:
+                    conn.recv(4096)
+                except BlockingIOError:
+                    pass
+            done.wait(0.05)
+
+    reader = threading.Thread(target=slow, daemon=True)
+    reader.start()
+    names = ["bench.host%03d.metric%05d" % (i % 100, i) for i in range(2000)]
+    sender = ingest.RateSender(server.getsockname()[1], names, 1_700_000_000)
+    try:
+        started = time.monotonic()
+        sender.run(1_000_000.0, 0.5)       # ~25 MB due, far more than the socket buffers
+        took = time.monotonic() - started
+        assert took < 1.5                  # it stopped at the step's end, not when all was sent
+        assert sum(sender.lines) < 0.99 * 500_000
+    finally:
+        done.set()
+        for conn in conns:
+            conn.close()
+        sender.close()
+        server.close()
