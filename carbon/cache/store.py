@@ -16,6 +16,7 @@ from itertools import islice
 from operator import lt
 from typing import Iterator
 
+from carbon.cache.journal import decode_py
 from carbon.pipeline import Batch
 
 Points = list[tuple[float, float]]
@@ -24,8 +25,9 @@ _PAIR = struct.Struct("=dd")
 
 try:  # optional C accelerator (setup.py builds it)
     from carbon.cache._store import add_batch as _native_add_batch
+    from carbon.cache._store import add_encoded as _native_add_encoded
 except ImportError:  # pragma: no cover - built without a compiler
-    _native_add_batch = None
+    _native_add_batch = _native_add_encoded = None
 
 
 def add_points_py(data: dict[str, bytearray], batch: Batch) -> int:
@@ -40,6 +42,13 @@ def add_points_py(data: dict[str, bytearray], batch: Batch) -> int:
         else:
             points += pair
     return len(batch)
+
+
+def add_encoded_py(data: dict[str, bytearray], payload: bytes, count: int) -> int:
+    """``add_points_py`` for ``count`` points in the journal's point form (checked whole
+    first: ValueError and nothing added when malformed); what
+    carbon.cache._store.add_encoded does."""
+    return add_points_py(data, decode_py(payload, count))
 
 
 def as_pairs(raw: bytearray) -> array:
@@ -93,6 +102,7 @@ class MetricCache:
         self.lock = threading.Lock()
         self.data: dict[str, bytearray] = {}
         self.add_points = _native_add_batch or add_points_py
+        self.add_points_encoded = _native_add_encoded or add_encoded_py
         self.size = 0
         # Points taken by a writer thread and not yet on disk (as they were cached):
         # still answered by carbonlink (``get``) so a reader never sees them in neither
@@ -113,6 +123,14 @@ class MetricCache:
         how many."""
         with self.lock:
             added = self.add_points(self.data, batch)
+            self.size += added
+        return added
+
+    def add_encoded(self, payload: bytes, count: int) -> int:
+        """``add_batch`` for ``count`` points in the journal's point form (as
+        carbon.cache.journal.encode_lines makes them from a read)."""
+        with self.lock:
+            added = self.add_points_encoded(self.data, payload, count)
             self.size += added
         return added
 
