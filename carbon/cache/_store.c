@@ -9,14 +9,19 @@
  * metric's bytearray (a new one for a new metric). Returns how many were added; raises
  * TypeError for an item that is not such a triple (points before it stay added).
  *
- * add_encoded(data, payload, count) -> int
+ * add_encoded(data, payload, count, names=None) -> int
  *
  * The same for `count` points in the journal's point form (carbon.cache.journal: per
  * point a uint32 name length, the UTF-8 name, the timestamp and the value as native
  * doubles), e.g. from carbon.cache._journal.encode_lines: the 16 bytes of each point are
  * copied as they are, only the name is made (to look its metric up). The payload is
  * checked whole before anything is added: ValueError, nothing added, when it does not
- * hold exactly `count` well-formed points.
+ * hold exactly `count` well-formed points. With `names` (a Names table) an ASCII name
+ * seen before is looked up with the str object it was first made as (no new str, no
+ * hash to compute, an identity match in the dict); the result is the same.
+ *
+ * Names(limit) -> a table of at most `limit` ASCII names (their str objects); past it
+ * the table forgets every name at once and fills again. `len()` names held.
  *
  * The caller holds the cache's lock. Exactly what the pure-Python twins
  * (carbon.cache.store.add_points_py, add_encoded_py) do.
@@ -102,6 +107,137 @@ fail:
     return NULL;
 }
 
+/* ---------- Names: name bytes -> the str made for them --------------------------- */
+
+typedef struct {
+    uint64_t hash; /* 0: empty slot */
+    PyObject *name;
+} NameSlot;
+
+typedef struct {
+    PyObject_HEAD
+    NameSlot *slots;
+    size_t mask;
+    Py_ssize_t used, limit;
+} Names;
+
+static uint64_t
+bytes_hash(const char *s, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 29;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+static void
+names_clear(Names *t)
+{
+    if (t->slots == NULL)
+        return;
+    for (size_t i = 0; i <= t->mask; i++) {
+        Py_CLEAR(t->slots[i].name);
+        t->slots[i].hash = 0;
+    }
+    t->used = 0;
+}
+
+static int
+Names_init(Names *t, PyObject *args, PyObject *kwds)
+{
+    Py_ssize_t limit;
+    static char *kwlist[] = {"limit", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n:Names", kwlist, &limit))
+        return -1;
+    if (limit < 1 || limit > (PY_SSIZE_T_MAX >> 4)) {
+        PyErr_SetString(PyExc_ValueError, "Names: limit out of range");
+        return -1;
+    }
+    size_t size = 8;
+    while (size < (size_t)limit * 2) /* at most half full */
+        size <<= 1;
+    names_clear(t);
+    PyMem_Free(t->slots);
+    t->slots = PyMem_Calloc(size, sizeof(NameSlot));
+    if (t->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->mask = size - 1;
+    t->used = 0;
+    t->limit = limit;
+    return 0;
+}
+
+static void
+Names_dealloc(Names *t)
+{
+    names_clear(t);
+    PyMem_Free(t->slots);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static Py_ssize_t
+Names_len(Names *t)
+{
+    return t->used;
+}
+
+/* A new reference to the str of the name bytes s[0:n]: the table's when it has one
+ * (an ASCII name), else a new one (kept for next time when ASCII). NULL on error. */
+static PyObject *
+names_get(Names *t, const char *s, Py_ssize_t n)
+{
+    unsigned char any = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        any |= (unsigned char)s[i];
+    if (any >= 0x80 || t->slots == NULL)
+        return PyUnicode_DecodeUTF8(s, n, "strict");
+    uint64_t hash = bytes_hash(s, (size_t)n);
+    size_t i = (size_t)hash & t->mask;
+    for (;; i = (i + 1) & t->mask) {
+        NameSlot *slot = &t->slots[i];
+        if (slot->hash == 0)
+            break;
+        if (slot->hash == hash && PyUnicode_GET_LENGTH(slot->name) == n &&
+            memcmp(PyUnicode_DATA(slot->name), s, (size_t)n) == 0)
+            return Py_NewRef(slot->name);
+    }
+    PyObject *name = PyUnicode_FromStringAndSize(s, n); /* ASCII: compact, 1 byte a char */
+    if (name == NULL)
+        return NULL;
+    if (t->used >= t->limit) {
+        names_clear(t);
+        i = (size_t)hash & t->mask;
+    }
+    t->slots[i].hash = hash;
+    t->slots[i].name = Py_NewRef(name);
+    t->used++;
+    return name;
+}
+
+static PySequenceMethods Names_as_sequence = {
+    .sq_length = (lenfunc)Names_len,
+};
+
+static PyTypeObject NamesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "carbon.cache._store.Names",
+    .tp_basicsize = sizeof(Names),
+    .tp_dealloc = (destructor)Names_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Names(limit): ASCII metric names -> their str objects (see the module).",
+    .tp_as_sequence = &Names_as_sequence,
+    .tp_init = (initproc)Names_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* The end of the count points at buf, or NULL when they are not exactly len bytes. */
 static const char *
 points_end(const char *buf, Py_ssize_t len, Py_ssize_t count)
@@ -123,13 +259,21 @@ points_end(const char *buf, Py_ssize_t len, Py_ssize_t count)
 static PyObject *
 add_encoded(PyObject *module, PyObject *args)
 {
-    PyObject *data;
+    PyObject *data, *names_obj = Py_None;
     Py_buffer view;
     Py_ssize_t count, i;
 
     (void)module;
-    if (!PyArg_ParseTuple(args, "O!y*n", &PyDict_Type, &data, &view, &count))
+    if (!PyArg_ParseTuple(args, "O!y*n|O", &PyDict_Type, &data, &view, &count, &names_obj))
         return NULL;
+    Names *names = NULL;
+    if (names_obj != Py_None) {
+        if (!PyObject_TypeCheck(names_obj, &NamesType)) {
+            PyErr_SetString(PyExc_TypeError, "names must be a Names table or None");
+            goto fail;
+        }
+        names = (Names *)names_obj;
+    }
     const char *cursor = view.buf;
     if (count < 0 || points_end(cursor, view.len, count) == NULL) {
         PyErr_SetString(PyExc_ValueError, "malformed journal payload");
@@ -139,7 +283,9 @@ add_encoded(PyObject *module, PyObject *args)
         uint32_t length;
         memcpy(&length, cursor, sizeof length);
         cursor += sizeof length;
-        PyObject *name = PyUnicode_DecodeUTF8(cursor, (Py_ssize_t)length, "strict");
+        PyObject *name = names != NULL ? names_get(names, cursor, (Py_ssize_t)length)
+                                       : PyUnicode_DecodeUTF8(cursor, (Py_ssize_t)length,
+                                                              "strict");
         if (name == NULL)
             goto fail;
         cursor += length;
@@ -162,7 +308,7 @@ static PyMethodDef methods[] = {
      "Append (metric, timestamp, value) points to data[metric] (bytearrays of native\n"
      "double pairs); returns how many."},
     {"add_encoded", add_encoded, METH_VARARGS,
-     "add_encoded(data, payload, count) -> int\n\n"
+     "add_encoded(data, payload, count, names=None) -> int\n\n"
      "add_batch for points in the journal's point form; returns how many."},
     {NULL, NULL, 0, NULL},
 };
@@ -175,5 +321,14 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__store(void)
 {
-    return PyModule_Create(&module);
+    if (PyType_Ready(&NamesType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Names", (PyObject *)&NamesType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -122,21 +122,44 @@ def test_the_general_path_keeps_every_read_it_must_judge():
     assert native_lines(b"a 1 -1\n", 0, 77.0) == (encode_py([("a", 77.0, 1.0)]), 1)
 
 
-batches = st.lists(st.tuples(st.sampled_from(["a", "b.c", "é.ü", "x" * 70]),
+batches = st.lists(st.tuples(st.sampled_from(["a", "b.c", "é.ü", "x" * 70, "", "b.d",
+                                              "12345678", "123456789"]),
                              st.floats(allow_nan=False), st.floats(allow_nan=False)),
                    max_size=40)
 
 
-@settings(max_examples=200, deadline=None)
-@given(batches, batches)
-def test_add_encoded_equals_python(first, second):
+@settings(max_examples=300, deadline=None)
+@given(st.lists(batches, max_size=4), st.sampled_from([None, 1, 2, 3, 1000]),
+       st.integers(0, 3))
+def test_add_encoded_equals_python(rounds, limit, popped):
+    """With or without a Names table (also one that keeps forgetting), metrics popped
+    from the cache between rounds as a writer does."""
+    names = store_module._Names(limit) if limit else None
     got: dict[str, bytearray] = {}
     want: dict[str, bytearray] = {}
-    for batch in (first, second):
+    for batch in rounds:
         payload = encode_py(batch)
-        assert native_add(got, payload, len(batch)) == len(batch)
+        assert native_add(got, payload, len(batch), names) == len(batch)
         assert add_encoded_py(want, payload, len(batch)) == len(batch)
-    assert got == want
+        assert got == want
+        for name in list(want)[:popped]:
+            del got[name], want[name]
+    if names is not None:
+        assert len(names) <= limit
+
+
+def test_names_table_answers_the_same_str_object():
+    names = store_module._Names(10)
+    data: dict[str, bytearray] = {}
+    native_add(data, encode_py([("a.b", 1.0, 2.0)]), 1, names)
+    native_add(data, encode_py([("a.b", 3.0, 4.0), ("é", 1.0, 1.0)]), 2, names)
+    assert len(names) == 1  # the ASCII name only
+    key = next(iter(data))
+    data2: dict[str, bytearray] = {}
+    native_add(data2, encode_py([("a.b", 5.0, 6.0)]), 1, names)
+    assert next(iter(data2)) is key
+    with pytest.raises(TypeError):
+        native_add(data, encode_py([("a", 1.0, 1.0)]), 1, {})
 
 
 def test_add_encoded_checks_the_whole_payload_before_adding():
