@@ -13,6 +13,7 @@ from twisted.internet import reactor
 from carbon.cache import journal as journal_module
 from carbon.config.loader import load_settings
 from carbon.daemon.aggregator import AggregatorCacheDaemon
+from carbon.daemon.base import WHOLE_READ_BYTES
 from carbon.daemon.cache import CacheDaemon
 from carbon.logs import MemoryLog
 
@@ -50,10 +51,12 @@ def test_only_plain_carbon_cache_takes_whole_reads_into_its_sink(tmp_path) -> No
 
     plain = spied(compose(tmp_path / "plain", "carbon-cache"))
     assert plain.pipeline.processors == () and plain.pipeline.accepts_chunks
+    assert plain.receivers.read_size == WHOLE_READ_BYTES  # one C pass per 256 KiB
     assert plain.pipeline.process_chunk(b"a.b 1 100\n") == 1 and taken == [b"a.b 1 100\n"]
     assert plain.cache.get("a.b") == [(100.0, 1.0)]
     listed = spied(compose(tmp_path / "listed", "carbon-cache", "USE_WHITELIST = True"))
     assert listed.pipeline.processors and not listed.pipeline.accepts_chunks
+    assert listed.receivers.read_size == 0  # Twisted's reads, as before
     assert listed.pipeline.process_chunk(b"a.b 1 100\n") is None
     aggregating = spied(compose(tmp_path / "aggregating", "carbon-aggregator-cache"))
     assert aggregating.pipeline.processors
