@@ -24,8 +24,9 @@
  * path instead, so that every bad-input rule stays there: a line over max_length (when
  * max_length > 0), a bad line, a non-finite number, a name carbon's tag parser would
  * rewrite or reject (carbon.tags.needs_normalizing), or no final '\n'. No object is
- * made a point; the scan runs without the GIL (it is taken back only for a number
- * past the fast path or a non-ASCII name).
+ * made a point; the scan runs without the GIL, and once more with it when the read
+ * holds a number past the fast path (an exponent, inf...) or a non-ASCII name (one
+ * hand-off a read, not one a field).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -179,46 +180,42 @@ is_ascii(const unsigned char *s, Py_ssize_t n)
     return any < 0x80;
 }
 
-/* A field as float() reads it, called without the GIL: the fast path, else the GIL is
- * taken for text_to_double. 0 ok, -1 general path, -2 error set. */
+/* A field as float() reads it. Without the GIL (`gil` 0) only the fast path: -3 when
+ * the field needs float() itself. 0 ok, -1 general path, -2 error set. */
 static inline int
-field_double(const char *s, Py_ssize_t n, double *out, PyThreadState **saved)
+field_double(const char *s, Py_ssize_t n, double *out, int gil)
 {
     if (fast_decimal(s, n, out) == 0)
         return 0;
-    PyEval_RestoreThread(*saved);
-    int rc = text_to_double(s, n, out);
-    *saved = PyEval_SaveThread();
-    return rc;
+    return gil ? text_to_double(s, n, out) : -3;
 }
 
-/* Strict UTF-8, as bytes.decode('utf-8') checks it, called without the GIL. 0 valid,
- * -1 not, -2 error set. */
+/* Strict UTF-8, as bytes.decode('utf-8') checks it. Without the GIL only ASCII: -3 for
+ * anything else. 0 valid, -1 not, -2 error set. */
 static int
-valid_name(const unsigned char *s, Py_ssize_t n, PyThreadState **saved)
+valid_name(const unsigned char *s, Py_ssize_t n, int gil)
 {
     if (is_ascii(s, n))
         return 0;
-    PyEval_RestoreThread(*saved);
-    int rc = 0;
+    if (!gil)
+        return -3;
     PyObject *name = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
-    if (name != NULL)
+    if (name != NULL) {
         Py_DECREF(name);
-    else if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        PyErr_Clear();
-        rc = -1;
+        return 0;
     }
-    else
-        rc = -2;
-    *saved = PyEval_SaveThread();
-    return rc;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return -2;
+    PyErr_Clear();
+    return -1;
 }
 
-/* The scan of encode_lines into out (room for every point: see the caller), without
- * the GIL. Returns the points written, -1 for the general path, -2 on error (set). */
+/* The scan of encode_lines into out (room for every point: see the caller). Returns
+ * the points written, -1 for the general path, -2 on error (set), or without the GIL
+ * (`gil` 0) -3 when a number or a name needs Python: the caller scans again with it. */
 static Py_ssize_t
 scan_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, double now,
-           char *out, Py_ssize_t *out_len, PyThreadState **saved)
+           char *out, Py_ssize_t *out_len, int gil)
 {
     Py_ssize_t count = 0, start = 0;
     char *cursor = out;
@@ -252,15 +249,15 @@ scan_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, double n
         if (fields != 3 || flen[0] > (Py_ssize_t)UINT32_MAX)
             return -1;
         double tail[2]; /* timestamp, value */
-        int rc = field_double((const char *)field[1], flen[1], &tail[1], saved);
+        int rc = field_double((const char *)field[1], flen[1], &tail[1], gil);
         if (rc == 0)
-            rc = field_double((const char *)field[2], flen[2], &tail[0], saved);
+            rc = field_double((const char *)field[2], flen[2], &tail[0], gil);
         if (rc == 0 && !(isfinite(tail[0]) && isfinite(tail[1])))
             rc = -1;
         if (rc == 0 && needs_normalizing((const char *)field[0], flen[0]))
             rc = -1;
         if (rc == 0)
-            rc = valid_name(field[0], flen[0], saved);
+            rc = valid_name(field[0], flen[0], gil);
         if (rc < 0)
             return rc;
         if (-2.0 < tail[0] && tail[0] <= -1.0)
@@ -298,10 +295,13 @@ encode_lines(PyObject *module, PyObject *args)
     out = PyBytes_FromStringAndSize(NULL, n + 15 * (n / 6) + 1);
     if (out == NULL)
         return NULL;
-    PyThreadState *saved = PyEval_SaveThread();
-    Py_ssize_t count = scan_lines((const unsigned char *)PyBytes_AS_STRING(chunk), n,
-                                  max_length, now, PyBytes_AS_STRING(out), &out_len, &saved);
-    PyEval_RestoreThread(saved);
+    const unsigned char *in = (const unsigned char *)PyBytes_AS_STRING(chunk);
+    Py_ssize_t count;
+    Py_BEGIN_ALLOW_THREADS
+    count = scan_lines(in, n, max_length, now, PyBytes_AS_STRING(out), &out_len, 0);
+    Py_END_ALLOW_THREADS
+    if (count == -3) /* a field past the fast path: the whole read again, with the GIL */
+        count = scan_lines(in, n, max_length, now, PyBytes_AS_STRING(out), &out_len, 1);
     if (count < 0) {
         Py_DECREF(out);
         if (count == -2)

@@ -120,6 +120,12 @@ def test_the_general_path_keeps_every_read_it_must_judge():
     assert native_lines(good + b"\n  \n", 0, 0.0) == (encode_py([("a.b", 100.0, 1.0)]), 1)
     assert native_lines(b"", 0, 0.0) == (b"", 0)
     assert native_lines(b"a 1 -1\n", 0, 77.0) == (encode_py([("a", 77.0, 1.0)]), 1)
+    # numbers past the fast path and non-ASCII names: read again with the GIL, kept
+    mixed = b"a 1.5e-07 100\n\xc3\xa9.b inf 100\n"
+    assert native_lines(mixed, 0, 0.0) is None  # inf: the general path judges it
+    mixed = b"a 1.5e-07 100\n\xc3\xa9.b 2 1e9\n"
+    assert native_lines(mixed, 0, 0.0) == (
+        encode_py([("a", 100.0, 1.5e-07), ("é.b", 1e9, 2.0)]), 2)
 
 
 batches = st.lists(st.tuples(st.sampled_from(["a", "b.c", "é.ü", "x" * 70, "", "b.d",
