@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any, Callable, Optional
 
 from webapp.functions import packed_rows
@@ -64,158 +65,52 @@ def filterSeries(requestContext: dict, seriesList: list, func: str, operator: st
     return [s for s in seriesList if compare(agg(s), threshold)]
 
 
-def _filter(name: str, func: str, operator: str, doc: str) -> None:
+# What each aggregate is called in a shorthand's description, and how it is taken.
+_AGGREGATE_WORDS = {
+    'max': ('highest value', 'the maximum is taken'),
+    'min': ('lowest value', 'the minimum is taken'),
+    'last': ('last value', 'the last non-null value is taken'),
+    'average': ('average', 'the average is taken'),
+}
+
+
+def _filter_doc(name: str, func: str, operator: str, example: str) -> str:
+    """The description of a filterSeries shorthand, from what it compares."""
+    what, taken = _AGGREGATE_WORDS[func]
+    above = operator == '>'
+    body = textwrap.fill(
+        'This is ``filterSeries(seriesList,"%s","%s",n)``: %s over each series\' known values'
+        ' (None values left out); a series without any value is %s. Kept series are returned'
+        ' unchanged, in their order.' % (func, operator, taken, 'dropped' if above else 'kept'),
+        width=88, initial_indent='    ', subsequent_indent='    ')
+    return ('Keep the series whose %s is %s.\n\n'
+            '    Parameters:\n\n'
+            '    - ``seriesList``: the series to filter.\n'
+            '    - ``n``: the threshold.\n\n'
+            '%s\n\n'
+            '    Example:\n\n'
+            '    .. code-block:: none\n\n'
+            '      &target=%s(%s)\n    ') % (what, 'above n' if above else 'n or less', body,
+                                           name, example)
+
+
+def _filter(name: str, func: str, operator: str, example: str) -> None:
+    """Register ``name`` as ``filterSeries(seriesList, func, operator, n)``."""
     def impl(requestContext: dict, seriesList: list, n: float) -> list[TimeSeries]:
         return filterSeries(requestContext, seriesList, func, operator, n)
     impl.__name__ = name
-    impl.__doc__ = doc
+    impl.__doc__ = _filter_doc(name, func, operator, example)
     render_function(name, FILTER, N_FLOAT)(impl)
 
 
-_filter('maximumAbove', 'max', '>',
-    """Keep the series whose highest value is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"max",">",n)``: the maximum is taken over each series'
-    known values (None values left out); a series without any value is dropped. Kept series
-    are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=maximumAbove(servers.*.cpu.user,90)
-    """)
-_filter('minimumAbove', 'min', '>',
-    """Keep the series whose lowest value is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"min",">",n)``: the minimum is taken over each series'
-    known values (None values left out); a series without any value is dropped. Kept series
-    are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=minimumAbove(servers.*.disk.free,1000000)
-    """)
-_filter('maximumBelow', 'max', '<=',
-    """Keep the series whose highest value is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"max","<=",n)``: the maximum is taken over each
-    series' known values (None values left out); a series without any value is kept. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=maximumBelow(servers.*.errors,0)
-    """)
-_filter('minimumBelow', 'min', '<=',
-    """Keep the series whose lowest value is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"min","<=",n)``: the minimum is taken over each
-    series' known values (None values left out); a series without any value is kept. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=minimumBelow(servers.*.disk.free,1000)
-    """)
-_filter('currentAbove', 'last', '>',
-    """Keep the series whose last value is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"last",">",n)``: the last non-null value is taken over
-    each series' known values (None values left out); a series without any value is dropped.
-    Kept series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=currentAbove(servers.*.queue.size,100)
-    """)
-_filter('currentBelow', 'last', '<=',
-    """Keep the series whose last value is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"last","<=",n)``: the last non-null value is taken
-    over each series' known values (None values left out); a series without any value is
-    kept. Kept series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=currentBelow(servers.*.free_workers,2)
-    """)
-_filter('averageAbove', 'average', '>',
-    """Keep the series whose average is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"average",">",n)``: the average is taken over each
-    series' known values (None values left out); a series without any value is dropped. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=averageAbove(servers.*.cpu.user,50)
-    """)
-_filter('averageBelow', 'average', '<=',
-    """Keep the series whose average is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"average","<=",n)``: the average is taken over each
-    series' known values (None values left out); a series without any value is kept. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=averageBelow(servers.*.requests,10)
-    """)
+_filter('maximumAbove', 'max', '>', 'servers.*.cpu.user,90')
+_filter('minimumAbove', 'min', '>', 'servers.*.disk.free,1000000')
+_filter('maximumBelow', 'max', '<=', 'servers.*.errors,0')
+_filter('minimumBelow', 'min', '<=', 'servers.*.disk.free,1000')
+_filter('currentAbove', 'last', '>', 'servers.*.queue.size,100')
+_filter('currentBelow', 'last', '<=', 'servers.*.free_workers,2')
+_filter('averageAbove', 'average', '>', 'servers.*.cpu.user,50')
+_filter('averageBelow', 'average', '<=', 'servers.*.requests,10')
 
 
 @render_function('highest', FILTER, [SL, P('n', 'integer', required=True),
