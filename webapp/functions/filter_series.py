@@ -167,103 +167,48 @@ def lowest(requestContext: dict, seriesList: list, n: int = 1,
     return seriesList[:int(n)]
 
 
-def _ranked(name: str, base: Callable, func: str, doc: str) -> None:
+# What each ranking aggregate is called in a shorthand's description.
+_RANK_WORDS = {
+    'current': ('last value', 'the last non-null value'),
+    'max': ('peak', 'the maximum'),
+    'average': ('average', 'the average'),
+}
+
+
+def _ranked_doc(name: str, direction: str, func: str, example: str) -> str:
+    """The description of a highest/lowest shorthand, from what it ranks by."""
+    what, taken = _RANK_WORDS[func]
+    body = textwrap.fill(
+        'This is ``%s(seriesList,n,"%s")``: %s skips None values, and a series without values'
+        ' ranks below every number. The series come back %s first, unchanged.'
+        % (direction, func, taken, direction),
+        width=88, initial_indent='    ', subsequent_indent='    ')
+    return ('The n series with the %s %s.\n\n'
+            '    Parameters:\n\n'
+            '    - ``seriesList``: the series to rank.\n'
+            '    - ``n``: how many series to keep.\n\n'
+            '%s\n\n'
+            '    Example:\n\n'
+            '    .. code-block:: none\n\n'
+            '      &target=%s(%s)\n    ') % (direction, what, body, name, example)
+
+
+def _ranked(name: str, base: Callable, func: str, example: str) -> None:
+    """Register ``name`` as ``base(seriesList, n, func)`` (base: highest or lowest)."""
     def impl(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
         return base(requestContext, seriesList, n, func)
     impl.__name__ = name
-    impl.__doc__ = doc
+    impl.__doc__ = _ranked_doc(name, base.__name__, func, example)
     # highest(..., 'max') ranks packed rows itself (webapp.render.evaluator)
     traits = Traits(packed_input=base is highest and func == 'max')
     render_function(name, FILTER, N_INT, traits=traits)(impl)
 
 
-_ranked('highestCurrent', highest, 'current',
-    """The n series with the highest last value.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``highest(seriesList,n,"current")``: the last non-null value skips None values,
-    and a series without values ranks below every number. The series come back highest
-    first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=highestCurrent(servers.*.queue.size,5)
-    """)
-_ranked('highestMax', highest, 'max',
-    """The n series with the highest peak.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``highest(seriesList,n,"max")``: the maximum skips None values, and a series
-    without values ranks below every number. The series come back highest first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=highestMax(servers.*.response_time,3)
-    """)
-_ranked('highestAverage', highest, 'average',
-    """The n series with the highest average.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``highest(seriesList,n,"average")``: the average skips None values, and a series
-    without values ranks below every number. The series come back highest first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=highestAverage(servers.*.cpu.user,5)
-    """)
-_ranked('lowestCurrent', lowest, 'current',
-    """The n series with the lowest last value.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``lowest(seriesList,n,"current")``: the last non-null value skips None values,
-    and a series without values ranks below every number. The series come back lowest first,
-    unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=lowestCurrent(servers.*.disk.free,3)
-    """)
-_ranked('lowestAverage', lowest, 'average',
-    """The n series with the lowest average.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``lowest(seriesList,n,"average")``: the average skips None values, and a series
-    without values ranks below every number. The series come back lowest first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=lowestAverage(servers.*.requests,5)
-    """)
+_ranked('highestCurrent', highest, 'current', 'servers.*.queue.size,5')
+_ranked('highestMax', highest, 'max', 'servers.*.response_time,3')
+_ranked('highestAverage', highest, 'average', 'servers.*.cpu.user,5')
+_ranked('lowestCurrent', lowest, 'current', 'servers.*.disk.free,3')
+_ranked('lowestAverage', lowest, 'average', 'servers.*.requests,5')
 
 
 @render_function('limit', FILTER, N_INT, traits=Traits(keeps_values=True))
