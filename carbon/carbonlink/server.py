@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import pickle
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, Protocol
 
 from carbon.cache.store import MetricCache
+from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.formats.pickled import frame, split_frames
 from carbon.formats.unpickler import PICKLE_ERRORS, loads
+from carbon.storage.backend import StorageBackend
+from carbon.writer.writer import Writer
 
 MAX_REQUEST_LENGTH = 1024 ** 3
 _PLAIN = (str, int, float, bool, type(None))
@@ -48,14 +52,34 @@ def plain_value(value: Any) -> Any:
     return str(value)
 
 
+@dataclass(frozen=True)
+class CarbonLinkConfig:
+    """What carbonlink reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    port: int  # CACHE_QUERY_PORT (0: no carbonlink port)
+    interface: str  # CACHE_QUERY_INTERFACE
+    backlog: int  # CACHE_QUERY_BACKLOG
+    log_cache_hits: bool  # LOG_CACHE_HITS
+    insecure_unpickler: bool  # USE_INSECURE_UNPICKLER
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CarbonLinkConfig:
+        return cls(port=int(settings["CACHE_QUERY_PORT"] or 0),
+                   interface=str(settings["CACHE_QUERY_INTERFACE"]),
+                   backlog=int(settings["CACHE_QUERY_BACKLOG"]),
+                   log_cache_hits=bool(settings["LOG_CACHE_HITS"]),
+                   insecure_unpickler=bool(settings["USE_INSECURE_UNPICKLER"]))
+
+
 class CarbonLinkHandler:
     """Answers carbonlink requests from the cache and the storage backend."""
 
-    def __init__(self, cache: MetricCache, database: Any, settings: Any, stats: Stats,
-                 log: CarbonLog, writer: Any = None) -> None:
+    def __init__(self, cache: MetricCache, database: StorageBackend, config: CarbonLinkConfig,
+                 stats: Stats, log: CarbonLog, writer: Writer | None = None) -> None:
         self.cache = cache
         self.database = database
-        self.settings = settings
+        self.config = config
         self.stats = stats
         self.log = log
         # carbon.writer.writer.Writer (pause/resume) for the resize's requests
@@ -72,7 +96,7 @@ class CarbonLinkHandler:
         if kind == "cache-query":
             metric = request.get("metric")
             points = self.cache.get(metric) if isinstance(metric, str) else []
-            if self.settings.LOG_CACHE_HITS:
+            if self.config.log_cache_hits:
                 self.log.query('[%s] cache query for "%s" returned %d values'
                                % (peer, metric, len(points)))
             self.stats.increment("cacheQueries")
@@ -80,7 +104,7 @@ class CarbonLinkHandler:
         if kind == "cache-query-bulk":
             metrics = request.get("metrics") or []
             by_metric = {m: self.cache.get(m) for m in metrics if isinstance(m, str)}
-            if self.settings.LOG_CACHE_HITS:
+            if self.config.log_cache_hits:
                 self.log.query('[%s] cache query bulk for "%d" metrics returned %d values'
                                % (peer, len(metrics), sum(len(v) for v in by_metric.values())))
             self.stats.increment("cacheBulkQueries")
@@ -161,7 +185,7 @@ class CarbonLinkProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         frames, self.buffer, oversized = split_frames(self.buffer + data, MAX_REQUEST_LENGTH)
         out = []
-        insecure = bool(self.handler.settings.USE_INSECURE_UNPICKLER)
+        insecure = self.handler.config.insecure_unpickler
         for payload in frames:
             try:
                 request = loads(payload, insecure)
