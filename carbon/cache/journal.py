@@ -29,9 +29,11 @@ import time
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
+from carbon.cache.store import MetricCache
 from carbon.config.settings import Settings
+from carbon.logs import CarbonLog
 from carbon.pipeline import Batch
 
 RECORD = struct.Struct("=4sIII")  # magic, payload bytes, points, crc32(payload)
@@ -59,7 +61,7 @@ def encode_py(batch: Batch) -> bytes:
     return b"".join(parts)
 
 
-def decode_py(payload: bytes, count: int) -> list[tuple[str, float, float]]:
+def decode_py(payload: bytes | memoryview[int], count: int) -> list[tuple[str, float, float]]:
     """``count`` points back from their journal form; ValueError if malformed."""
     view = memoryview(payload)
     points = []
@@ -82,7 +84,8 @@ def decode_py(payload: bytes, count: int) -> list[tuple[str, float, float]]:
 
 
 encode: Callable[[Batch], bytes] = _native_encode or encode_py
-decode: Callable[[bytes, int], list] = _native_decode or decode_py
+decode: Callable[[bytes | memoryview[int], int], list[tuple[str, float, float]]] = \
+    _native_decode or decode_py
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class JournalConfig:
                    fsync_interval=float(settings["CACHE_JOURNAL_FSYNC_INTERVAL"]))
 
 
-def read_records(data: bytes) -> tuple[list[tuple[bytes, int]], int]:
+def read_records(data: bytes) -> tuple[list[tuple[memoryview[int], int]], int]:
     """The valid records of a segment's bytes as (payload, points), and the offset of the
     first byte not read (== len(data) when the whole segment is good)."""
     records = []
@@ -149,14 +152,14 @@ class Journal:
     """Segments under ``directory``; see the module docstring."""
 
     @classmethod
-    def configured(cls, config: JournalConfig, cache: Any, log: Any,
+    def configured(cls, config: JournalConfig, cache: MetricCache, log: CarbonLog,
                    owner: tuple[int, int] | None = None) -> Journal:
         """The journal ``config`` describes (``owner``: the uid and gid of USER)."""
         return cls(config.directory, cache, log, segment_bytes=config.segment_bytes,
                    max_bytes=config.max_bytes, fsync_interval=config.fsync_interval,
                    owner=owner)
 
-    def __init__(self, directory: str, cache: Any, log: Any, segment_bytes: int,
+    def __init__(self, directory: str, cache: MetricCache, log: CarbonLog, segment_bytes: int,
                  max_bytes: float, fsync_interval: float,
                  owner: tuple[int, int] | None = None) -> None:
         self.directory = directory
@@ -171,7 +174,7 @@ class Journal:
         self.live_bytes = 0  # bytes of ``segments``, kept under ``lock``
         self.fd = -1
         # (snapshot number, last segment seq it covers, metrics still to be written)
-        self.snapshots: deque[tuple[int, int, set]] = deque()
+        self.snapshots: deque[tuple[int, int, set[str]]] = deque()
         self.snapshot_count = 0
         self.unsynced: list[int] = []  # rotated descriptors the next sync closes
         self.dirty = False

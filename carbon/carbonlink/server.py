@@ -85,7 +85,10 @@ class CarbonLinkHandler:
         # carbon.writer.writer.Writer (pause/resume) for the resize's requests
         self.writer = writer
 
-    def handle(self, request: Any, peer: str = "peer", held: set[str] | None = None) -> dict:
+    # a request is whatever the safe unpickler gave (checked here); an answer holds plain
+    # values of any type (plain_value)
+    def handle(self, request: Any, peer: str = "peer", held: set[str] | None = None
+               ) -> dict[str, Any]:
         """The answer to one request. ``held``: the metrics this connection paused
         (resumed when it closes)."""
         if not isinstance(request, dict) or "type" not in request:
@@ -127,7 +130,8 @@ class CarbonLinkHandler:
                 return {"error": traceback.format_exc()}
         return {"error": 'Invalid request type "%s"' % kind}
 
-    def _resize(self, kind: str, request: dict, peer: str, held: set[str] | None) -> dict:
+    def _resize(self, kind: str, request: dict[str, Any], peer: str, held: set[str] | None
+                ) -> dict[str, Any]:
         """A resize (carbon.cluster.resize) pausing the writes of metrics whose files it
         replaces: ``resize-hold`` answers ``{"pending": [...]}``, the metrics still being
         written (ask again until none); ``resize-release`` resumes them. A connection's

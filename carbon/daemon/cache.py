@@ -236,7 +236,7 @@ class CacheDaemon(Daemon):
             if journal is not None:
                 journal.close(remove=drained and self.cache.is_empty())
         if port is not None:
-            yield port.stopListening()
+            yield defer.maybeDeferred(port.stopListening)
         self.database.close()
 
     # -- SIGHUP ---------------------------------------------------------
