@@ -85,7 +85,7 @@ class Strategy:
         self.pass_started, self.pass_size = started, len(self.queue)
         if log is not None:
             log.msg("Sorted %d cache queues in %.6f seconds"
-                         % (len(self.queue), time.time() - started))
+                    % (len(self.queue), time.time() - started))
 
     def choose(self) -> str | None:
         data, skip = self.cache.data, self.skip  # dict lookups, no method call a pick
