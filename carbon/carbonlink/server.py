@@ -13,7 +13,7 @@ from __future__ import annotations
 import pickle
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol as Structural, cast
 
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, Protocol
@@ -164,6 +164,17 @@ class CarbonLinkHandler:
         return pickle.dumps(self.handle(request, peer, held), protocol=2)
 
 
+class _Transport(Structural):
+    """What a connection uses of its Twisted transport (declared here: mypy reads
+    Twisted's zope interfaces without their plugin)."""
+
+    def getPeer(self) -> object: ...  # noqa: N802
+
+    def write(self, data: bytes) -> None: ...
+
+    def loseConnection(self) -> None: ...  # noqa: N802
+
+
 class CarbonLinkProtocol(Protocol):
     """One carbonlink client connection."""
 
@@ -173,8 +184,13 @@ class CarbonLinkProtocol(Protocol):
         self.peer = "peer"
         self.held: set[str] = set()  # metrics this connection paused for a resize
 
+    @property
+    def link(self) -> _Transport:
+        """The connection's transport (set by Twisted before connectionMade)."""
+        return cast(_Transport, self.transport)
+
     def connectionMade(self) -> None:  # noqa: N802
-        peer = self.transport.getPeer()
+        peer = self.link.getPeer()
         # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
         self.handler.log.query("%s connected" % self.peer)
@@ -195,14 +211,14 @@ class CarbonLinkProtocol(Protocol):
                 request = loads(payload, insecure)
             except PICKLE_ERRORS as exc:
                 self.handler.log.query("[%s] invalid request: %s; closing" % (self.peer, exc))
-                self.transport.loseConnection()
+                self.link.loseConnection()
                 return
             out.append(frame(self.handler.respond(request, self.peer, self.held)))
         if oversized is not None:
-            self.transport.loseConnection()
+            self.link.loseConnection()
             return
         if out:
-            self.transport.write(b"".join(out))
+            self.link.write(b"".join(out))
 
 
 class CarbonLinkFactory(Factory):
