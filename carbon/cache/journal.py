@@ -28,9 +28,13 @@ import threading
 import time
 import zlib
 from collections import deque
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
+from carbon.cache.store import MetricCache
+from carbon.config.settings import Settings
 from carbon.formats.plaintext import parse_lines_py
+from carbon.logs import CarbonLog
 from carbon.pipeline import Batch
 from carbon.tags import needs_normalizing
 
@@ -78,7 +82,7 @@ def encode_lines_py(chunk: bytes, max_length: int, now: float) -> tuple[bytes, i
     return encode_py(batch), len(batch)
 
 
-def decode_py(payload: bytes, count: int) -> list[tuple[str, float, float]]:
+def decode_py(payload: bytes | memoryview[int], count: int) -> list[tuple[str, float, float]]:
     """``count`` points back from their journal form; ValueError if malformed."""
     view = memoryview(payload)
     points = []
@@ -101,7 +105,8 @@ def decode_py(payload: bytes, count: int) -> list[tuple[str, float, float]]:
 
 
 encode: Callable[[Batch], bytes] = _native_encode or encode_py
-decode: Callable[[bytes, int], list] = _native_decode or decode_py
+decode: Callable[[bytes | memoryview[int], int], list[tuple[str, float, float]]] = \
+    _native_decode or decode_py
 encode_lines: Callable[[bytes, int, float], tuple[bytes, int] | None] = (
     _native_encode_lines or encode_lines_py)
 
@@ -111,18 +116,35 @@ def native_encode_lines() -> bool:
     return _native_encode_lines is not None
 
 
-def journal_dir(settings: Any) -> str:
-    """CACHE_JOURNAL_DIR, else ``STORAGE_DIR/cache-journal/<program>-<instance>``."""
-    configured = settings.get("CACHE_JOURNAL_DIR") or ""
-    if configured:
-        return str(configured)
-    program = settings.get("program") or "carbon-cache"
-    instance = settings.get("instance") or "a"
-    return os.path.join(str(settings.STORAGE_DIR), "cache-journal",
-                        "%s-%s" % (program, instance))
+@dataclass(frozen=True)
+class JournalConfig:
+    """What the journal reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    enabled: bool  # CACHE_JOURNAL
+    # CACHE_JOURNAL_DIR, else STORAGE_DIR/cache-journal/<program>-<instance> ('': disabled)
+    directory: str
+    segment_bytes: int  # CACHE_JOURNAL_SEGMENT_BYTES
+    max_bytes: float  # CACHE_JOURNAL_MAX_BYTES
+    fsync_interval: float  # CACHE_JOURNAL_FSYNC_INTERVAL
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> JournalConfig:
+        enabled = bool(settings["CACHE_JOURNAL"])
+        directory = str(settings["CACHE_JOURNAL_DIR"] or "")
+        if enabled and not directory:
+            # program and instance come from the command line (the loader sets them)
+            program = settings.get("program") or "carbon-cache"
+            instance = settings.get("instance") or "a"
+            directory = os.path.join(str(settings["STORAGE_DIR"]), "cache-journal",
+                                     "%s-%s" % (program, instance))
+        return cls(enabled=enabled, directory=directory,
+                   segment_bytes=int(settings["CACHE_JOURNAL_SEGMENT_BYTES"]),
+                   max_bytes=float(settings["CACHE_JOURNAL_MAX_BYTES"]),
+                   fsync_interval=float(settings["CACHE_JOURNAL_FSYNC_INTERVAL"]))
 
 
-def read_records(data: bytes) -> tuple[list[tuple[bytes, int]], int]:
+def read_records(data: bytes) -> tuple[list[tuple[memoryview[int], int]], int]:
     """The valid records of a segment's bytes as (payload, points), and the offset of the
     first byte not read (== len(data) when the whole segment is good)."""
     records = []
@@ -157,7 +179,15 @@ class Segment:
 class Journal:
     """Segments under ``directory``; see the module docstring."""
 
-    def __init__(self, directory: str, cache: Any, log: Any, segment_bytes: int,
+    @classmethod
+    def configured(cls, config: JournalConfig, cache: MetricCache, log: CarbonLog,
+                   owner: tuple[int, int] | None = None) -> Journal:
+        """The journal ``config`` describes (``owner``: the uid and gid of USER)."""
+        return cls(config.directory, cache, log, segment_bytes=config.segment_bytes,
+                   max_bytes=config.max_bytes, fsync_interval=config.fsync_interval,
+                   owner=owner)
+
+    def __init__(self, directory: str, cache: MetricCache, log: CarbonLog, segment_bytes: int,
                  max_bytes: float, fsync_interval: float,
                  owner: tuple[int, int] | None = None) -> None:
         self.directory = directory
@@ -172,7 +202,7 @@ class Journal:
         self.live_bytes = 0  # bytes of ``segments``, kept under ``lock``
         self.fd = -1
         # (snapshot number, last segment seq it covers, metrics still to be written)
-        self.snapshots: deque[tuple[int, int, set]] = deque()
+        self.snapshots: deque[tuple[int, int, set[str]]] = deque()
         self.snapshot_count = 0
         self.unsynced: list[int] = []  # rotated descriptors the next sync closes
         self.dirty = False

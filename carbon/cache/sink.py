@@ -3,15 +3,36 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
 
 from carbon.cache.journal import Journal, encode_lines, native_encode_lines
 from carbon.cache.store import MetricCache
+from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.flow import FlowControl
 from carbon.pipeline import Batch, Sink
 from carbon.tags import normalize_batch
+
+
+@dataclass(frozen=True)
+class CacheSinkConfig:
+    """What the CacheSink reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'. (A SIGHUP's MAX_CACHE_SIZE goes to the running
+    sink's ``max_size`` and ``low_watermark``.)"""
+
+    max_size: float  # MAX_CACHE_SIZE
+    low_watermark: float  # CACHE_SIZE_LOW_WATERMARK (the loader's 95% of MAX_CACHE_SIZE)
+    flow_control: bool  # USE_FLOW_CONTROL
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CacheSinkConfig:
+        max_size = float(settings["MAX_CACHE_SIZE"])
+        # derived by the loader (carbon.config.loader), not a carbon.conf default
+        low = settings.get("CACHE_SIZE_LOW_WATERMARK")
+        return cls(max_size=max_size,
+                   low_watermark=float(max_size * 0.95 if low is None else low),
+                   flow_control=bool(settings["USE_FLOW_CONTROL"]))
 
 
 class CacheSink(Sink):
@@ -32,20 +53,19 @@ class CacheSink(Sink):
     the socket to the journal and the cache in one pass, with no object made a point.
     """
 
-    def __init__(self, cache: MetricCache, settings: Any, stats: Stats, flow: FlowControl,
-                 log: CarbonLog, journal: Journal | None = None) -> None:
+    def __init__(self, cache: MetricCache, config: CacheSinkConfig, stats: Stats,
+                 flow: FlowControl, log: CarbonLog, journal: Journal | None = None) -> None:
         self.cache = cache
         self.journal = journal
         self.journal_log = IntervalLog(log.msg, "journal writes failed", samples=1)
         self.journal_paused = False
-        self.settings = settings
+        self.config = config
         self.stats = stats
         self.flow = flow
         self.log = log
-        self.max_size = float(settings.MAX_CACHE_SIZE)
-        self.low_watermark = float(settings.get("CACHE_SIZE_LOW_WATERMARK",
-                                                self.max_size * 0.95))
-        self.flow_control = bool(settings.USE_FLOW_CONTROL)
+        self.max_size = config.max_size  # both changed by a SIGHUP
+        self.low_watermark = config.low_watermark
+        self.flow_control = config.flow_control
         self.overflow_log = IntervalLog(log.msg, "datapoints dropped: MetricCache is full")
         self.bad_names = IntervalLog(log.listener, "invalid metric names")
         self.full = False

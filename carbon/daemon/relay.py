@@ -58,7 +58,7 @@ class RelayDaemon(Daemon):
     def make_reporter(self) -> Reporter:
         gauges = {"activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.relay.gauges())  # destinations.<d>.queued / .spool
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges=gauges, extra=relay_extra)
 
     def start_sink(self) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
+from carbon.cache.strategies import StrategyConfig, make_strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
-from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 from carbon.writer.creator import Written
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 from tests.support import read_whisper, wait_for
 
 NOW = int(time.time()) // 60 * 60
@@ -53,10 +53,11 @@ class Harness:
         self.log = CarbonLog(logdir=str(root / "log"))
         self.cache = MetricCache()
         self.stats = Stats()
-        self.database = database(self.settings)
-        self.writer = Writer(self.cache, make_strategy(strategy, self.cache, self.settings),
-                             self.database, SchemaFiles(str(root / "conf")), self.settings,
-                             self.stats, self.log)
+        self.database = database.from_settings(self.settings)
+        self.writer = Writer(self.cache, make_strategy(strategy, self.cache,
+                                                       StrategyConfig.from_settings(self.settings)),
+                             self.database, SchemaFiles(str(root / "conf")),
+                             WriterConfig.from_settings(self.settings), self.stats, self.log)
         self.tags = TagRecorder()
         self.writer.tag_feed = self.tags
 
@@ -148,8 +149,8 @@ class HeldWrites(WhisperDatabase):
     """The real backend whose batch writes wait for ``release`` once ``hold`` is set
     (``entered``: a writer thread has taken a batch's points and is writing them)."""
 
-    def __init__(self, settings) -> None:
-        super().__init__(settings)
+    def __init__(self, config: WhisperConfig) -> None:
+        super().__init__(config)
         self.hold = False
         self.entered = threading.Event()
         self.release = threading.Event()
@@ -526,8 +527,8 @@ class SlowFiles(WhisperDatabase):
 
     cache: MetricCache
 
-    def __init__(self, settings) -> None:
-        super().__init__(settings)
+    def __init__(self, config: WhisperConfig) -> None:
+        super().__init__(config)
         self.making = 0
         self.prepared_while_making = 0
         self.threads: set[str] = set()
