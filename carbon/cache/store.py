@@ -16,7 +16,6 @@ from itertools import islice
 from operator import lt
 from typing import Iterator
 
-from carbon.cache.journal import decode_py
 from carbon.pipeline import Batch
 
 Points = list[tuple[float, float]]
@@ -56,6 +55,8 @@ def add_encoded_py(data: dict[str, bytearray], payload: bytes, count: int,
     first: ValueError and nothing added when malformed); what
     carbon.cache._store.add_encoded does (``names``, its table of str objects, changes
     no result and is not used here)."""
+    # the journal's point form is decoded by the journal module, which imports this one
+    from carbon.cache.journal import decode_py
     return add_points_py(data, decode_py(payload, count))
 
 

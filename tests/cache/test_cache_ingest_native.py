@@ -19,7 +19,7 @@ from twisted.internet import defer
 from carbon.cache import journal as journal_module
 from carbon.cache import store as store_module
 from carbon.cache.journal import Journal, decode_py, encode_lines_py, encode_py, read_records
-from carbon.cache.sink import CacheSink
+from carbon.cache.sink import CacheSink, CacheSinkConfig
 from carbon.cache.store import MetricCache, add_encoded_py
 from carbon.config.settings import Settings
 from carbon.flow import FlowControl
@@ -217,7 +217,8 @@ def _ingest(tmp_path, data: bytes, chunks: bool, stage: bool = False) -> tuple:
     journal = Journal(str(directory), cache, MemoryLog(), segment_bytes=1 << 30,
                       max_bytes=float("inf"), fsync_interval=0.0)
     journal.open()
-    sink = CacheSink(cache, settings, stats, flow, MemoryLog(), journal=journal)
+    sink = CacheSink(cache, CacheSinkConfig.from_settings(settings), stats, flow, MemoryLog(),
+                     journal=journal)
     sink.accepts_chunks = chunks
     taken = [0]
     put_chunk = sink.put_chunk
