@@ -33,8 +33,10 @@ from typing import Callable
 
 from carbon.cache.store import MetricCache
 from carbon.config.settings import Settings
+from carbon.formats.plaintext import parse_lines_py
 from carbon.logs import CarbonLog
 from carbon.pipeline import Batch
+from carbon.tags import needs_normalizing
 
 RECORD = struct.Struct("=4sIII")  # magic, payload bytes, points, crc32(payload)
 MAGIC = b"CJ01"
@@ -46,8 +48,9 @@ ROTATE_AFTER_SECONDS = 10.0
 try:  # optional C accelerator (setup.py builds it)
     from carbon.cache._journal import decode as _native_decode
     from carbon.cache._journal import encode as _native_encode
+    from carbon.cache._journal import encode_lines as _native_encode_lines
 except ImportError:  # pragma: no cover - built without a compiler
-    _native_encode = _native_decode = None
+    _native_encode = _native_decode = _native_encode_lines = None
 
 
 def encode_py(batch: Batch) -> bytes:
@@ -59,6 +62,24 @@ def encode_py(batch: Batch) -> bytes:
         name = metric.encode("utf-8")
         parts.append(_NAME_LEN.pack(len(name)) + name + _TAIL.pack(stamp, value))
     return b"".join(parts)
+
+
+def encode_lines_py(chunk: bytes, max_length: int, now: float) -> tuple[bytes, int] | None:
+    """A socket read of plaintext lines (complete, each ending in ``\\n``) straight to the
+    point form: ``(payload, points)``, what ``encode(parse_lines(lines)[0])`` gives, or
+    None when the read must take the general path (which applies every bad-input
+    rule): a line over ``max_length`` (when > 0), a line ``parse_lines`` finds bad, a
+    name carbon's tag parser rewrites or rejects (``needs_normalizing``), or a last line
+    without its ``\\n``. What carbon.cache._journal.encode_lines does in one pass."""
+    lines = chunk.split(b"\n")
+    if lines.pop():
+        return None
+    if max_length > 0 and lines and max(map(len, lines)) > max_length:
+        return None
+    batch, bad = parse_lines_py(lines, now)
+    if bad or any(needs_normalizing(point[0]) for point in batch):
+        return None
+    return encode_py(batch), len(batch)
 
 
 def decode_py(payload: bytes | memoryview[int], count: int) -> list[tuple[str, float, float]]:
@@ -86,6 +107,13 @@ def decode_py(payload: bytes | memoryview[int], count: int) -> list[tuple[str, f
 encode: Callable[[Batch], bytes] = _native_encode or encode_py
 decode: Callable[[bytes | memoryview[int], int], list[tuple[str, float, float]]] = \
     _native_decode or decode_py
+encode_lines: Callable[[bytes, int, float], tuple[bytes, int] | None] = (
+    _native_encode_lines or encode_lines_py)
+
+
+def native_encode_lines() -> bool:
+    """True when ``encode_lines`` is the C one (the cache sink takes whole reads then)."""
+    return _native_encode_lines is not None
 
 
 @dataclass(frozen=True)
@@ -266,8 +294,11 @@ class Journal:
         refused it: ``write_error``), to be retried by ``tick``."""
         if not batch:
             return True
-        payload = encode(batch)
-        header = RECORD.pack(MAGIC, len(payload), len(batch), zlib.crc32(payload))
+        return self.append_encoded(encode(batch), len(batch))
+
+    def append_encoded(self, payload: bytes, count: int) -> bool:
+        """``append`` for ``count`` points already in the point form (``encode_lines``)."""
+        header = RECORD.pack(MAGIC, len(payload), count, zlib.crc32(payload))
         if self.current.bytes >= self.segment_bytes and not self.backlog:
             self.rotate()
         if self.backlog:

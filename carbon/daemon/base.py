@@ -24,6 +24,11 @@ from carbon.receivers.limits import release_reserved_descriptor
 from carbon.receivers.listeners import start_receivers
 
 
+# A receiver's read where a C stage takes whole reads (the relay's router, carbon-cache's
+# sink): one call per read (Twisted's default is 64 KiB).
+WHOLE_READ_BYTES = 256 * 1024
+
+
 @dataclass(frozen=True)
 class Composition:
     """A daemon as a list of stages: what its receivers read (``read_size``: bytes a

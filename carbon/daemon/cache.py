@@ -19,7 +19,7 @@ from carbon.carbonlink.server import CarbonLinkConfig, CarbonLinkFactory, Carbon
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.config.loader import load_settings
-from carbon.daemon.base import Composition, Daemon, log_lines
+from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, log_lines
 from carbon.daemon.notify import notify
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.pipeline import Batch, Processor
@@ -58,9 +58,14 @@ class CacheDaemon(Daemon):
 
     def stages(self) -> Composition:
         """carbon-cache: [white/blacklist] -> cache (written by the writer thread);
-        carbon-aggregator-cache puts its aggregation stages between them."""
+        carbon-aggregator-cache puts its aggregation stages between them. With no stage
+        the cache sink takes whole reads (one C pass a read: carbon.cache.sink), of
+        WHOLE_READ_BYTES."""
         sink = self.make_cache_sink()
-        return Composition(processors=self.lists() + self.aggregation(), sink=sink)
+        processors = self.lists() + self.aggregation()
+        whole = not processors and sink.accepts_chunks
+        return Composition(processors=processors, sink=sink,
+                           read_size=WHOLE_READ_BYTES if whole else None)
 
     def aggregation(self) -> list[Processor]:
         """carbon-aggregator-cache's aggregation stages (none in carbon-cache)."""
