@@ -56,7 +56,11 @@ def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
     if options.bool('drawNullAsZero'):
         values = [0 if v is None else v for v in values]
     first, per_step = _date_num(series.start), step / 86400.0
-    return [first + i * per_step for i in range(len(values))], values
+    np = packed.np
+    if np is None:
+        return [first + i * per_step for i in range(len(values))], values
+    # the same two roundings a point as first + i * per_step, for all points at once
+    return (first + np.arange(len(values), dtype=np.float64) * per_step).tolist(), values
 
 
 _FLOATS_OR_NONE = frozenset([float, type(None)])
@@ -88,9 +92,10 @@ def _merge_points(series: Any) -> None:
             merged = (np.nanmin if func == 'min' else np.nanmax)(
                 np.where(known[:, None] > 0, grid, 0.0), axis=1)
     ok = (known > 0) & (known / float(vpp) >= (series.xFilesFactor or 0.0))
-    cells = merged.astype(object)
-    cells[~ok] = None
-    series[:] = cells.tolist()
+    cells = merged.tolist()
+    for index in np.flatnonzero(~ok).tolist():
+        cells[index] = None
+    series[:] = cells
     series.step = series.step * vpp
     series.valuesPerPoint = 1
 

@@ -1,0 +1,77 @@
+"""What makes a PNG answer cheaper without changing a pixel: a fast zlib level, and one
+Agg renderer a thread and image size, reused (so matplotlib's text metrics cache, one per
+renderer, stays warm across requests)."""
+
+from __future__ import annotations
+
+import io
+import struct
+import threading
+import zlib
+
+import numpy as np
+from PIL import Image
+
+from webapp.graphs import PNG_COMPRESS_LEVEL, _thread_renderer, render_graph
+from webapp.render.series import TimeSeries
+
+START = 1_700_000_000
+
+
+def wave(name: str, phase: int, points: int = 1000) -> TimeSeries:
+    values = [float((i * 7 + phase) % 97) if (i + phase) % 31 else None for i in range(points)]
+    return TimeSeries(name, START, START + 60 * points, 60, values)
+
+
+def idat(data: bytes) -> bytes:
+    """The concatenated IDAT payload (the zlib stream) of a PNG."""
+    at, out = 8, b''
+    while at < len(data):
+        (length,) = struct.unpack('>I', data[at:at + 4])
+        if data[at + 4:at + 8] == b'IDAT':
+            out += data[at + 8:at + 8 + length]
+        at += 12 + length
+    return out
+
+
+def pixels(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert('RGBA'))
+
+
+def test_png_is_written_at_the_fast_zlib_level_and_decodes_the_same() -> None:
+    data, _ = render_graph([wave('a.%d' % i, i) for i in range(36)], {}, 'png')
+    stream = idat(data)
+    # the zlib header names the level class: 0 is "fastest" (level 1), 2 is the default
+    assert PNG_COMPRESS_LEVEL == 1 and stream[1] >> 6 == 0
+    raw = zlib.decompress(stream)
+    assert len(raw) == 250 * (1 + 330 * 4)          # RGBA rows, each with its filter byte
+    assert Image.open(io.BytesIO(data)).mode == 'RGBA'
+
+
+def test_a_thread_reuses_its_renderer_and_leaves_nothing_behind() -> None:
+    many = [wave('a.%d' % i, i) for i in range(36)]
+    one = [wave('b.only', 5)]
+    first = render_graph(one, {'bgcolor': '000000'}, 'png')[0]
+    before = _thread_renderer.cache_info()
+    render_graph(many, {}, 'png')                     # the same size: the same renderer
+    again = render_graph([wave('b.only', 5)], {'bgcolor': '000000'}, 'png')[0]
+    assert _thread_renderer.cache_info().hits >= before.hits + 2
+    assert np.array_equal(pixels(first), pixels(again))   # cleared: no line of the others
+
+    seen: list = []
+
+    def other() -> None:
+        render_graph([wave('c', 1)], {}, 'png')
+        seen.append(_thread_renderer(threading.get_ident(), 330, 250, 72.0))
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    mine = _thread_renderer(threading.get_ident(), 330, 250, 72.0)
+    assert seen and seen[0] is not mine              # never shared between threads
+
+
+def test_big_images_get_a_renderer_of_their_own() -> None:
+    before = _thread_renderer.cache_info()
+    data = render_graph([wave('a', 1)], {'width': 1200, 'height': 900}, 'png')[0]
+    assert Image.open(io.BytesIO(data)).size == (1200, 900)
+    assert _thread_renderer.cache_info().misses == before.misses    # not kept
