@@ -652,6 +652,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--with-twisted', action='store_true',
                         help="also measure this app's own server (graphite-render, --workers "
                         'and --threads as gunicorn)')
+    parser.add_argument('--baseline-tree', default='',
+                        help='also measure this app from another checkout (the code before '
+                        'a change), in the same run')
     parser.add_argument('--memory', action='store_true',
                         help='only the memory check: peak RSS of one process answering '
                         '1,000 series x 1 day (json, png)')
@@ -722,6 +725,9 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
                 sys.executable, '-m', 'webapp.server', '--config', str(ours_conf),
                 '--workers', str(args.workers), '--threads', str(args.threads), '--port'],
                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT), run_dir))
+        if args.baseline_tree:
+            servers += baseline_servers(args, Path(args.baseline_tree), ours_conf, lib,
+                                        run_dir)
         rows = scenarios(now, set(filter(None, args.only.split(','))))
         problems = compare(servers, rows)
         for problem in problems:
@@ -740,6 +746,24 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
             - errors_before)]
     report(args, servers, rows, results, problems, rss, run_dir, notes)
     return 1 if problems else 0
+
+
+def baseline_servers(args: argparse.Namespace, tree: Path, conf: Path, lib: Path,
+                     run_dir: Path) -> list[Server]:
+    """This app from another checkout (e.g. ``git archive`` of the commit before a change,
+    with the built C modules copied in), under gunicorn and graphite-render as ours runs,
+    so a before/after pair is measured in the same run."""
+    env = dict(os.environ, PYTHONPATH='%s:%s' % (tree, lib), GRAPHITE_SETTINGS=str(conf))
+    gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
+                '--worker-class', 'gthread', '--log-level', 'warning', '--timeout', '120']
+    servers = [Server('before (gunicorn)', [sys.executable, '-m', 'gunicorn'] + gunicorn +
+                      ['webapp.wsgi:application'], env, str(tree), run_dir)]
+    if args.with_twisted:
+        servers.append(Server('before (graphite-render)', [
+            sys.executable, '-m', 'webapp.server', '--config', str(conf),
+            '--workers', str(args.workers), '--threads', str(args.threads), '--port'],
+            dict(os.environ, PYTHONPATH=str(tree)), str(tree), run_dir))
+    return servers
 
 
 def measure(servers: list[Server], rows: list, clients: list[int],
