@@ -5,6 +5,7 @@ renderer, stays warm across requests)."""
 from __future__ import annotations
 
 import io
+import re
 import struct
 import threading
 import zlib
@@ -75,3 +76,17 @@ def test_big_images_get_a_renderer_of_their_own() -> None:
     data = render_graph([wave('a', 1)], {'width': 1200, 'height': 900}, 'png')[0]
     assert Image.open(io.BytesIO(data)).size == (1200, 900)
     assert _thread_renderer.cache_info().misses == before.misses    # not kept
+
+
+def test_y_grid_is_one_collection_with_every_line() -> None:
+    rising = TimeSeries('r', START, START + 60 * 100, 60, [float(i) for i in range(100)])
+    svg = render_graph([rising], {'hideLegend': 'true', 'majorGridLineColor': 'ff0000',
+                                  'minorGridLineColor': '0000ff'}, 'svg')[0].decode()
+    labels = ['0', '20', '40', '60', '80', '100']       # 0..99: majors every 20
+    assert re.findall(r'<!-- (\d+\.?\d*) -->', svg) == [v + '.0' if v != '0' else v
+                                                       for v in labels]
+    # one Tick (two lines, two texts) a labelled value only: minor values have none
+    assert svg.count('id="ytick_') == len(labels)
+    # still a line at each major value and each minor one between them
+    assert svg.count('stroke: #ff0000; stroke-width: 0.4') == len(labels)
+    assert svg.count('stroke: #0000ff; stroke-width: 0.3') == len(labels) - 1
