@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import io
-import threading
 from typing import Any
 
 from webapp.graphs.options import GraphOptions, parse_color
@@ -14,37 +12,6 @@ DPI = 72.0
 # zlib level of PNG answers: 1 encodes this app's graphs ~3x faster than Pillow's default 6
 # (a 330x250 36-series graph: ~4 vs ~13 ms) for ~15% more bytes; the pixels are the same
 PNG_COMPRESS_LEVEL = 1
-# Agg pixel buffers kept for the next graph of the same size on the same thread, up to
-# this many pixels each (8 kept: 8 MB at most at this bound)
-REUSED_RENDERER_PIXELS = 250_000
-
-
-@functools.lru_cache(maxsize=8)
-def _thread_renderer(thread: int, width: int, height: int, dpi: float) -> Any:
-    """An Agg renderer for one thread and image size. Reusing it keeps matplotlib's text
-    metrics cache (one per renderer) warm across requests: tick labels repeat."""
-    from matplotlib.backends.backend_agg import RendererAgg
-    del thread      # part of the key only: a renderer is never shared between threads
-    return RendererAgg(width, height, dpi)
-
-
-@functools.lru_cache(maxsize=1)
-def _reusing_canvas_class() -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    class ReusingCanvas(FigureCanvasAgg):
-        """FigureCanvasAgg drawing into this thread's renderer of its size (cleared first
-        by FigureCanvasAgg.draw, as a new one would be blank)."""
-
-        def get_renderer(self) -> Any:
-            width, height = self.get_width_height(physical=True)
-            if width * height > REUSED_RENDERER_PIXELS:
-                return super().get_renderer()
-            self.renderer = _thread_renderer(threading.get_ident(), width, height,
-                                             self.figure.dpi)
-            self._lastKey = (width, height, self.figure.dpi)  # type: ignore[assignment]
-            return self.renderer
-    return ReusingCanvas
 
 
 def _canvas(fig: Any, fmt: str) -> Any:
@@ -54,7 +21,8 @@ def _canvas(fig: Any, fmt: str) -> Any:
     if fmt == 'pdf':
         from matplotlib.backends.backend_pdf import FigureCanvasPdf
         return FigureCanvasPdf(fig)
-    return _reusing_canvas_class()(fig)
+    from webapp.graphs.agg import ReusingCanvas
+    return ReusingCanvas(fig)
 
 
 def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[bytes, str]:

@@ -9,11 +9,13 @@ import re
 import struct
 import threading
 import zlib
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from webapp.graphs import PNG_COMPRESS_LEVEL, _thread_renderer, render_graph
+from webapp.graphs import PNG_COMPRESS_LEVEL, render_graph
+from webapp.graphs.agg import thread_renderer as _thread_renderer
 from webapp.render.series import TimeSeries
 
 START = 1_700_000_000
@@ -90,3 +92,37 @@ def test_y_grid_is_one_collection_with_every_line() -> None:
     # still a line at each major value and each minor one between them
     assert svg.count('stroke: #ff0000; stroke-width: 0.4') == len(labels)
     assert svg.count('stroke: #0000ff; stroke-width: 0.3') == len(labels) - 1
+
+
+def test_cached_glyphs_draw_the_pixels_matplotlib_draws() -> None:
+    """The twin check of webapp.graphs.agg: the same texts at the same places (whole and
+    fractional pixels, turned for vtitles, two sizes, twice so the second pass comes
+    from the caches) on a CachingRenderer and on matplotlib's RendererAgg."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    from webapp.graphs.agg import CachingRenderer, glyph_api
+
+    texts = ['Sat 00:00', '100.0', '1.0 M', 'servers.web1.cpu.user', 'gjpqy ÄÖ %', '']
+    places = [(10.0, 20.0), (10.25, 20.5), (33.7, 41.3), (100.015625, 77.9)]
+
+    def draw(renderer: Any, passes: int) -> np.ndarray:
+        for _ in range(passes):
+            renderer.clear()
+            gc = renderer.new_gc()
+            gc.set_foreground((0.2, 0.1, 0.6))
+            for size in (8.0, 11.0):
+                prop = FontProperties(family='DejaVu Sans', size=size)
+                for i, text in enumerate(texts):
+                    for j, (x, y) in enumerate(places):
+                        angle = (0.0, 90.0, 270.0)[(i + j) % 3]
+                        renderer.draw_text(gc, x + 60 * (i % 3), y + 40 * j + size, text,
+                                           prop, angle)
+            gc.restore()
+        return np.asarray(renderer.buffer_rgba()).copy()
+
+    cached = CachingRenderer(330, 250, 72.0)
+    mine = draw(cached, 2)
+    assert glyph_api() is False or cached.glyphs          # the caches were used
+    assert np.array_equal(mine, draw(RendererAgg(330, 250, 72.0), 1))
+    assert mine[..., 3].any()
