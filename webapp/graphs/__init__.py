@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 from typing import Any
 
 from webapp.graphs.options import GraphOptions, parse_color
@@ -38,23 +39,39 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[byt
     options = GraphOptions(params)
     width = max(1, options.int('width'))
     height = max(1, options.int('height'))
-    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI,
-                 facecolor=parse_color(options.str('bgcolor')))
-    _canvas(fig, fmt)
+    line = options.str('graphType') != 'pie'
+    prepared = None
+    if fmt == 'png' and line:
+        from webapp.graphs.line import look, reusable
+        if reusable(series_list, options):
+            from webapp.graphs.agg import thread_figure
+            prepared = thread_figure(threading.get_ident(), width, height, DPI,
+                                     look(options))
+    if prepared is None:
+        fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI,
+                     facecolor=parse_color(options.str('bgcolor')))
+        _canvas(fig, fmt)
     import matplotlib
     with matplotlib.rc_context({'font.family': options.str('fontName'),
                                 'font.weight': 'bold' if options.bool('fontBold') else 'normal',
                                 'font.style': 'italic' if options.bool('fontItalic')
                                 else 'normal',
                                 'svg.hashsalt': 'graphite', 'path.simplify': True}):
-        if options.str('graphType') == 'pie':
+        if not line:
             from webapp.graphs.pie import draw_pie_graph
             draw_pie_graph(fig, series_list, options)
-        else:
+        elif prepared is None:
             from webapp.graphs.line import draw_line_graph
             draw_line_graph(fig, series_list, options)
+        else:
+            from webapp.graphs.line import draw_line_graph, graph_tz
+            ax = prepared.begin(parse_color(options.str('bgcolor')), graph_tz(options))
+            fig = prepared.figure
+            draw_line_graph(fig, series_list, options, ax, prepared.styled)
         buffer = io.BytesIO()
         extra: dict[str, Any] = {'metadata': {'Date': None}} if fmt in ('svg', 'pdf') \
             else {'pil_kwargs': {'compress_level': PNG_COMPRESS_LEVEL}}
         fig.savefig(buffer, format=fmt, dpi=DPI, facecolor=fig.get_facecolor(), **extra)
+    if prepared is not None:
+        prepared.done()
     return buffer.getvalue(), CONTENT_TYPES[fmt]

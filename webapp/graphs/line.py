@@ -23,7 +23,8 @@ from webapp.storage import packed
 DEFAULT_LINE_WIDTH = 1.2
 
 
-def _tz(options: GraphOptions) -> Any:
+def graph_tz(options: GraphOptions) -> Any:
+    """The graph's time zone (``tz``), UTC when unset or unknown."""
     name = options.str('tz')
     if name:
         try:
@@ -245,9 +246,31 @@ def _add_lines(ax: Any, lines: list) -> None:
     ax.autoscale_view()
 
 
-def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> None:
-    """Draw the series onto ``fig`` honouring graph and per-series options."""
-    tz = _tz(options)
+def reusable(series_list: list, options: GraphOptions) -> bool:
+    """Whether this graph may be drawn on a prepared, reused Axes (agg.PreparedFigure):
+    a graph with data on one linear y axis, both axes shown where they always are, no
+    axis titles. Decided from the options alone; anything else gets a new Figure."""
+    if not series_list or any(s.options.get('secondYAxis') for s in series_list):
+        return False
+    if options.has('logBase') or options.has('vtitle') or options.has('vtitleRight'):
+        return False
+    if any(options.bool(key) for key in ('hideAxes', 'graphOnly', 'hideXAxis', 'hideYAxis')):
+        return False
+    return options.str('yAxisSide') != 'right'
+
+
+def look(options: GraphOptions) -> tuple[Any, ...]:
+    """What a line graph sets once on its Axes (fonts, tick colour and size, time zone):
+    a prepared Axes is kept per look."""
+    return (options.str('fontName'), options.bool('fontBold'), options.bool('fontItalic'),
+            options.str('fgcolor'), options.float('fontSize'), options.str('tz'))
+
+
+def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
+                    ax: Any = None, styled: bool = False) -> None:
+    """Draw the series onto ``fig`` honouring graph and per-series options; onto ``ax``,
+    a prepared Axes of ``fig`` (already ``styled``: tick colour and size set), if given."""
+    tz = graph_tz(options)
     fg = parse_color(options.str('fgcolor'))
     font_size = options.float('fontSize')
     graph_only = options.bool('graphOnly')
@@ -255,8 +278,9 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     width = options.int('width')
     height = options.int('height')
     colors = color_list(options)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.xaxis_date(tz)
+    if ax is None:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.xaxis_date(tz)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     if not series_list:
         draw_no_data(ax, fg, font_size)
@@ -274,7 +298,8 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     if right:
         ax2 = ax.twinx()
         handles += _draw_series(ax2, right, options, tz, colors, positions)
-    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes)
+    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes,
+                    styled)
     if hide_axes:
         ax.set_axis_off()
         if ax2 is not None:
@@ -288,14 +313,16 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
 
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
-                    fg: tuple, font_size: float, frame: _Frame, hide_axes: bool) -> None:
+                    fg: tuple, font_size: float, frame: _Frame, hide_axes: bool,
+                    styled: bool = False) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
     ax.set_xlim(_date_num(start), _date_num(end))
     for axis in (ax, ax2):
         if axis is None:
             continue
-        axis.tick_params(colors=fg, labelsize=font_size)
+        if not styled:
+            axis.tick_params(colors=fg, labelsize=font_size)
         for spine in axis.spines.values():
             spine.set_color(fg)
         log_base = _log_base(options)
