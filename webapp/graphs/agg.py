@@ -190,8 +190,9 @@ class PreparedFigure:
         self.styled = False
 
     def _reset(self) -> None:
-        from matplotlib.axes._base import _process_plot_var_args
+        from matplotlib.axes import _base
         from matplotlib.transforms import Bbox
+        axes_base: Any = _base      # its style cyclers are private (not in its stubs)
         fig, ax = self.figure, self.axes
         for artist in list(ax._children):
             artist.remove()
@@ -202,8 +203,8 @@ class PreparedFigure:
         ax.dataLim.set_points(Bbox.null().get_points())
         ax.ignore_existing_data_limits = True
         ax.set_autoscale_on(True)
-        ax._get_lines = _process_plot_var_args()
-        ax._get_patches_for_fill = _process_plot_var_args('Polygon')
+        ax._get_lines = axes_base._process_plot_var_args()
+        ax._get_patches_for_fill = axes_base._process_plot_var_args('Polygon')
         for (axis, major_loc, major_fmt, minor_loc, minor_fmt, default_majloc,
              default_majfmt, default_minloc, default_minfmt) in self._defaults:
             axis.major.locator, axis.major.formatter = major_loc, major_fmt
