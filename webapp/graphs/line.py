@@ -62,8 +62,9 @@ def _date_nums(moments: list) -> list[float]:
     return [float(v) for v in date2num(moments)] if moments else []
 
 
-def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
-    """(date numbers, values) of a series; numbers, not datetimes, for speed."""
+def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[Any, list]:
+    """(date numbers, values) of a series; numbers, not datetimes, for speed (a numpy
+    array of them when numpy is there)."""
     step = series.step * series.valuesPerPoint
     values = list(series)
     if options.bool('drawNullAsZero'):
@@ -73,7 +74,7 @@ def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
     if np is None:
         return [first + i * per_step for i in range(len(values))], values
     # the same two roundings a point as first + i * per_step, for all points at once
-    return (first + np.arange(len(values), dtype=np.float64) * per_step).tolist(), values
+    return first + np.arange(len(values), dtype=np.float64) * per_step, values
 
 
 _FLOATS_OR_NONE = frozenset([float, type(None)])
@@ -120,7 +121,11 @@ def _merge_points(series_list: list) -> None:
             series.valuesPerPoint = 1
 
 
-def _nan(values: list) -> list:
+def _nan(values: list) -> Any:
+    """The values as floats, None as NaN (a numpy array when numpy is there)."""
+    np = packed.np
+    if np is not None:
+        return np.array(values, dtype=np.float64)
     return [float('nan') if v is None else float(v) for v in values]
 
 
