@@ -132,7 +132,8 @@ class AggregatorDaemon(AggregationTicks, Daemon):
         self.settings["RELAY_METHOD"] = "consistent-hashing"
         self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
         self.aggregation_stages = AggregationStages(self.settings, self.stats, self.log)
-        return Composition(processors=self.lists() + self.aggregation_stages.processors(),
+        return Composition(receivers=self.listeners(),
+                           processors=self.lists() + self.aggregation_stages.processors(),
                            sink=self.relay)
 
     def make_reporter(self) -> Reporter:

@@ -19,12 +19,13 @@ from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.config.loader import load_settings
-from carbon.daemon.base import Composition, Daemon, log_lines
+from carbon.daemon.base import Composition, Daemon, Opener, log_lines
 from carbon.daemon.notify import notify
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.pipeline import Processor
 from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
 from carbon.receivers.limits import GuardedPort, listen_tcp
+from carbon.receivers.listeners import ReceiverSpec
 from carbon.storage.backend import StorageBackend, as_backend
 from carbon.writer.tagfeed import TagFeed
 from carbon.writer.schemacheck import SchemaCheck
@@ -61,10 +62,31 @@ class CacheDaemon(Daemon):
     carbonlink_port: GuardedPort | None = None  # with CACHE_QUERY_PORT
 
     def stages(self) -> Composition:
-        """carbon-cache: [white/blacklist] -> cache (written by the writer thread);
-        carbon-aggregator-cache puts its aggregation stages between them."""
+        """carbon-cache: [carbonlink (CACHE_QUERY_PORT), receivers] -> [white/blacklist]
+        -> cache (written by the writer thread); carbon-aggregator-cache puts its
+        aggregation stages between them."""
         sink = self.make_cache_sink()
-        return Composition(processors=self.lists() + self.aggregation(), sink=sink)
+        return Composition(receivers=self.query_listeners() + self.listeners(),
+                           processors=self.lists() + self.aggregation(), sink=sink)
+
+    def query_listeners(self) -> list[ReceiverSpec]:
+        """Carbonlink on CACHE_QUERY_INTERFACE:CACHE_QUERY_PORT (0: none)."""
+        settings = self.settings
+        port = int(settings["CACHE_QUERY_PORT"] or 0)
+        if not port:
+            return []
+        return [ReceiverSpec("carbonlink", str(settings["CACHE_QUERY_INTERFACE"]), port,
+                             int(settings["CACHE_QUERY_BACKLOG"]))]
+
+    def openers(self) -> dict[str, Opener]:
+        """Besides the metric receivers: carbonlink, on the handler ``start_sink`` made;
+        it stays open until the cache has drained (``stop_sink`` closes it)."""
+        def carbonlink(spec: ReceiverSpec) -> None:
+            self.carbonlink_port = listen_tcp(
+                self.reactor, spec.port, CarbonLinkFactory(self.carbonlink_handler),
+                backlog=spec.backlog, interface=spec.interface)
+
+        return {**super().openers(), "carbonlink": carbonlink}
 
     def aggregation(self) -> list[Processor]:
         """carbon-aggregator-cache's aggregation stages (none in carbon-cache)."""
@@ -133,12 +155,7 @@ class CacheDaemon(Daemon):
                 self.every(journal.fsync_interval, self.sync_journal)
         handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log,
                                     writer=self.writer)
-        port = int(settings.CACHE_QUERY_PORT or 0)
-        if port:
-            self.carbonlink_port = listen_tcp(
-                self.reactor, port, CarbonLinkFactory(handler),
-                backlog=int(settings.CACHE_QUERY_BACKLOG),
-                interface=settings.CACHE_QUERY_INTERFACE)
+        self.carbonlink_handler = handler  # carbonlink opens with the receivers (openers)
         if settings.ENABLE_TAGS:
             self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
             self.writer.tag_feed.start()

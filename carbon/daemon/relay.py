@@ -53,7 +53,8 @@ class RelayDaemon(Daemon):
             processors.append(LineListFilter(self.list_filter,
                                              int(self.settings["RELAY_HASH_CACHE_SIZE"] or 0)))
         processors.append(ChunkStage(self.relay))
-        return Composition(processors=processors, sink=self.relay, read_size=READ_BYTES)
+        return Composition(receivers=self.listeners(), processors=processors, sink=self.relay,
+                           read_size=READ_BYTES)
 
     def make_reporter(self) -> Reporter:
         gauges = {"activeConnections": lambda: len(self.receivers.connections)}

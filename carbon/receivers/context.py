@@ -1,7 +1,9 @@
-"""State shared by every receiver connection of one daemon."""
+"""State shared by every receiver connection of one daemon, and what they read of
+carbon.conf (``ReceiverConfig``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from carbon.config.settings import Settings
@@ -9,33 +11,67 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Pipeline
 from carbon.flow import FlowControl
-from carbon.receivers.limits import ConnectionLimit
+from carbon.receivers.limits import ConnectionLimit, LimitConfig
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    """What the receiver connections read of carbon.conf, built once per daemon
+    (``from_settings``); the defaults are carbon.config.defaults'."""
+
+    max_length: int  # LINE_RECEIVER_MAX_LENGTH
+    pickle_max_length: int  # PICKLE_RECEIVER_MAX_LENGTH
+    insecure_unpickler: bool  # USE_INSECURE_UNPICKLER
+    resolution: int  # MIN_TIMESTAMP_RESOLUTION (0: none)
+    idle_timeout: float | None  # METRIC_CLIENT_IDLE_TIMEOUT (None: none)
+    keepalive: bool  # TCP_KEEPALIVE
+    keepalive_options: tuple[tuple[str, int], ...]  # TCP_KEEPIDLE/KEEPINTVL/KEEPCNT set
+    log_success: bool  # LOG_LISTENER_CONN_SUCCESS
+    log_lost: bool  # LOG_LISTENER_CONN_LOST
+    limit: LimitConfig  # MAX_RECEIVER_CONNECTIONS, RECEIVER_FD_RESERVE
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReceiverConfig:
+        idle = settings["METRIC_CLIENT_IDLE_TIMEOUT"]  # None: connections never time out
+        return cls(
+            max_length=int(settings["LINE_RECEIVER_MAX_LENGTH"]),
+            pickle_max_length=int(settings["PICKLE_RECEIVER_MAX_LENGTH"]),
+            insecure_unpickler=bool(settings["USE_INSECURE_UNPICKLER"]),
+            resolution=int(settings["MIN_TIMESTAMP_RESOLUTION"] or 0),
+            idle_timeout=None if idle is None else float(idle),
+            keepalive=bool(settings["TCP_KEEPALIVE"]),
+            keepalive_options=tuple(
+                (name, int(settings[name])) for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL",
+                                                         "TCP_KEEPCNT")
+                if settings.get(name) is not None),
+            log_success=bool(settings["LOG_LISTENER_CONN_SUCCESS"]),
+            log_lost=bool(settings["LOG_LISTENER_CONN_LOST"]),
+            limit=LimitConfig.from_settings(settings))
 
 
 class ReceiverContext:
-    """Settings, pipeline, stats, flow control, logs and live connections.
+    """Configuration, pipeline, stats, flow control, logs and live connections.
 
     Built once per daemon and handed to every receiver factory; no globals.
     """
 
-    def __init__(self, settings: Settings, pipeline: Pipeline, stats: Stats,
+    def __init__(self, config: ReceiverConfig, pipeline: Pipeline, stats: Stats,
                  flow: FlowControl, log: CarbonLog) -> None:
-        self.settings = settings
+        self.config = config
         self.pipeline = pipeline
         self.stats = stats
         self.flow = flow
         self.log = log
         self.connections: set[Any] = set()
-        self.ports: list[Any] = []
-        self.limit = ConnectionLimit(settings, log.listener)
+        self.limit = ConnectionLimit(config.limit, log.listener)
         # hand_off(conn, kind, factory): set by a daemon that spreads inbound TCP
         # connections over worker processes ("line" or "pickle"; see listeners).
         self.hand_off: Any = None
         self.bad_lines = IntervalLog(log.listener, "invalid lines received")
         self.bad_pickles = IntervalLog(log.listener, "invalid pickles received")
         self.failed_batches = IntervalLog(log.listener, "batches failed in the pipeline")
-        self.max_length = int(settings["LINE_RECEIVER_MAX_LENGTH"])
-        self.resolution = int(settings.MIN_TIMESTAMP_RESOLUTION or 0)
+        self.max_length = config.max_length
+        self.resolution = config.resolution
         # Bytes a TCP receiver asks for in one read (0 keeps Twisted's 64 KiB); a daemon
         # whose stages take whole reads may ask for more: fewer calls a line.
         self.read_size = 0

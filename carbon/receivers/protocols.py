@@ -13,26 +13,25 @@ from twisted.internet.protocol import DatagramProtocol, Factory, Protocol
 from twisted.protocols.policies import TimeoutMixin
 
 from carbon.pipeline import Batch
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.formats.pickled import native_points, points_from_pickle, split_frames
 from carbon.formats.plaintext import canonical_lines, parse_lines, printable, split_buffer
 from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 
-def _enable_keepalive(transport: Any, settings: Any) -> None:
+def _enable_keepalive(transport: Any, config: ReceiverConfig) -> None:
     # Twisted transports: only socket ones have a handle (not a test's string transport)
-    if not settings.TCP_KEEPALIVE or not hasattr(transport, "getHandle"):
+    if not config.keepalive or not hasattr(transport, "getHandle"):
         return
     sock = transport.getHandle()
     if getattr(sock, "type", None) != socket.SOCK_STREAM:  # a socket-like handle
         return
     transport.setTcpKeepAlive(1)
-    for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
+    for name, value in config.keepalive_options:
         # TCP_KEEP* constants are not on every platform
         flag = getattr(socket, name, None)
-        value = settings.get(name)
-        if flag is not None and value is not None:
-            sock.setsockopt(socket.SOL_TCP, flag, int(value))
+        if flag is not None:
+            sock.setsockopt(socket.SOL_TCP, flag, value)
 
 
 class MetricReceiver(Protocol, TimeoutMixin):
@@ -46,28 +45,28 @@ class MetricReceiver(Protocol, TimeoutMixin):
         self.draining: Any = None  # a ConnectionDrain once shutdown has begun
 
     def connectionMade(self) -> None:  # noqa: N802
-        settings = self.context.settings
+        config = self.context.config
         # a Twisted TCP transport has bufferSize; TLS and test transports do not
         if self.context.read_size and hasattr(self.transport, "bufferSize"):
             self.transport.bufferSize = self.context.read_size
-        self.setTimeout(settings.METRIC_CLIENT_IDLE_TIMEOUT)
-        _enable_keepalive(self.transport, settings)
+        self.setTimeout(config.idle_timeout)
+        _enable_keepalive(self.transport, config)
         peer = self.transport.getPeer()
         # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
-        if settings.LOG_LISTENER_CONN_SUCCESS:
+        if config.log_success:
             self.context.log.listener("%s connection with %s established" % (self.kind, self.peer))
         self.context.connection_opened(self)
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
         self.setTimeout(None)
         self.flush_tail()
-        settings = self.context.settings
+        config = self.context.config
         if reason is None or reason.check(ConnectionDone):
-            if settings.LOG_LISTENER_CONN_SUCCESS:
+            if config.log_success:
                 self.context.log.listener("%s connection with %s closed cleanly" % (
                     self.kind, self.peer))
-        elif settings.LOG_LISTENER_CONN_LOST:
+        elif config.log_lost:
             self.context.log.listener("%s connection with %s lost: %s" % (
                 self.kind, self.peer, reason.value))
         self.context.connection_closed(self)
@@ -171,8 +170,8 @@ class PickleReceiver(MetricReceiver):
     def __init__(self, context: ReceiverContext) -> None:
         super().__init__(context)
         self.buffer = b""
-        self.max_length = int(context.settings.PICKLE_RECEIVER_MAX_LENGTH)
-        self.insecure = bool(context.settings.USE_INSECURE_UNPICKLER)
+        self.max_length = context.config.pickle_max_length
+        self.insecure = context.config.insecure_unpickler
 
     def received(self, data: bytes) -> None:
         self.resetTimeout()

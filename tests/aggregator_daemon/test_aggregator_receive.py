@@ -19,7 +19,7 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
@@ -102,7 +102,8 @@ def test_reads_over_tcp_aggregate_exactly_like_parsed_tuples(stager):
 
     @defer.inlineCallbacks
     def body(reactor):
-        context = ReceiverContext(settings, pipeline, stats, FlowControl(), MemoryLog())
+        context = ReceiverContext(ReceiverConfig.from_settings(settings), pipeline, stats,
+                                  FlowControl(), MemoryLog())
         listener = reactor.listenTCP(0, ReceiverFactory(LineReceiver, context),
                                      interface="127.0.0.1")
 
