@@ -171,7 +171,7 @@ class Daemon:
     def flush_logs(self) -> None:
         self.receivers.flush_logs()
 
-    def stop_input(self) -> defer.Deferred:
+    def stop_input(self) -> defer.Deferred[Any]:
         """Stop accepting and reading: pause live connections, close listening ports."""
         self.flow.enabled = True
         self.flow.pause("shutdown")
@@ -194,7 +194,7 @@ class Daemon:
         yield self.stop_sink()
         self.log.msg("%s shut down cleanly" % self.settings.get("program", "carbon"))
 
-    def stop_sink(self) -> defer.Deferred:
+    def stop_sink(self) -> defer.Deferred[Any]:
         return defer.succeed(None)
 
     # -- SIGHUP ---------------------------------------------------------

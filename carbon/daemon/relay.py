@@ -47,7 +47,8 @@ class RelayDaemon(Daemon):
     def stages(self) -> Composition:
         """[white/blacklist, also of LineBatches] -> whole reads routed in C (used when
         no stage before it changes reads) -> RelaySink; reads of READ_BYTES."""
-        self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
+        self.relay = RelaySink.from_settings(self.settings, self.flow, self.stats, self.reactor,
+                                             log=self.log)
         processors: list[Processor] = []
         if self.list_filter is not None:
             processors.append(LineListFilter(self.list_filter,
@@ -148,6 +149,6 @@ class RelayDaemon(Daemon):
         return defer.gatherResults(waits)
 
 
-def _rules_key(rules: list[RelayRule]) -> list[tuple]:
+def _rules_key(rules: list[RelayRule]) -> list[tuple[Any, ...]]:
     return [(rule.name, rule.pattern, tuple(rule.destinations), rule.continue_matching)
             for rule in rules]

@@ -5,6 +5,7 @@ pickle (TCP) or UDP one."""
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,12 @@ def listen(reactor: Any, context: ReceiverContext, spec: ReceiverSpec) -> Any:
     factory = ReceiverFactory(TCP_PROTOCOLS[spec.kind], context)
     hand_off = context.hand_off
     if hand_off is not None:  # connections spread over worker processes
-        return HandOffPort(
-            reactor, spec.port, lambda conn, k=spec.kind, f=factory: hand_off(conn, k, f),
-            backlog=spec.backlog, interface=spec.interface, limit=context.limit)
+        kind = spec.kind
+
+        def dispatch(conn: socket.socket) -> None:
+            hand_off(conn, kind, factory)
+
+        return HandOffPort(reactor, spec.port, dispatch, backlog=spec.backlog,
+                           interface=spec.interface, limit=context.limit)
     return listen_tcp(reactor, spec.port, factory, backlog=spec.backlog,
                       interface=spec.interface, limit=context.limit)

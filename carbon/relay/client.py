@@ -113,7 +113,7 @@ class DestinationClient:
         self.stopping = False
         self.dropped_unlogged = 0
         self._reconnect_call: Any = None
-        self._closed: defer.Deferred | None = None
+        self._closed: defer.Deferred[Any] | None = None
         name = "destinations.%s." % destination.stat_name
         self.stat = {key: name + key for key in (
             "sent", "batchesSent", "attemptedRelays", "queuedUntilConnected",
@@ -375,7 +375,7 @@ class DestinationClient:
     def drained(self) -> bool:
         return not self.pending
 
-    def close(self, abort: bool = False) -> defer.Deferred:
+    def close(self, abort: bool = False) -> defer.Deferred[Any]:
         """Close the connection (flushing its buffer unless ``abort``); fires when closed."""
         protocol = self.protocol
         if protocol is None:

@@ -68,8 +68,9 @@ class SenderProtocol(Protocol):
         self.closing = True
 
 
-def tls_options(settings: Any, host: str) -> Any:
-    """Client TLS options for DESTINATION_TRANSPORT = ssl (DESTINATION_SSL_CA optional)."""
+def tls_options(ca_file: str | None, host: str) -> Any:
+    """Client TLS options for DESTINATION_TRANSPORT = ssl (``ca_file``:
+    DESTINATION_SSL_CA, optional)."""
     try:
         import OpenSSL  # noqa: F401
         from twisted.internet import ssl
@@ -77,7 +78,6 @@ def tls_options(settings: Any, host: str) -> Any:
         raise ConfigError("SSL destination transport request, but no Python OpenSSL "
                           "available.", key="DESTINATION_TRANSPORT") from None
     authority = None
-    ca_file = settings.get("DESTINATION_SSL_CA")
     if ca_file:
         try:
             with open(ca_file) as handle:

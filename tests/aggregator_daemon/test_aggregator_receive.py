@@ -12,7 +12,7 @@ import pytest
 from twisted.internet import defer
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.aggregator.staging import stage, stage_chunk
 from carbon.config.settings import Settings
@@ -71,7 +71,7 @@ class _Sink:
 def aggregator(stager) -> tuple[AggregationProcessor, Pipeline, Settings]:
     settings = Settings(FORWARD_ALL=False, LINE_RECEIVER_MAX_LENGTH=MAX_LENGTH)
     proc = AggregationProcessor(parse_rules(RULES), BufferManager.from_settings(settings),
-                                settings, Stats())
+                                AggregationConfig.from_settings(settings), Stats())
     proc.stage = stager
     rewrites = parse_rewrite_rules("")
     pipeline = Pipeline([RewriteProcessor(rewrites, "pre"), proc,
@@ -135,7 +135,7 @@ def test_reads_over_tcp_aggregate_exactly_like_parsed_tuples(stager):
     ref_settings = Settings(FORWARD_ALL=False)
     reference = AggregationProcessor(parse_rules(RULES),
                                      BufferManager.from_settings(ref_settings),
-                                     ref_settings, Stats())
+                                     AggregationConfig.from_settings(ref_settings), Stats())
     reference.process([p for p in valid if p[0] != "unmatched.name"])
     got = sorted(proc.flush(BASE + 100, force=True))
     assert got == sorted(reference.flush(BASE + 100, force=True))

@@ -75,7 +75,7 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
         settings = relay_settings(tmp_path, ports, DESTINATION_PROTOCOL=protocol,
                                   REPLICATION_FACTOR=2)
         stats, flow = Stats(), FlowControl()
-        sink = RelaySink(settings, flow, stats, reactor, log=MemoryLog())
+        sink = RelaySink.from_settings(settings, flow, stats, reactor, log=MemoryLog())
         for name, key in (("put_lines", "lines"), ("put_many", "tuples"),
                           ("put_chunk", "chunks")):
             original = getattr(sink, name)
