@@ -140,7 +140,8 @@ class AggregatorDaemon(AggregationTicks, Daemon):
                            sink=self.relay)
 
     def make_reporter(self) -> Reporter:
-        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        gauges: dict[str, Callable[[], float]] = {
+            "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.aggregation_stages.gauges())
         gauges.update(self.relay.gauges())
         return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,

@@ -58,7 +58,8 @@ class RelayDaemon(Daemon):
                            read_size=READ_BYTES)
 
     def make_reporter(self) -> Reporter:
-        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        gauges: dict[str, Callable[[], float]] = {
+            "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.relay.gauges())  # destinations.<d>.queued / .spool
         return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
                         gauges=gauges, extra=relay_extra)

@@ -132,7 +132,7 @@ class ConnectionLimit:
         if self.quiet:
             self.quiet, self.announced = False, True
             self.log(self.summary(-1, "%s: cannot accept (%s)" % (
-                port, errno.errorcode.get(exc.errno, exc.errno))))
+                port, errno.errorcode.get(exc.errno or 0, exc.errno))))
 
     def summary(self, open_connections: int, what: str) -> str:
         reason = ("MAX_RECEIVER_CONNECTIONS" if self.configured <= self.by_descriptors
@@ -193,6 +193,7 @@ class GuardedPort(tcp.Port):
             self.socket = _CountingSocket(self.socket, self._exhausted)
 
     def _exhausted(self, exc: OSError) -> None:
+        assert self.limit is not None  # (installed only with a limit)
         self.limit.descriptors_exhausted(self, exc)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import compress
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
 
@@ -178,7 +178,10 @@ class RelaySink(Sink):
             kept[dest] = client
         added = [d for d, client in kept.items() if client is None]
         fresh = self._make_clients(added) if added else {}
-        clients = {d: fresh[d] if kept[d] is None else kept[d] for d in destinations}
+        clients: dict[Destination, DestinationClient] = {}
+        for dest in destinations:
+            client = kept[dest]
+            clients[dest] = fresh[dest] if client is None else client
         dropped = [d for d in self.clients if d not in clients]
         for dest in dropped:
             self.retiring[dest] = self.clients[dest]
@@ -232,7 +235,7 @@ class RelaySink(Sink):
         if not batch:
             return
         if self.normalize_tags:
-            batch = normalize_batch(batch, _keep_name)
+            batch = cast(Batch, normalize_batch(batch, _keep_name))  # the list or a new one
         if self.stopped:
             self._spool_late(batch)
             return
@@ -374,8 +377,7 @@ class RelaySink(Sink):
         out: dict[str, Callable[[], float]] = {}
         for client in self.clients.values():
             name = "destinations.%s." % client.destination.stat_name
-            out[name + "queued"] = lambda c=client: c.queued
-            out[name + "spool"] = lambda c=client: c.spool.points
+            out[name + "queued"], out[name + "spool"] = _queue_gauges(client)
         return out
 
     # -- shutdown -----------------------------------------------------------------------
@@ -393,6 +395,11 @@ class RelaySink(Sink):
 
     def _stopped(self, _: Any) -> None:
         self.stopped = True
+
+
+def _queue_gauges(client: DestinationClient) -> tuple[Callable[[], float], Callable[[], float]]:
+    """A client's queued and spooled points, as gauges."""
+    return (lambda: client.queued), (lambda: client.spool.points)
 
 
 def _keep_name(name: str, error: ValueError) -> str:
