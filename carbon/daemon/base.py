@@ -24,8 +24,9 @@ from carbon.receivers.limits import release_reserved_descriptor
 from carbon.receivers.listeners import ReceiverSpec, listen, metric_listeners
 
 Opener = Callable[[ReceiverSpec], Any]
-# Listeners that serve the sink rather than feed it (carbonlink): listed first, opened
-# before the receiver connection limit is worked out, closed by the sink once it drained.
+# Listeners that serve the sink rather than feed it (carbonlink): listed first, opened by
+# the sink's start once it can answer (before the receiver connection limit is worked
+# out), closed by the sink once it drained.
 SINK_KINDS = ("carbonlink",)
 
 
@@ -133,7 +134,8 @@ class Daemon:
 
     def start(self) -> None:
         """Start the sink's services, then the receivers, then periodic tasks."""
-        self.start_sink()
+        self.start_sink()  # opens the sink's own listeners (SINK_KINDS) when ready for them
+        self.receivers.limit.plan(self.descriptor_claims())
         self.open_receivers()
         interval = float(self.settings.CARBON_METRIC_INTERVAL or 0)
         if interval > 0:
@@ -143,22 +145,16 @@ class Daemon:
             self.every(10, self.list_filter.reload)
         self.reactor.addSystemEventTrigger("before", "shutdown", self.shutdown)
 
-    def open_receivers(self) -> None:
-        """Open ``composition.receivers`` in order. The connection limit is worked out
-        once the sink's listeners (SINK_KINDS) are open, before the first other
-        receiver (every descriptor the daemon keeps is open by then; see
-        ``carbon.receivers.limits``)."""
+    def open_receivers(self, sink_side: bool = False) -> None:
+        """Open the receivers of ``composition.receivers``, in their order: those that
+        feed the pipeline, or (``sink_side``) the sink's own listeners (SINK_KINDS),
+        which ``start_sink`` opens once the sink can answer."""
         openers = self.openers()
-        planned = False
         for spec in self.composition.receivers:
-            if not planned and spec.kind not in SINK_KINDS:
-                self.receivers.limit.plan(self.descriptor_claims())
-                planned = True
-            port = openers[spec.kind](spec)
-            if port is not None:
-                self.ports.append(port)
-        if not planned:
-            self.receivers.limit.plan(self.descriptor_claims())
+            if (spec.kind in SINK_KINDS) == sink_side:
+                port = openers[spec.kind](spec)
+                if port is not None:
+                    self.ports.append(port)
 
     def start_sink(self) -> None:
         """Start whatever the sink needs (writer thread, destination clients)."""

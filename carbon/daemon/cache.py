@@ -79,8 +79,9 @@ class CacheDaemon(Daemon):
                              int(settings["CACHE_QUERY_BACKLOG"]))]
 
     def openers(self) -> dict[str, Opener]:
-        """Besides the metric receivers: carbonlink, on the handler ``start_sink`` made;
-        it stays open until the cache has drained (``stop_sink`` closes it)."""
+        """Besides the metric receivers: carbonlink, on the handler ``start_sink`` made
+        (which opens it); it stays open until the cache has drained (``stop_sink``
+        closes it)."""
         def carbonlink(spec: ReceiverSpec) -> None:
             self.carbonlink_port = listen_tcp(
                 self.reactor, spec.port, CarbonLinkFactory(self.carbonlink_handler),
@@ -155,7 +156,8 @@ class CacheDaemon(Daemon):
                 self.every(journal.fsync_interval, self.sync_journal)
         handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log,
                                     writer=self.writer)
-        self.carbonlink_handler = handler  # carbonlink opens with the receivers (openers)
+        self.carbonlink_handler = handler
+        self.open_receivers(sink_side=True)  # carbonlink (CACHE_QUERY_PORT), as listed
         if settings.ENABLE_TAGS:
             self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
             self.writer.tag_feed.start()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import signal
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from carbon.relay.client import DestinationClient
 from carbon.relay.client_set import make_clients
 from carbon.relay.sink import RelaySink
 from tests.relay.harness import run_reactor
+from tests.support import CarbonInstance, carbonlink, port_open, send_tcp, wait_for
 
 DAEMONS: list[type[Daemon]] = [CacheDaemon, RelayDaemon, AggregatorDaemon,
                                AggregatorCacheDaemon]
@@ -176,3 +179,33 @@ def test_configs_take_their_defaults_from_defaults():
                                             log_misses=DEFAULTS["LOG_AGGREGATOR_MISSES"])
     with pytest.raises(dataclasses.FrozenInstanceError):
         receiver.max_length = 1  # type: ignore[misc]
+
+
+
+def test_a_cache_keeps_carbonlink_open_past_its_receivers(tmp_path):
+    """carbonlink is the sink's listener (listed first, opened by the sink's start, closed
+    once the cache drained): during the shutdown drain the line port is closed while
+    carbonlink still answers for the points not yet written."""
+    instance = CarbonInstance(tmp_path, MAX_UPDATES_PER_SECOND=1,
+                              MAX_UPDATES_PER_SECOND_ON_SHUTDOWN=4)
+    metrics = ["drain.m%d" % i for i in range(24)]
+    instance.start_foreground()
+    try:
+        now = int(time.time()) // 60 * 60
+        send_tcp(instance.line_port, b"".join(b"%s 1 %d\n" % (m.encode(), now)
+                                              for m in metrics))
+
+        def cached() -> int:
+            answer = carbonlink(instance.query_port, {"type": "cache-query-bulk",
+                                                      "metrics": metrics})
+            return sum(len(points) for points in answer["datapointsByMetric"].values())
+
+        wait_for(lambda: cached() >= len(metrics) - 2, what="points in the cache")
+        assert instance.proc is not None
+        instance.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: not port_open(instance.line_port), what="the line port to close")
+        assert instance.proc.poll() is None, "drained already: nothing shows the order"
+        assert cached() > 0  # carbonlink answers while the cache drains
+        assert instance.proc.wait(60) == 0
+    finally:
+        instance.kill()
