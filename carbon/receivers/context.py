@@ -8,6 +8,7 @@ from typing import Any
 
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
+from carbon.keepalive import KeepAlive
 from carbon.logs import CarbonLog, IntervalLog
 from carbon.pipeline import Pipeline
 from carbon.flow import FlowControl
@@ -24,8 +25,7 @@ class ReceiverConfig:
     insecure_unpickler: bool  # USE_INSECURE_UNPICKLER
     resolution: int  # MIN_TIMESTAMP_RESOLUTION (0: none)
     idle_timeout: float | None  # METRIC_CLIENT_IDLE_TIMEOUT (None: none)
-    keepalive: bool  # TCP_KEEPALIVE
-    keepalive_options: tuple[tuple[str, int], ...]  # TCP_KEEPIDLE/KEEPINTVL/KEEPCNT set
+    keepalive: KeepAlive  # TCP_KEEPALIVE, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT
     log_success: bool  # LOG_LISTENER_CONN_SUCCESS
     log_lost: bool  # LOG_LISTENER_CONN_LOST
     limit: LimitConfig  # MAX_RECEIVER_CONNECTIONS, RECEIVER_FD_RESERVE
@@ -39,11 +39,7 @@ class ReceiverConfig:
             insecure_unpickler=bool(settings["USE_INSECURE_UNPICKLER"]),
             resolution=int(settings["MIN_TIMESTAMP_RESOLUTION"] or 0),
             idle_timeout=None if idle is None else float(idle),
-            keepalive=bool(settings["TCP_KEEPALIVE"]),
-            keepalive_options=tuple(
-                (name, int(settings[name])) for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL",
-                                                         "TCP_KEEPCNT")
-                if settings.get(name) is not None),
+            keepalive=KeepAlive.from_settings(settings),
             log_success=bool(settings["LOG_LISTENER_CONN_SUCCESS"]),
             log_lost=bool(settings["LOG_LISTENER_CONN_LOST"]),
             limit=LimitConfig.from_settings(settings))

@@ -5,7 +5,6 @@ Each socket read is parsed in bulk into one batch and handed to the pipeline.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from twisted.internet.error import ConnectionDone
@@ -13,25 +12,10 @@ from twisted.internet.protocol import DatagramProtocol, Factory, Protocol
 from twisted.protocols.policies import TimeoutMixin
 
 from carbon.pipeline import Batch
-from carbon.receivers.context import ReceiverConfig, ReceiverContext
+from carbon.receivers.context import ReceiverContext
 from carbon.formats.pickled import native_points, points_from_pickle, split_frames
 from carbon.formats.plaintext import canonical_lines, parse_lines, printable, split_buffer
 from carbon.formats.unpickler import PICKLE_ERRORS, loads
-
-
-def _enable_keepalive(transport: Any, config: ReceiverConfig) -> None:
-    # Twisted transports: only socket ones have a handle (not a test's string transport)
-    if not config.keepalive or not hasattr(transport, "getHandle"):
-        return
-    sock = transport.getHandle()
-    if getattr(sock, "type", None) != socket.SOCK_STREAM:  # a socket-like handle
-        return
-    transport.setTcpKeepAlive(1)
-    for name, value in config.keepalive_options:
-        # TCP_KEEP* constants are not on every platform
-        flag = getattr(socket, name, None)
-        if flag is not None:
-            sock.setsockopt(socket.SOL_TCP, flag, value)
 
 
 class MetricReceiver(Protocol, TimeoutMixin):
@@ -50,7 +34,7 @@ class MetricReceiver(Protocol, TimeoutMixin):
         if self.context.read_size and hasattr(self.transport, "bufferSize"):
             self.transport.bufferSize = self.context.read_size
         self.setTimeout(config.idle_timeout)
-        _enable_keepalive(self.transport, config)
+        config.keepalive.enable(self.transport)
         peer = self.transport.getPeer()
         # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))

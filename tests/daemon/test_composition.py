@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet import defer
+from twisted.internet import defer, task
 
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
@@ -133,19 +133,30 @@ def test_start_opens_what_the_list_says_in_its_order(tmp_path):
                                LINE_RECEIVER_PORT=line, PICKLE_RECEIVER_PORT=0,
                                ENABLE_UDP_LISTENER=True, UDP_RECEIVER_INTERFACE="127.0.0.1",
                                UDP_RECEIVER_PORT=udp, SHUTDOWN_FLUSH_TIMEOUT=0.5,
-                               CARBON_METRIC_INTERVAL=0)
+                               CARBON_METRIC_INTERVAL=0, TCP_KEEPIDLE=17)
 
     @defer.inlineCallbacks
     def body(reactor: Any) -> Any:
         daemon = RelayDaemon(settings, MemoryLog(), reactor)
         daemon.start()
         opened = [(port.getHost().type, port.getHost().port) for port in daemon.ports]
+        sender = socket.create_connection(("127.0.0.1", line))
+        for _ in range(200):
+            if daemon.receivers.connections:
+                break
+            yield task.deferLater(reactor, 0.01, lambda: None)
+        # the receiver's side of the connection has TCP_KEEPALIVE and TCP_KEEPIDLE
+        handle = next(iter(daemon.receivers.connections)).transport.getHandle()
+        keepalive = (handle.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                     handle.getsockopt(socket.SOL_TCP, socket.TCP_KEEPIDLE))
+        sender.close()
         yield daemon.shutdown()
-        return daemon, opened
+        return daemon, opened, keepalive
 
-    daemon, opened = run_reactor(body)
+    daemon, opened, keepalive = run_reactor(body)
     assert listed(daemon) == [("line", "127.0.0.1", line), ("udp", "127.0.0.1", udp)]
     assert opened == [("TCP", line), ("UDP", udp)]
+    assert keepalive == (1, 17)
 
 
 # The components a daemon composes: each takes a frozen config (or plain values), never
@@ -171,7 +182,7 @@ def test_configs_take_their_defaults_from_defaults():
     assert receiver.max_length == DEFAULTS["LINE_RECEIVER_MAX_LENGTH"]
     assert receiver.pickle_max_length == DEFAULTS["PICKLE_RECEIVER_MAX_LENGTH"]
     assert receiver.limit.fd_reserve == DEFAULTS["RECEIVER_FD_RESERVE"]
-    assert receiver.keepalive_options == (("TCP_KEEPIDLE", DEFAULTS["TCP_KEEPIDLE"]),
+    assert receiver.keepalive.options == (("TCP_KEEPIDLE", DEFAULTS["TCP_KEEPIDLE"]),
                                           ("TCP_KEEPINTVL", DEFAULTS["TCP_KEEPINTVL"]),
                                           ("TCP_KEEPCNT", DEFAULTS["TCP_KEEPCNT"]))
     aggregation = AggregationConfig.from_settings(Settings(FORWARD_ALL=False))
