@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.keepalive import KeepAlive
@@ -32,17 +33,31 @@ class ReceiverConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ReceiverConfig:
-        idle = settings["METRIC_CLIENT_IDLE_TIMEOUT"]  # None: connections never time out
         return cls(
             max_length=int(settings["LINE_RECEIVER_MAX_LENGTH"]),
             pickle_max_length=int(settings["PICKLE_RECEIVER_MAX_LENGTH"]),
             insecure_unpickler=bool(settings["USE_INSECURE_UNPICKLER"]),
             resolution=int(settings["MIN_TIMESTAMP_RESOLUTION"] or 0),
-            idle_timeout=None if idle is None else float(idle),
+            idle_timeout=idle_timeout(settings),
             keepalive=KeepAlive.from_settings(settings),
             log_success=bool(settings["LOG_LISTENER_CONN_SUCCESS"]),
             log_lost=bool(settings["LOG_LISTENER_CONN_LOST"]),
             limit=LimitConfig.from_settings(settings))
+
+
+def idle_timeout(settings: Settings) -> float | None:
+    """METRIC_CLIENT_IDLE_TIMEOUT in seconds; None (unset, or carbon.conf's example
+    ``None``): connections never time out. Anything else is a ConfigError naming the key
+    (carbon 1.1.10 takes the text and fails on every connection)."""
+    value = settings["METRIC_CLIENT_IDLE_TIMEOUT"]
+    if value is None or value == "None":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError("METRIC_CLIENT_IDLE_TIMEOUT must be a number of seconds, not %r"
+                          % (value,), settings.get("config_file"),
+                          key="METRIC_CLIENT_IDLE_TIMEOUT") from None
 
 
 class ReceiverContext:

@@ -19,6 +19,7 @@ from twisted.internet import defer, task
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.config.defaults import DEFAULTS
+from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
 from carbon.daemon.aggregator import AggregatorCacheDaemon, AggregatorDaemon
 from carbon.daemon.base import Daemon
@@ -220,3 +221,15 @@ def test_a_cache_keeps_carbonlink_open_past_its_receivers(tmp_path):
         assert instance.proc.wait(60) == 0
     finally:
         instance.kill()
+
+
+def test_idle_timeout_is_seconds_or_none_and_a_bad_one_names_the_key():
+    assert ReceiverConfig.from_settings(Settings()).idle_timeout is None
+    assert ReceiverConfig.from_settings(Settings(METRIC_CLIENT_IDLE_TIMEOUT=90)).idle_timeout \
+        == 90.0
+    assert ReceiverConfig.from_settings(
+        Settings(METRIC_CLIENT_IDLE_TIMEOUT="None")).idle_timeout is None
+    with pytest.raises(ConfigError, match="METRIC_CLIENT_IDLE_TIMEOUT") as error:
+        ReceiverConfig.from_settings(Settings(METRIC_CLIENT_IDLE_TIMEOUT="soon",
+                                              config_file="/etc/carbon/carbon.conf"))
+    assert "/etc/carbon/carbon.conf" in str(error.value) and "'soon'" in str(error.value)
