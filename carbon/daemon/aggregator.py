@@ -144,7 +144,7 @@ class AggregatorDaemon(AggregationTicks, Daemon):
             "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.aggregation_stages.gauges())
         gauges.update(self.relay.gauges())
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges=gauges, extra=aggregator_extra)
 
     def start_sink(self) -> None:

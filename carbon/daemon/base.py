@@ -12,7 +12,7 @@ from carbon.config.errors import ConfigError
 from carbon.config.patternlist import PatternList
 from carbon.config.settings import Settings
 from carbon.daemon.manhole import listen_manhole, manhole_receiver
-from carbon.instrumentation.reporter import Reporter
+from carbon.instrumentation.reporter import Reporter, ReporterConfig
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.pipeline import Pipeline, Processor, Sink
@@ -28,6 +28,11 @@ Opener = Callable[[ReceiverSpec], Any]
 # the sink's start once it can answer (before the receiver connection limit is worked
 # out), closed by the sink once it drained.
 SINK_KINDS = ("carbonlink",)
+
+
+# A receiver's read where a C stage takes whole reads (the relay's router, carbon-cache's
+# sink): one call per read (Twisted's default is 64 KiB).
+WHOLE_READ_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,12 @@ class Daemon:
         """The white/blacklist stage (USE_WHITELIST), first in every daemon's list."""
         return [self.list_filter] if self.list_filter is not None else []
 
+    def reporter_config(self) -> ReporterConfig:
+        """The self-metrics' config (prefix ``carbon.<metric_kind>.<host>-<instance>``)."""
+        return ReporterConfig.from_settings(self.settings, self.metric_kind)
+
     def make_reporter(self) -> Reporter:
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges={"activeConnections": lambda: len(self.receivers.connections)})
 
     def _make_list_filter(self) -> ListFilter | None:

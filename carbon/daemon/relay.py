@@ -10,7 +10,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 
 from carbon.config.errors import ConfigError
-from carbon.daemon.base import Composition, Daemon, log_lines
+from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, log_lines
 from carbon.daemon.relay_workers import WorkerPool, worker_count
 from carbon.instrumentation.reporter import Reporter
 from carbon.pipeline import Processor
@@ -24,7 +24,7 @@ from carbon.relay.sink import RelaySink, relay_extra
 
 
 GC_THRESHOLD = 20000  # the relay's young-generation collection threshold
-READ_BYTES = 256 * 1024  # a receiver's read: one C routing call per read (Twisted: 64 KiB)
+READ_BYTES = WHOLE_READ_BYTES  # a receiver's read: one C routing call per read
 
 
 class RelayDaemon(Daemon):
@@ -61,7 +61,7 @@ class RelayDaemon(Daemon):
         gauges: dict[str, Callable[[], float]] = {
             "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.relay.gauges())  # destinations.<d>.queued / .spool
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges=gauges, extra=relay_extra)
 
     def start_sink(self) -> None:

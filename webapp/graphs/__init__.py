@@ -9,6 +9,9 @@ from webapp.graphs.options import GraphOptions, parse_color
 
 CONTENT_TYPES = {'png': 'image/png', 'svg': 'image/svg+xml', 'pdf': 'application/pdf'}
 DPI = 72.0
+# zlib level of PNG answers: 1 encodes this app's graphs ~3x faster than Pillow's default 6
+# (a 330x250 36-series graph: ~4 vs ~13 ms) for ~15% more bytes; the pixels are the same
+PNG_COMPRESS_LEVEL = 1
 
 
 def _canvas(fig: Any, fmt: str) -> Any:
@@ -18,8 +21,8 @@ def _canvas(fig: Any, fmt: str) -> Any:
     if fmt == 'pdf':
         from matplotlib.backends.backend_pdf import FigureCanvasPdf
         return FigureCanvasPdf(fig)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    return FigureCanvasAgg(fig)
+    from webapp.graphs.agg import ReusingCanvas
+    return ReusingCanvas(fig)
 
 
 def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[bytes, str]:
@@ -51,6 +54,7 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[byt
             from webapp.graphs.line import draw_line_graph
             draw_line_graph(fig, series_list, options)
         buffer = io.BytesIO()
-        extra = {'metadata': {'Date': None}} if fmt in ('svg', 'pdf') else {}
+        extra: dict[str, Any] = {'metadata': {'Date': None}} if fmt in ('svg', 'pdf') \
+            else {'pil_kwargs': {'compress_level': PNG_COMPRESS_LEVEL}}
         fig.savefig(buffer, format=fmt, dpi=DPI, facecolor=fig.get_facecolor(), **extra)
     return buffer.getvalue(), CONTENT_TYPES[fmt]

@@ -10,7 +10,8 @@ from matplotlib.dates import DateFormatter, date2num
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
+from matplotlib.ticker import (AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter,
+                               NullLocator)
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
 from webapp.graphs.legend import place_legend, text_width
@@ -56,7 +57,11 @@ def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
     if options.bool('drawNullAsZero'):
         values = [0 if v is None else v for v in values]
     first, per_step = _date_num(series.start), step / 86400.0
-    return [first + i * per_step for i in range(len(values))], values
+    np = packed.np
+    if np is None:
+        return [first + i * per_step for i in range(len(values))], values
+    # the same two roundings a point as first + i * per_step, for all points at once
+    return (first + np.arange(len(values), dtype=np.float64) * per_step).tolist(), values
 
 
 _FLOATS_OR_NONE = frozenset([float, type(None)])
@@ -88,9 +93,10 @@ def _merge_points(series: Any) -> None:
             merged = (np.nanmin if func == 'min' else np.nanmax)(
                 np.where(known[:, None] > 0, grid, 0.0), axis=1)
     ok = (known > 0) & (known / float(vpp) >= (series.xFilesFactor or 0.0))
-    cells = merged.astype(object)
-    cells[~ok] = None
-    series[:] = cells.tolist()
+    cells = merged.tolist()
+    for index in np.flatnonzero(~ok).tolist():
+        cells[index] = None
+    series[:] = cells
     series.step = series.step * vpp
     series.valuesPerPoint = 1
 
@@ -330,7 +336,6 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         ax.set_axisbelow(True)   # under the series, as graphite-web draws it first
         major = parse_color(options.str('majorGridLineColor'))
         # line widths are graphite-web's (px): 0.4 / 0.3 across, 0.25 / 0.33 down
-        ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
         xs, colors, widths = [], [], []
         for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.25),
                                            (row.major, 'majorGridLineColor', 0.33)):
@@ -341,13 +346,35 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors,
                   linewidths=widths, zorder=0.6)   # minor first: majors paint over them
         minor = options.int('minorY', 1) or 0
-        if minor > 0 and ax.get_yscale() == 'linear':
-            ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
-            ax.grid(True, which='minor', axis='y',
-                    color=parse_color(options.str('minorGridLineColor')), linewidth=0.3)
-            ax.tick_params(which='minor', left=False, right=False, bottom=False)
+        if ax.get_yscale() != 'linear':     # a log axis keeps matplotlib's own grid lines
+            ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
+        else:
+            minors: list = []
+            if minor > 0:
+                ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
+                minors = list(ax.yaxis.get_minorticklocs())
+            ax.yaxis.set_minor_locator(NullLocator())   # the lines only: no Tick objects
+            if not options.bool('hideYAxis'):
+                _y_grid(ax, major, parse_color(options.str('minorGridLineColor')), minors)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
+
+
+def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list) -> None:
+    """The horizontal grid as one collection: a line at each major y tick (0.4 px), then
+    at each minor one (0.3 px), within the axis range, drawn as the ticks' grid lines were
+    (same order, caps and clip) but without a Tick object (two lines and two texts) each."""
+    low, high = sorted(ax.get_ylim())
+
+    def inside(values: Any) -> list:   # matplotlib's _interval_contains_close, rtol 1e-10
+        slack = (high - low) * 1e-10
+        return [float(v) for v in values if low - slack <= v <= high + slack]
+    majors, minors = inside(ax.yaxis.get_majorticklocs()), inside(minors)
+    if majors or minors:
+        ax.hlines(majors + minors, 0, 1, transform=ax.get_yaxis_transform(),
+                  colors=[major] * len(majors) + [minor] * len(minors),
+                  linewidths=[0.4] * len(majors) + [0.3] * len(minors),
+                  capstyle='projecting', zorder=0.5)  # before the axes, as their ticks
 
 
 def _log_base(options: GraphOptions) -> Optional[float]:
