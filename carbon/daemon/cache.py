@@ -19,12 +19,13 @@ from carbon.carbonlink.server import CarbonLinkConfig, CarbonLinkFactory, Carbon
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.config.loader import load_settings
-from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, log_lines
+from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, Opener, log_lines
 from carbon.daemon.notify import notify
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.pipeline import Batch, Processor
 from carbon.plugins import RATE_LIMITERS, WRITE_STRATEGIES
 from carbon.receivers.limits import GuardedPort, listen_tcp
+from carbon.receivers.listeners import ReceiverSpec
 from carbon.storage.backend import open_database
 from carbon.writer.tagfeed import TagFeed, TagFeedConfig
 from carbon.writer.schemacheck import SchemaCheck
@@ -57,15 +58,35 @@ class CacheDaemon(Daemon):
     tag_feed_config: TagFeedConfig | None  # with ENABLE_TAGS
 
     def stages(self) -> Composition:
-        """carbon-cache: [white/blacklist] -> cache (written by the writer thread);
-        carbon-aggregator-cache puts its aggregation stages between them. With no stage
-        the cache sink takes whole reads (one C pass a read: carbon.cache.sink), of
-        WHOLE_READ_BYTES."""
+        """carbon-cache: [carbonlink (CACHE_QUERY_PORT), receivers] -> [white/blacklist]
+        -> cache (written by the writer thread); carbon-aggregator-cache puts its
+        aggregation stages between them. With no stage the cache sink takes whole reads
+        (one C pass a read: carbon.cache.sink), of WHOLE_READ_BYTES."""
         sink = self.make_cache_sink()
         processors = self.lists() + self.aggregation()
         whole = not processors and sink.accepts_chunks
-        return Composition(processors=processors, sink=sink,
+        return Composition(receivers=self.query_listeners() + self.listeners(),
+                           processors=processors, sink=sink,
                            read_size=WHOLE_READ_BYTES if whole else None)
+
+    def query_listeners(self) -> list[ReceiverSpec]:
+        """Carbonlink on CACHE_QUERY_INTERFACE:CACHE_QUERY_PORT (0: none)."""
+        carbonlink = self.carbonlink_config
+        if not carbonlink.port:
+            return []
+        return [ReceiverSpec("carbonlink", carbonlink.interface, carbonlink.port,
+                             carbonlink.backlog)]
+
+    def openers(self) -> dict[str, Opener]:
+        """Besides the metric receivers: carbonlink, on the handler ``start_sink`` made
+        (which opens it); it stays open until the cache has drained (``stop_sink``
+        closes it)."""
+        def carbonlink(spec: ReceiverSpec) -> None:
+            self.carbonlink_port = listen_tcp(
+                self.reactor, spec.port, CarbonLinkFactory(self.carbonlink_handler),
+                backlog=spec.backlog, interface=spec.interface)
+
+        return {**super().openers(), "carbonlink": carbonlink}
 
     def aggregation(self) -> list[Processor]:
         """carbon-aggregator-cache's aggregation stages (none in carbon-cache)."""
@@ -139,13 +160,10 @@ class CacheDaemon(Daemon):
             self.every(0.5, self.cache_sink.check_journal)
             if journal.fsync_interval > 0:
                 self.every(journal.fsync_interval, self.sync_journal)
-        carbonlink = self.carbonlink_config
-        handler = CarbonLinkHandler(self.cache, self.database, carbonlink, self.stats,
-                                    self.log, writer=self.writer)
-        if carbonlink.port:
-            self.carbonlink_port = listen_tcp(
-                self.reactor, carbonlink.port, CarbonLinkFactory(handler),
-                backlog=carbonlink.backlog, interface=carbonlink.interface)
+        handler = CarbonLinkHandler(self.cache, self.database, self.carbonlink_config,
+                                    self.stats, self.log, writer=self.writer)
+        self.carbonlink_handler = handler
+        self.open_receivers(sink_side=True)  # carbonlink (CACHE_QUERY_PORT), as listed
         if self.tag_feed_config is not None:
             self.writer.tag_feed = TagFeed(self.tag_feed_config, self.log, self.stats)
             self.writer.tag_feed.start()

@@ -47,16 +47,19 @@ class RelayDaemon(Daemon):
     def stages(self) -> Composition:
         """[white/blacklist, also of LineBatches] -> whole reads routed in C (used when
         no stage before it changes reads) -> RelaySink; reads of READ_BYTES."""
-        self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
+        self.relay = RelaySink.from_settings(self.settings, self.flow, self.stats, self.reactor,
+                                             log=self.log)
         processors: list[Processor] = []
         if self.list_filter is not None:
             processors.append(LineListFilter(self.list_filter,
                                              int(self.settings["RELAY_HASH_CACHE_SIZE"] or 0)))
         processors.append(ChunkStage(self.relay))
-        return Composition(processors=processors, sink=self.relay, read_size=READ_BYTES)
+        return Composition(receivers=self.listeners(), processors=processors, sink=self.relay,
+                           read_size=READ_BYTES)
 
     def make_reporter(self) -> Reporter:
-        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        gauges: dict[str, Callable[[], float]] = {
+            "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.relay.gauges())  # destinations.<d>.queued / .spool
         return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges=gauges, extra=relay_extra)
@@ -147,6 +150,6 @@ class RelayDaemon(Daemon):
         return defer.gatherResults(waits)
 
 
-def _rules_key(rules: list[RelayRule]) -> list[tuple]:
+def _rules_key(rules: list[RelayRule]) -> list[tuple[Any, ...]]:
     return [(rule.name, rule.pattern, tuple(rule.destinations), rule.continue_matching)
             for rule in rules]

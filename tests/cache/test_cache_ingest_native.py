@@ -26,7 +26,7 @@ from carbon.flow import FlowControl
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Batch, Pipeline, Processor
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
 from tests.formats.number_texts import NUMBER_EDGES
 from tests.relay.harness import run_reactor, wait_for
@@ -228,8 +228,9 @@ def _ingest(tmp_path, data: bytes, chunks: bool, stage: bool = False) -> tuple:
         taken[0] += count is not None
         return count
     sink.put_chunk = counting  # type: ignore[method-assign]
-    context = ReceiverContext(settings, Pipeline([Passing()] if stage else [], sink), stats,
-                              flow, MemoryLog())
+    context = ReceiverContext(ReceiverConfig.from_settings(settings),
+                              Pipeline([Passing()] if stage else [], sink), stats, flow,
+                              MemoryLog())
 
     @defer.inlineCallbacks
     def body(reactor):
