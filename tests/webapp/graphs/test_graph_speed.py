@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from webapp.graphs import PNG_COMPRESS_LEVEL, render_graph
+from webapp.graphs import PNG_COMPRESS_LEVEL, PNG_COMPRESS_STRATEGY, render_graph
 from webapp.graphs.agg import thread_renderer as _thread_renderer
 from webapp.render.series import TimeSeries
 
@@ -41,13 +41,19 @@ def pixels(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert('RGBA'))
 
 
-def test_png_is_written_at_the_fast_zlib_level_and_decodes_the_same() -> None:
+def test_png_is_written_at_the_fast_zlib_level_and_strategy_and_decodes_the_same() -> None:
     data, _ = render_graph([wave('a.%d' % i, i) for i in range(36)], {}, 'png')
     stream = idat(data)
     # the zlib header names the level class: 0 is "fastest" (level 1), 2 is the default
     assert PNG_COMPRESS_LEVEL == 1 and stream[1] >> 6 == 0
     raw = zlib.decompress(stream)
     assert len(raw) == 250 * (1 + 330 * 4)          # RGBA rows, each with its filter byte
+    # run-length matches only: the very stream zlib's Z_RLE strategy makes (Pillow asks
+    # zlib for window 15, memLevel 9), smaller than level 1's default strategy
+    assert PNG_COMPRESS_STRATEGY == zlib.Z_RLE
+    for strategy in (zlib.Z_RLE, zlib.Z_DEFAULT_STRATEGY):
+        packer = zlib.compressobj(1, zlib.DEFLATED, 15, 9, strategy)
+        assert (packer.compress(raw) + packer.flush() == stream) is (strategy == zlib.Z_RLE)
     assert Image.open(io.BytesIO(data)).mode == 'RGBA'
 
 
