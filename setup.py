@@ -20,10 +20,11 @@ NATIVE = [
     Extension("carbon.storage._whisper_writer", ["carbon/storage/_whisper_writer.c"],
               depends=["carbon/storage/_fileio.h"]),
     Extension("carbon.cache._store", ["carbon/cache/_store.c"]),
-    Extension("carbon.cache._journal", ["carbon/cache/_journal.c"]),
+    Extension("carbon.cache._journal", ["carbon/cache/_journal.c"],
+              depends=["carbon/formats/_lines.h", "carbon/formats/_number.h"]),
     Extension("carbon.formats._pickled", ["carbon/formats/_pickled.c"]),
     Extension("carbon.relay._route", ["carbon/relay/_route.c"],
-              depends=["carbon/formats/_number.h"]),
+              depends=["carbon/formats/_lines.h", "carbon/formats/_number.h"]),
     Extension("webapp.render._rows", ["webapp/render/_rows.c"]),
     Extension("webapp.storage._points", ["webapp/storage/_points.c"]),
 ]

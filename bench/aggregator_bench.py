@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
@@ -45,7 +45,8 @@ def run(points: int, method: str, batch_size: int, forward_all: bool) -> None:
     stats = Stats()
     rules = parse_rules("<app>.all.requests (60) = %s <app>.*.requests\n" % method,
                         cache_size=settings.AGGREGATION_RULE_CACHE_SIZE)
-    proc = AggregationProcessor(rules, BufferManager.from_settings(settings), settings, stats)
+    proc = AggregationProcessor(rules, BufferManager.from_settings(settings),
+                                AggregationConfig.from_settings(settings), stats)
 
     first = len(batches) * apps * hosts // points if points >= apps * hosts else len(batches)
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cache_bench import payload  # noqa: E402
 
 from carbon.cache.journal import Journal  # noqa: E402
-from carbon.cache.sink import CacheSink  # noqa: E402
+from carbon.cache.sink import CacheSink, CacheSinkConfig  # noqa: E402
 from carbon.cache.store import MetricCache  # noqa: E402
 from carbon.config.settings import Settings  # noqa: E402
 from carbon.instrumentation.stats import Stats  # noqa: E402
@@ -54,7 +54,8 @@ def receive(chunks: list[list[bytes]], journal_dir: Path | None, fsync: float) -
         journal = Journal(str(journal_dir), cache, log, segment_bytes=64 * 1024 ** 2,
                           max_bytes=float("inf"), fsync_interval=fsync)
         journal.open()
-    sink = CacheSink(cache, Settings(), Stats(), FlowControl(), log, journal=journal)
+    sink = CacheSink(cache, CacheSinkConfig.from_settings(Settings()), Stats(), FlowControl(),
+                     log, journal=journal)
     started = time.perf_counter()
     for lines in chunks:
         batch, _bad = parse_lines(lines)

@@ -17,7 +17,10 @@ also measures this app's own server (``graphite-render --workers 2 --threads T``
 
 Scenarios (from=-1d, the rows of issue 15): ``*.*.*.*`` json, ``sumSeries(*.*.*.*)`` json,
 ``movingAverage(servers.*.cpu.*,10)`` json, ``servers.*.cpu.*`` png, and a mix cycling
-through 20 targets, one per function Grafana users call most. Before measuring, every
+through 20 targets, one per function Grafana users call most. ``png36`` is issue 30's
+graph: ``servers.host0[0-8].cpu.*`` (36 series) over the last 1,000 minutes (1,000 points
+each from the 1-minute archive), default size; issue 30 measures it with both apps in 2
+processes: ``--only png36 --workers 2 --threads 1 --with-twisted``. Before measuring, every
 answer is compared: json values must parse to the same floats (names, tags, timestamps
 too); png answers must be PNGs of the asked size. Each scenario runs at each client count
 in the order A B B A (graphite-web, ours, ours, graphite-web); requests/s are the mean of
@@ -741,6 +744,9 @@ def scenarios(now: int, only: set[str]) -> list[tuple[str, str, list[str]]]:
         ('movavg', '`movingAverage(servers.*.cpu.*,10)` json',
          [path('movingAverage(servers.*.cpu.*,10)')]),
         ('png', '`servers.*.cpu.*` png', [path('servers.*.cpu.*', 'png')]),
+        ('png36', '`servers.host0[0-8].cpu.*` png, 36 x 1,000 points',
+         ['/render?' + urlencode({'from': now - 1000 * 60, 'until': now, 'now': now,
+                                  'target': 'servers.host0[0-8].cpu.*', 'format': 'png'})]),
         ('mix', 'mix of 20 functions json', [path(t) for t in MIX]),
     ]
     return [row for row in rows if not only or row[0] in only]
@@ -777,7 +783,7 @@ def compare(servers: list[Server], rows: list) -> list[str]:
             if any(status != 200 for status, _ in answers):
                 continue
             for server, (_, body) in zip(servers[1:], answers[1:], strict=False):
-                if key == 'png':
+                if key.startswith('png'):
                     if body[:8] != b'\x89PNG\r\n\x1a\n':
                         problems.append('%s: not a PNG for %s' % (server.name, label))
                     continue
@@ -793,13 +799,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--clients', default='1,16', help='concurrent clients, comma list')
     parser.add_argument('--threads', type=int, default=4, help='gunicorn threads per worker')
     parser.add_argument('--workers', type=int, default=2, help='gunicorn workers (each)')
-    parser.add_argument('--only', default='', help='scenarios: json,sum,movavg,png,mix')
+    parser.add_argument('--only', default='', help='scenarios: json,sum,movavg,png,png36,mix '
+                        '(png36: issue 30 goal 3, run it with --workers 2 --threads 1)')
     parser.add_argument('--workdir', default=os.path.expanduser('~/.cache/render-bench'))
     parser.add_argument('--few-digits', action='store_true',
                         help='small integer values instead of full-precision floats')
     parser.add_argument('--with-twisted', action='store_true',
                         help="also measure this app's own server (graphite-render, --workers "
                         'and --threads as gunicorn)')
+    parser.add_argument('--baseline-tree', default='',
+                        help='also measure this app from another checkout (the code before '
+                        'a change), in the same run')
     parser.add_argument('--memory', action='store_true',
                         help='only the memory check: peak RSS of one process answering '
                         '1,000 series x 1 day (json, png)')
@@ -873,6 +883,9 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
                 sys.executable, '-m', 'webapp.server', '--config', str(ours_conf),
                 '--workers', str(args.workers), '--threads', str(args.threads), '--port'],
                 dict(os.environ, PYTHONPATH=str(ROOT)), str(ROOT), run_dir))
+        if args.baseline_tree:
+            servers += baseline_servers(args, Path(args.baseline_tree), ours_conf, lib,
+                                        run_dir)
         rows = scenarios(now, set(filter(None, args.only.split(','))))
         problems = compare(servers, rows)
         for problem in problems:
@@ -891,6 +904,24 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
             - errors_before)]
     report(args, servers, rows, results, problems, rss, run_dir, notes)
     return 1 if problems else 0
+
+
+def baseline_servers(args: argparse.Namespace, tree: Path, conf: Path, lib: Path,
+                     run_dir: Path) -> list[Server]:
+    """This app from another checkout (e.g. ``git archive`` of the commit before a change,
+    with the built C modules copied in), under gunicorn and graphite-render as ours runs,
+    so a before/after pair is measured in the same run."""
+    env = dict(os.environ, PYTHONPATH='%s:%s' % (tree, lib), GRAPHITE_SETTINGS=str(conf))
+    gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
+                '--worker-class', 'gthread', '--log-level', 'warning', '--timeout', '120']
+    servers = [Server('before (gunicorn)', [sys.executable, '-m', 'gunicorn'] + gunicorn +
+                      ['webapp.wsgi:application'], env, str(tree), run_dir)]
+    if args.with_twisted:
+        servers.append(Server('before (graphite-render)', [
+            sys.executable, '-m', 'webapp.server', '--config', str(conf),
+            '--workers', str(args.workers), '--threads', str(args.threads), '--port'],
+            dict(os.environ, PYTHONPATH=str(tree)), str(tree), run_dir))
+    return servers
 
 
 def measure(servers: list[Server], rows: list, clients: list[int],

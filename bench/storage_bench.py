@@ -66,7 +66,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="storage_bench_")
     try:
         names = ["bench.host%d.metric%d" % (i % 50, i) for i in range(args.metrics)]
-        db = WhisperDatabase(Settings(LOCAL_DATA_DIR=os.path.join(root, "ours")))
+        db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=os.path.join(root, "ours")))
         refs = [os.path.join(root, "ref", name + ".wsp") for name in names]
         os.makedirs(os.path.join(root, "ref"))
         for name, path in zip(names, refs, strict=True):

@@ -51,11 +51,12 @@ print(json.dumps((time.perf_counter() - started) / picks))
 def ours(size: int, name: str) -> float:
     """Seconds per pick of our strategy over a full pass."""
     from carbon.cache.store import MetricCache
-    from carbon.cache.strategies import make_strategy
+    from carbon.cache.strategies import StrategyConfig, make_strategy
+    from carbon.config.settings import Settings
 
     cache = MetricCache()
     cache.add_batch([("m%d" % i, float(t), 1.0) for i in range(size) for t in range(i % 5 + 1)])
-    strategy = make_strategy(name, cache)
+    strategy = make_strategy(name, cache, StrategyConfig.from_settings(Settings()))
     choose, pop = strategy.choose, cache.pop
     started = time.perf_counter()
     for _ in range(size):

@@ -17,7 +17,10 @@ A third, ``Pipeline.process_chunk``, hands a whole read (bytes, complete lines) 
 the first processor that declares ``handles_chunks`` when every processor before it
 lets reads through untouched (``passes_chunks`` true). That processor either
 consumes the read entirely (nothing continues down the pipeline) and returns its
-number of datapoints, or returns None and the caller parses the read as usual.
+number of datapoints, or returns None and the caller parses the read as usual. A
+pipeline without processors hands whole reads to its sink instead when the sink
+declares ``accepts_chunks`` (carbon-cache's CacheSink: parse, journal and cache in
+one pass), with the same contract.
 
 The contracts are the ``Processor`` and ``Sink`` protocols below. A stage or sink
 states what it can do by subclassing them and setting the capability attributes;
@@ -65,14 +68,21 @@ class Processor(Protocol):
 
 class Sink(Protocol):
     """Where a pipeline ends: ``put_many`` is the contract. A sink that also takes
-    LineBatches declares ``accepts_lines`` and overrides ``put_lines``."""
+    LineBatches declares ``accepts_lines`` and overrides ``put_lines``; one that takes
+    whole reads when no processor comes before it declares ``accepts_chunks`` and
+    overrides ``put_chunk`` (consume the read and answer its datapoints, or None and
+    touch nothing)."""
 
     accepts_lines: bool = False
+    accepts_chunks: bool = False
 
     def put_many(self, batch: Batch) -> None: ...
 
     def put_lines(self, batch: LineBatch) -> None:
         self.put_many(batch.points())
+
+    def put_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
+        return None
 
 
 class Pipeline:
@@ -97,6 +107,8 @@ class Pipeline:
         self.accepts_lines = self._sink_lines and all(p.handles_lines for p in stages)
         # the stages a whole read goes through: up to the first that may consume it
         self._chunk_path: tuple[Processor, ...] | None = None
+        # no stage at all: the sink may take whole reads itself
+        self._sink_chunks = not stages and bool(self.sink.accepts_chunks)
         for index, stage in enumerate(stages):
             if stage.handles_chunks:
                 self._chunk_path = stages[:index + 1]
@@ -121,12 +133,16 @@ class Pipeline:
 
     @property
     def accepts_chunks(self) -> bool:
-        """True if a processor consumes whole reads (see the module docstring)."""
-        return self._chunk_stage() is not None
+        """True if a processor (or, with none, the sink) consumes whole reads (see the
+        module docstring)."""
+        return self._sink_chunks or self._chunk_stage() is not None
 
     def process_chunk(self, chunk: bytes, max_length: int = 0) -> int | None:
-        """The datapoints of ``chunk`` a processor consumed whole, or None if the
-        read must go the usual way (parsed, then ``process_lines`` or ``process``)."""
+        """The datapoints of ``chunk`` a processor (or the sink) consumed whole, or None
+        if the read must go the usual way (parsed, then ``process_lines`` or
+        ``process``)."""
+        if self._sink_chunks:
+            return self.sink.put_chunk(chunk, max_length)
         stage = self._chunk_stage()
         if stage is None:
             return None

@@ -35,6 +35,8 @@ Retention and late data (improving on carbon 1.1.10):
 
 from __future__ import annotations
 
+from typing import Any
+
 from carbon.aggregator.methods import AggregationMethod
 from carbon.pipeline import Batch
 
@@ -85,9 +87,9 @@ class BufferManager:
         self.invalid_discarded = 0
 
     @classmethod
-    def from_settings(cls, settings) -> BufferManager:
+    def from_settings(cls, settings: Any) -> BufferManager:
         """Built from MAX_AGGREGATION_INTERVALS and WRITE_BACK_FREQUENCY."""
-        return cls(settings.MAX_AGGREGATION_INTERVALS, settings.WRITE_BACK_FREQUENCY)
+        return cls(settings["MAX_AGGREGATION_INTERVALS"], settings["WRITE_BACK_FREQUENCY"])
 
     def __len__(self) -> int:
         """Outputs holding at least one interval (the allocatedBuffers gauge)."""

@@ -21,6 +21,8 @@ created its buffer, as in the reference.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.rules import AggregationRule, RuleSet
@@ -33,15 +35,29 @@ SETTLE_AFTER = 100_000  # staged lines that make process_lines/process_chunk set
 MISS_MESSAGE = "Couldn't match metric %s with any aggregation rule. Passing on un-aggregated."
 
 
-class _Slot(list):
+class _Slot(list[float]):
     """Values staged for one output (``rule`` creates its buffer if needed)."""
 
     __slots__ = ("output", "rule")
 
-    def __init__(self, output: str, rule) -> None:
+    def __init__(self, output: str, rule: AggregationRule) -> None:
         super().__init__()
         self.output = output
         self.rule = rule
+
+
+@dataclass(frozen=True)
+class AggregationConfig:
+    """What the aggregate stage reads of carbon.conf (``from_settings``; the defaults
+    are carbon.config.defaults')."""
+
+    forward_all: bool  # FORWARD_ALL
+    log_misses: bool  # LOG_AGGREGATOR_MISSES
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> AggregationConfig:
+        return cls(forward_all=bool(settings["FORWARD_ALL"]),
+                   log_misses=bool(settings["LOG_AGGREGATOR_MISSES"]))
 
 
 class AggregationProcessor(Processor):
@@ -59,17 +75,17 @@ class AggregationProcessor(Processor):
     handles_lines = True
     handles_chunks = True
 
-    def __init__(self, ruleset: RuleSet, buffers: BufferManager, settings, stats: Stats,
-                 log: Callable[[str], None] | None = None,
+    def __init__(self, ruleset: RuleSet, buffers: BufferManager, config: AggregationConfig,
+                 stats: Stats, log: Callable[[str], None] | None = None,
                  forward_unmatched: bool | None = None) -> None:
         self.ruleset = ruleset
         self.buffers = buffers
-        self.settings = settings
+        self.config = config
         self.stats = stats
-        self.forward_all = bool(settings.FORWARD_ALL)
+        self.forward_all = config.forward_all
         self.forward_unmatched = (self.forward_all if forward_unmatched is None
                                   else bool(forward_unmatched))
-        self.log_miss = log if (log is not None and settings.LOG_AGGREGATOR_MISSES
+        self.log_miss = log if (log is not None and config.log_misses
                                 and self.forward_all) else None
         # The read stager (C when built; tests swap in the pure-Python twin).
         self.stage: Callable[..., int | list[bytes] | None] = stage

@@ -13,12 +13,30 @@
  * The `count` points of an encoded payload back as (metric, timestamp, value) tuples;
  * ValueError when the payload does not hold exactly `count` well-formed points (what
  * carbon.cache.journal.decode_py does).
+ *
+ * encode_lines(chunk, max_length, now) -> (payload, count) | None
+ *
+ * A socket read of plaintext lines straight to the point form (what
+ * carbon.cache.journal.encode_lines_py returns): chunk holds complete lines, each
+ * ending in '\n'. Each line is read with parse_lines' rules (fields split on ASCII
+ * whitespace, a blank line skipped, a UTF-8 name, value and timestamp as float() reads
+ * them, a timestamp in (-2, -1] is `now`). None when the read must take the general
+ * path instead, so that every bad-input rule stays there: a line over max_length (when
+ * max_length > 0), a bad line, a non-finite number, a name carbon's tag parser would
+ * rewrite or reject (carbon.tags.needs_normalizing), or no final '\n'. No object is
+ * made a point; the scan runs without the GIL, and once more with it when the read
+ * holds a number past the fast path (an exponent, inf...) or a non-ASCII name (one
+ * hand-off a read, not one a field).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "../formats/_lines.h"
+#include "../formats/_number.h"
 
 #define POINT_TAIL (2 * sizeof(double))
 
@@ -144,9 +162,163 @@ fail:
     return NULL;
 }
 
+/* carbon.tags.needs_normalizing for a name's UTF-8 bytes (every byte it looks at is
+ * ASCII, so bytes and characters agree). */
+static inline int
+needs_normalizing(const char *s, Py_ssize_t n)
+{
+    return n == 0 || s[0] == '~' || memchr(s, ';', (size_t)n) != NULL ||
+           (n >= 2 && s[n - 2] == '"' && s[n - 1] == '}' && memchr(s, '{', (size_t)n) != NULL);
+}
+
+static inline int
+is_ascii(const unsigned char *s, Py_ssize_t n)
+{
+    unsigned char any = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        any |= s[i];
+    return any < 0x80;
+}
+
+/* A field as float() reads it. Without the GIL (`gil` 0) only the fast path: -3 when
+ * the field needs float() itself. 0 ok, -1 general path, -2 error set. */
+static inline int
+field_double(const char *s, Py_ssize_t n, double *out, int gil)
+{
+    if (fast_decimal(s, n, out) == 0)
+        return 0;
+    return gil ? text_to_double(s, n, out) : -3;
+}
+
+/* Strict UTF-8, as bytes.decode('utf-8') checks it. Without the GIL only ASCII: -3 for
+ * anything else. 0 valid, -1 not, -2 error set. */
+static int
+valid_name(const unsigned char *s, Py_ssize_t n, int gil)
+{
+    if (is_ascii(s, n))
+        return 0;
+    if (!gil)
+        return -3;
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (name != NULL) {
+        Py_DECREF(name);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return -2;
+    PyErr_Clear();
+    return -1;
+}
+
+/* The scan of encode_lines into out (room for every point: see the caller). Returns
+ * the points written, -1 for the general path, -2 on error (set), or without the GIL
+ * (`gil` 0) -3 when a number or a name needs Python: the caller scans again with it. */
+static Py_ssize_t
+scan_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, double now,
+           char *out, Py_ssize_t *out_len, int gil)
+{
+    Py_ssize_t count = 0, start = 0;
+    char *cursor = out;
+    while (start < n) {
+        const unsigned char *nl = memchr(s + start, '\n', (size_t)(n - start));
+        if (!nl)
+            return -1; /* not newline-terminated */
+        Py_ssize_t end = nl - s;
+        if (max_length > 0 && end - start > max_length)
+            return -1;
+        const unsigned char *field[3];
+        Py_ssize_t flen[3];
+        int fields = 0;
+        Py_ssize_t j = start;
+        while (j < end) {
+            while (j < end && is_space(s[j]))
+                j++;
+            if (j >= end)
+                break;
+            Py_ssize_t begin = j;
+            j = find_space(s, j, end, n);
+            if (fields == 3)
+                return -1;
+            field[fields] = s + begin;
+            flen[fields] = j - begin;
+            fields++;
+        }
+        start = end + 1;
+        if (fields == 0)
+            continue; /* parse_lines skips a blank line */
+        if (fields != 3 || flen[0] > (Py_ssize_t)UINT32_MAX)
+            return -1;
+        double tail[2]; /* timestamp, value */
+        int rc = field_double((const char *)field[1], flen[1], &tail[1], gil);
+        if (rc == 0)
+            rc = field_double((const char *)field[2], flen[2], &tail[0], gil);
+        if (rc == 0 && !(isfinite(tail[0]) && isfinite(tail[1])))
+            rc = -1;
+        if (rc == 0 && needs_normalizing((const char *)field[0], flen[0]))
+            rc = -1;
+        if (rc == 0)
+            rc = valid_name(field[0], flen[0], gil);
+        if (rc < 0)
+            return rc;
+        if (-2.0 < tail[0] && tail[0] <= -1.0)
+            tail[0] = now;
+        uint32_t length = (uint32_t)flen[0];
+        memcpy(cursor, &length, sizeof length);
+        cursor += sizeof length;
+        memcpy(cursor, field[0], (size_t)length);
+        cursor += length;
+        memcpy(cursor, tail, POINT_TAIL);
+        cursor += POINT_TAIL;
+        count++;
+    }
+    *out_len = cursor - out;
+    return count;
+}
+
+static PyObject *
+encode_lines(PyObject *module, PyObject *args)
+{
+    PyObject *chunk, *out;
+    Py_ssize_t max_length, out_len = 0;
+    double now;
+
+    (void)module;
+    if (!PyArg_ParseTuple(args, "Snd:encode_lines", &chunk, &max_length, &now))
+        return NULL;
+    Py_ssize_t n = PyBytes_GET_SIZE(chunk);
+    /* A point's form is its name plus 20 bytes; its line is at least the name plus 5
+     * bytes ("n v t\n"), so a read of n bytes encodes to at most n + 15 * (n / 6). */
+    if (n > (PY_SSIZE_T_MAX - 64) / 4) {
+        PyErr_SetString(PyExc_OverflowError, "encode_lines: read too large");
+        return NULL;
+    }
+    out = PyBytes_FromStringAndSize(NULL, n + 15 * (n / 6) + 1);
+    if (out == NULL)
+        return NULL;
+    const unsigned char *in = (const unsigned char *)PyBytes_AS_STRING(chunk);
+    Py_ssize_t count;
+    Py_BEGIN_ALLOW_THREADS
+    count = scan_lines(in, n, max_length, now, PyBytes_AS_STRING(out), &out_len, 0);
+    Py_END_ALLOW_THREADS
+    if (count == -3) /* a field past the fast path: the whole read again, with the GIL */
+        count = scan_lines(in, n, max_length, now, PyBytes_AS_STRING(out), &out_len, 1);
+    if (count < 0) {
+        Py_DECREF(out);
+        if (count == -2)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (_PyBytes_Resize(&out, out_len) < 0)
+        return NULL;
+    return Py_BuildValue("(Nn)", out, count);
+}
+
 static PyMethodDef methods[] = {
     {"encode", encode, METH_O, "A batch of (metric, timestamp, value) in journal form."},
     {"decode", decode, METH_VARARGS, "(payload, count) -> list of (metric, ts, value)."},
+    {"encode_lines", encode_lines, METH_VARARGS,
+     "(chunk, max_length, now) -> (payload, count) or None: a read of plaintext lines in\n"
+     "point form (see carbon.cache.journal.encode_lines_py)."},
     {NULL, NULL, 0, NULL},
 };
 

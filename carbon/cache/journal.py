@@ -28,9 +28,15 @@ import threading
 import time
 import zlib
 from collections import deque
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
+from carbon.cache.store import MetricCache
+from carbon.config.settings import Settings
+from carbon.formats.plaintext import parse_lines_py
+from carbon.logs import CarbonLog
 from carbon.pipeline import Batch
+from carbon.tags import needs_normalizing
 
 RECORD = struct.Struct("=4sIII")  # magic, payload bytes, points, crc32(payload)
 MAGIC = b"CJ01"
@@ -42,8 +48,9 @@ ROTATE_AFTER_SECONDS = 10.0
 try:  # optional C accelerator (setup.py builds it)
     from carbon.cache._journal import decode as _native_decode
     from carbon.cache._journal import encode as _native_encode
+    from carbon.cache._journal import encode_lines as _native_encode_lines
 except ImportError:  # pragma: no cover - built without a compiler
-    _native_encode = _native_decode = None
+    _native_encode = _native_decode = _native_encode_lines = None
 
 
 def encode_py(batch: Batch) -> bytes:
@@ -57,7 +64,25 @@ def encode_py(batch: Batch) -> bytes:
     return b"".join(parts)
 
 
-def decode_py(payload: bytes, count: int) -> list[tuple[str, float, float]]:
+def encode_lines_py(chunk: bytes, max_length: int, now: float) -> tuple[bytes, int] | None:
+    """A socket read of plaintext lines (complete, each ending in ``\\n``) straight to the
+    point form: ``(payload, points)``, what ``encode(parse_lines(lines)[0])`` gives, or
+    None when the read must take the general path (which applies every bad-input
+    rule): a line over ``max_length`` (when > 0), a line ``parse_lines`` finds bad, a
+    name carbon's tag parser rewrites or rejects (``needs_normalizing``), or a last line
+    without its ``\\n``. What carbon.cache._journal.encode_lines does in one pass."""
+    lines = chunk.split(b"\n")
+    if lines.pop():
+        return None
+    if max_length > 0 and lines and max(map(len, lines)) > max_length:
+        return None
+    batch, bad = parse_lines_py(lines, now)
+    if bad or any(needs_normalizing(point[0]) for point in batch):
+        return None
+    return encode_py(batch), len(batch)
+
+
+def decode_py(payload: bytes | memoryview[int], count: int) -> list[tuple[str, float, float]]:
     """``count`` points back from their journal form; ValueError if malformed."""
     view = memoryview(payload)
     points = []
@@ -80,21 +105,46 @@ def decode_py(payload: bytes, count: int) -> list[tuple[str, float, float]]:
 
 
 encode: Callable[[Batch], bytes] = _native_encode or encode_py
-decode: Callable[[bytes, int], list] = _native_decode or decode_py
+decode: Callable[[bytes | memoryview[int], int], list[tuple[str, float, float]]] = \
+    _native_decode or decode_py
+encode_lines: Callable[[bytes, int, float], tuple[bytes, int] | None] = (
+    _native_encode_lines or encode_lines_py)
 
 
-def journal_dir(settings: Any) -> str:
-    """CACHE_JOURNAL_DIR, else ``STORAGE_DIR/cache-journal/<program>-<instance>``."""
-    configured = settings.get("CACHE_JOURNAL_DIR") or ""
-    if configured:
-        return str(configured)
-    program = settings.get("program") or "carbon-cache"
-    instance = settings.get("instance") or "a"
-    return os.path.join(str(settings.STORAGE_DIR), "cache-journal",
-                        "%s-%s" % (program, instance))
+def native_encode_lines() -> bool:
+    """True when ``encode_lines`` is the C one (the cache sink takes whole reads then)."""
+    return _native_encode_lines is not None
 
 
-def read_records(data: bytes) -> tuple[list[tuple[bytes, int]], int]:
+@dataclass(frozen=True)
+class JournalConfig:
+    """What the journal reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    enabled: bool  # CACHE_JOURNAL
+    # CACHE_JOURNAL_DIR, else STORAGE_DIR/cache-journal/<program>-<instance> ('': disabled)
+    directory: str
+    segment_bytes: int  # CACHE_JOURNAL_SEGMENT_BYTES
+    max_bytes: float  # CACHE_JOURNAL_MAX_BYTES
+    fsync_interval: float  # CACHE_JOURNAL_FSYNC_INTERVAL
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> JournalConfig:
+        enabled = bool(settings["CACHE_JOURNAL"])
+        directory = str(settings["CACHE_JOURNAL_DIR"] or "")
+        if enabled and not directory:
+            # program and instance come from the command line (the loader sets them)
+            program = settings.get("program") or "carbon-cache"
+            instance = settings.get("instance") or "a"
+            directory = os.path.join(str(settings["STORAGE_DIR"]), "cache-journal",
+                                     "%s-%s" % (program, instance))
+        return cls(enabled=enabled, directory=directory,
+                   segment_bytes=int(settings["CACHE_JOURNAL_SEGMENT_BYTES"]),
+                   max_bytes=float(settings["CACHE_JOURNAL_MAX_BYTES"]),
+                   fsync_interval=float(settings["CACHE_JOURNAL_FSYNC_INTERVAL"]))
+
+
+def read_records(data: bytes) -> tuple[list[tuple[memoryview[int], int]], int]:
     """The valid records of a segment's bytes as (payload, points), and the offset of the
     first byte not read (== len(data) when the whole segment is good)."""
     records = []
@@ -129,7 +179,15 @@ class Segment:
 class Journal:
     """Segments under ``directory``; see the module docstring."""
 
-    def __init__(self, directory: str, cache: Any, log: Any, segment_bytes: int,
+    @classmethod
+    def configured(cls, config: JournalConfig, cache: MetricCache, log: CarbonLog,
+                   owner: tuple[int, int] | None = None) -> Journal:
+        """The journal ``config`` describes (``owner``: the uid and gid of USER)."""
+        return cls(config.directory, cache, log, segment_bytes=config.segment_bytes,
+                   max_bytes=config.max_bytes, fsync_interval=config.fsync_interval,
+                   owner=owner)
+
+    def __init__(self, directory: str, cache: MetricCache, log: CarbonLog, segment_bytes: int,
                  max_bytes: float, fsync_interval: float,
                  owner: tuple[int, int] | None = None) -> None:
         self.directory = directory
@@ -144,7 +202,7 @@ class Journal:
         self.live_bytes = 0  # bytes of ``segments``, kept under ``lock``
         self.fd = -1
         # (snapshot number, last segment seq it covers, metrics still to be written)
-        self.snapshots: deque[tuple[int, int, set]] = deque()
+        self.snapshots: deque[tuple[int, int, set[str]]] = deque()
         self.snapshot_count = 0
         self.unsynced: list[int] = []  # rotated descriptors the next sync closes
         self.dirty = False
@@ -236,8 +294,11 @@ class Journal:
         refused it: ``write_error``), to be retried by ``tick``."""
         if not batch:
             return True
-        payload = encode(batch)
-        header = RECORD.pack(MAGIC, len(payload), len(batch), zlib.crc32(payload))
+        return self.append_encoded(encode(batch), len(batch))
+
+    def append_encoded(self, payload: bytes, count: int) -> bool:
+        """``append`` for ``count`` points already in the point form (``encode_lines``)."""
+        header = RECORD.pack(MAGIC, len(payload), count, zlib.crc32(payload))
         if self.current.bytes >= self.segment_bytes and not self.backlog:
             self.rotate()
         if self.backlog:

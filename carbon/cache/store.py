@@ -24,8 +24,15 @@ _PAIR = struct.Struct("=dd")
 
 try:  # optional C accelerator (setup.py builds it)
     from carbon.cache._store import add_batch as _native_add_batch
+    from carbon.cache._store import Names as _Names
+    from carbon.cache._store import add_encoded as _native_add_encoded
 except ImportError:  # pragma: no cover - built without a compiler
-    _native_add_batch = None
+    _native_add_batch = _native_add_encoded = _Names = None
+
+# Names the C append remembers as str objects (carbon.cache._store.Names): a name seen
+# again costs no new str and no hash; the table forgets them all at once past this
+# many (16 bytes a slot, two slots a name, plus the strs no longer in the cache).
+NAME_TABLE_SIZE = 1 << 17
 
 
 def add_points_py(data: dict[str, bytearray], batch: Batch) -> int:
@@ -40,6 +47,17 @@ def add_points_py(data: dict[str, bytearray], batch: Batch) -> int:
         else:
             points += pair
     return len(batch)
+
+
+def add_encoded_py(data: dict[str, bytearray], payload: bytes, count: int,
+                   names: object = None) -> int:
+    """``add_points_py`` for ``count`` points in the journal's point form (checked whole
+    first: ValueError and nothing added when malformed); what
+    carbon.cache._store.add_encoded does (``names``, its table of str objects, changes
+    no result and is not used here)."""
+    # the journal's point form is decoded by the journal module, which imports this one
+    from carbon.cache.journal import decode_py
+    return add_points_py(data, decode_py(payload, count))
 
 
 def as_pairs(raw: bytearray) -> array:
@@ -93,6 +111,8 @@ class MetricCache:
         self.lock = threading.Lock()
         self.data: dict[str, bytearray] = {}
         self.add_points = _native_add_batch or add_points_py
+        self.add_points_encoded = _native_add_encoded or add_encoded_py
+        self.name_table = _Names(NAME_TABLE_SIZE) if _Names is not None else None
         self.size = 0
         # Points taken by a writer thread and not yet on disk (as they were cached):
         # still answered by carbonlink (``get``) so a reader never sees them in neither
@@ -113,6 +133,14 @@ class MetricCache:
         how many."""
         with self.lock:
             added = self.add_points(self.data, batch)
+            self.size += added
+        return added
+
+    def add_encoded(self, payload: bytes, count: int) -> int:
+        """``add_batch`` for ``count`` points in the journal's point form (as
+        carbon.cache.journal.encode_lines makes them from a read)."""
+        with self.lock:
+            added = self.add_points_encoded(self.data, payload, count, self.name_table)
             self.size += added
         return added
 

@@ -10,11 +10,28 @@ from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import dataclass
 from operator import neg
-from typing import Any, Container
+from typing import Container
 
 from carbon.cache.store import MetricCache
+from carbon.config.settings import Settings
+from carbon.logs import CarbonLog
 from carbon.plugins import WRITE_STRATEGIES
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """What a write strategy reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    log_sorts: bool  # LOG_CACHE_QUEUE_SORTS (the strategies with ``logs_sorts``)
+    min_timestamp_lag: float  # MIN_TIMESTAMP_LAG (timesorted)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StrategyConfig:
+        return cls(log_sorts=bool(settings["LOG_CACHE_QUEUE_SORTS"]),
+                   min_timestamp_lag=float(settings["MIN_TIMESTAMP_LAG"]))
 
 
 class Strategy:
@@ -28,9 +45,10 @@ class Strategy:
 
     logs_sorts = False
 
-    def __init__(self, cache: MetricCache, settings: Any = None, log: Any = None) -> None:
+    def __init__(self, cache: MetricCache, config: StrategyConfig,
+                 log: CarbonLog | None = None) -> None:
         self.cache = cache
-        self.settings = settings
+        self.config = config
         self.log = log
         self.queue: list[str] = []
         self.passes = 0
@@ -61,14 +79,13 @@ class Strategy:
         self.passes += 1
         if not self.queue:
             return
-        log_sorts = self.logs_sorts and self.log is not None and self.settings is not None \
-            and self.settings.get("LOG_CACHE_QUEUE_SORTS")
-        if log_sorts and self.pass_size:
-            self.log.msg("Queue consumed in %.6f seconds" % (started - self.pass_started))
+        log = self.log if self.logs_sorts and self.config.log_sorts else None
+        if log is not None and self.pass_size:
+            log.msg("Queue consumed in %.6f seconds" % (started - self.pass_started))
         self.pass_started, self.pass_size = started, len(self.queue)
-        if log_sorts:
-            self.log.msg("Sorted %d cache queues in %.6f seconds"
-                         % (len(self.queue), time.time() - started))
+        if log is not None:
+            log.msg("Sorted %d cache queues in %.6f seconds"
+                    % (len(self.queue), time.time() - started))
 
     def choose(self) -> str | None:
         data, skip = self.cache.data, self.skip  # dict lookups, no method call a pick
@@ -118,7 +135,7 @@ class TimeSortedStrategy(Strategy):
 
     def snapshot(self) -> list[str]:
         oldest = self.cache.oldest()
-        lag = float(self.settings["MIN_TIMESTAMP_LAG"]) if self.settings else 0.0
+        lag = self.config.min_timestamp_lag
         if lag:
             now = time.time()
             oldest = [item for item in oldest if now - item[1] > lag]
@@ -135,8 +152,9 @@ class MaxStrategy(Strategy):
     to the metric that arrived first, as carbon's ``max`` over the cache gives them.
     """
 
-    def __init__(self, cache: MetricCache, settings: Any = None, log: Any = None) -> None:
-        super().__init__(cache, settings, log)
+    def __init__(self, cache: MetricCache, config: StrategyConfig,
+                 log: CarbonLog | None = None) -> None:
+        super().__init__(cache, config, log)
         self.heap: list[tuple[int, int]] = []  # (-pending points, index in ``names``)
         self.names: list[str] = []
 
@@ -180,7 +198,9 @@ class BucketMaxStrategy(Strategy):
         return order
 
 
-def make_strategy(name: str, cache: MetricCache, settings: Any = None, log: Any = None) -> Strategy:
-    """The strategy registered as ``name`` (built-ins or entry points)."""
-    strategy: Strategy = WRITE_STRATEGIES.get(name)(cache, settings, log)
+def make_strategy(name: str, cache: MetricCache, config: StrategyConfig,
+                  log: CarbonLog | None = None) -> Strategy:
+    """The strategy registered as ``name`` (built-ins or entry points), called as
+    ``(cache, config, log)``."""
+    strategy: Strategy = WRITE_STRATEGIES.get(name)(cache, config, log)
     return strategy

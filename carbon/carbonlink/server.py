@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import pickle
 import traceback
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol as Structural, cast
 
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, Protocol
 
 from carbon.cache.store import MetricCache
+from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.formats.pickled import frame, split_frames
 from carbon.formats.unpickler import PICKLE_ERRORS, loads
+from carbon.storage.backend import StorageBackend
+from carbon.writer.writer import Writer
 
 MAX_REQUEST_LENGTH = 1024 ** 3
 _PLAIN = (str, int, float, bool, type(None))
@@ -48,20 +52,43 @@ def plain_value(value: Any) -> Any:
     return str(value)
 
 
+@dataclass(frozen=True)
+class CarbonLinkConfig:
+    """What carbonlink reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    port: int  # CACHE_QUERY_PORT (0: no carbonlink port)
+    interface: str  # CACHE_QUERY_INTERFACE
+    backlog: int  # CACHE_QUERY_BACKLOG
+    log_cache_hits: bool  # LOG_CACHE_HITS
+    insecure_unpickler: bool  # USE_INSECURE_UNPICKLER
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CarbonLinkConfig:
+        return cls(port=int(settings["CACHE_QUERY_PORT"] or 0),
+                   interface=str(settings["CACHE_QUERY_INTERFACE"]),
+                   backlog=int(settings["CACHE_QUERY_BACKLOG"]),
+                   log_cache_hits=bool(settings["LOG_CACHE_HITS"]),
+                   insecure_unpickler=bool(settings["USE_INSECURE_UNPICKLER"]))
+
+
 class CarbonLinkHandler:
     """Answers carbonlink requests from the cache and the storage backend."""
 
-    def __init__(self, cache: MetricCache, database: Any, settings: Any, stats: Stats,
-                 log: CarbonLog, writer: Any = None) -> None:
+    def __init__(self, cache: MetricCache, database: StorageBackend, config: CarbonLinkConfig,
+                 stats: Stats, log: CarbonLog, writer: Writer | None = None) -> None:
         self.cache = cache
         self.database = database
-        self.settings = settings
+        self.config = config
         self.stats = stats
         self.log = log
         # carbon.writer.writer.Writer (pause/resume) for the resize's requests
         self.writer = writer
 
-    def handle(self, request: Any, peer: str = "peer", held: set[str] | None = None) -> dict:
+    # a request is whatever the safe unpickler gave (checked here); an answer holds plain
+    # values of any type (plain_value)
+    def handle(self, request: Any, peer: str = "peer", held: set[str] | None = None
+               ) -> dict[str, Any]:
         """The answer to one request. ``held``: the metrics this connection paused
         (resumed when it closes)."""
         if not isinstance(request, dict) or "type" not in request:
@@ -72,7 +99,7 @@ class CarbonLinkHandler:
         if kind == "cache-query":
             metric = request.get("metric")
             points = self.cache.get(metric) if isinstance(metric, str) else []
-            if self.settings.LOG_CACHE_HITS:
+            if self.config.log_cache_hits:
                 self.log.query('[%s] cache query for "%s" returned %d values'
                                % (peer, metric, len(points)))
             self.stats.increment("cacheQueries")
@@ -80,7 +107,7 @@ class CarbonLinkHandler:
         if kind == "cache-query-bulk":
             metrics = request.get("metrics") or []
             by_metric = {m: self.cache.get(m) for m in metrics if isinstance(m, str)}
-            if self.settings.LOG_CACHE_HITS:
+            if self.config.log_cache_hits:
                 self.log.query('[%s] cache query bulk for "%d" metrics returned %d values'
                                % (peer, len(metrics), sum(len(v) for v in by_metric.values())))
             self.stats.increment("cacheBulkQueries")
@@ -103,7 +130,8 @@ class CarbonLinkHandler:
                 return {"error": traceback.format_exc()}
         return {"error": 'Invalid request type "%s"' % kind}
 
-    def _resize(self, kind: str, request: dict, peer: str, held: set[str] | None) -> dict:
+    def _resize(self, kind: str, request: dict[str, Any], peer: str, held: set[str] | None
+                ) -> dict[str, Any]:
         """A resize (carbon.cluster.resize) pausing the writes of metrics whose files it
         replaces: ``resize-hold`` answers ``{"pending": [...]}``, the metrics still being
         written (ask again until none); ``resize-release`` resumes them. A connection's
@@ -136,6 +164,17 @@ class CarbonLinkHandler:
         return pickle.dumps(self.handle(request, peer, held), protocol=2)
 
 
+class _Transport(Structural):
+    """What a connection uses of its Twisted transport (declared here: mypy reads
+    Twisted's zope interfaces without their plugin)."""
+
+    def getPeer(self) -> object: ...  # noqa: N802
+
+    def write(self, data: bytes) -> None: ...
+
+    def loseConnection(self) -> None: ...  # noqa: N802
+
+
 class CarbonLinkProtocol(Protocol):
     """One carbonlink client connection."""
 
@@ -145,8 +184,13 @@ class CarbonLinkProtocol(Protocol):
         self.peer = "peer"
         self.held: set[str] = set()  # metrics this connection paused for a resize
 
+    @property
+    def link(self) -> _Transport:
+        """The connection's transport (set by Twisted before connectionMade)."""
+        return cast(_Transport, self.transport)
+
     def connectionMade(self) -> None:  # noqa: N802
-        peer = self.transport.getPeer()
+        peer = self.link.getPeer()
         # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
         self.handler.log.query("%s connected" % self.peer)
@@ -161,20 +205,20 @@ class CarbonLinkProtocol(Protocol):
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         frames, self.buffer, oversized = split_frames(self.buffer + data, MAX_REQUEST_LENGTH)
         out = []
-        insecure = bool(self.handler.settings.USE_INSECURE_UNPICKLER)
+        insecure = self.handler.config.insecure_unpickler
         for payload in frames:
             try:
                 request = loads(payload, insecure)
             except PICKLE_ERRORS as exc:
                 self.handler.log.query("[%s] invalid request: %s; closing" % (self.peer, exc))
-                self.transport.loseConnection()
+                self.link.loseConnection()
                 return
             out.append(frame(self.handler.respond(request, self.peer, self.held)))
         if oversized is not None:
-            self.transport.loseConnection()
+            self.link.loseConnection()
             return
         if out:
-            self.transport.write(b"".join(out))
+            self.link.write(b"".join(out))
 
 
 class CarbonLinkFactory(Factory):

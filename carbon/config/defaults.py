@@ -154,9 +154,11 @@ DEFAULTS = dict(
     # written.
     WRITER_KNOWN_FILES=100000,
     # Seconds between the starts of the writer's passes over the cache (0: no wait, a
-    # new pass as soon as one ends). While points pour in, a wait makes each whisper
-    # update carry more points (docs/performance.md, "Ingest against VictoriaMetrics").
-    WRITER_MIN_PASS_SECONDS=0.0,
+    # new pass as soon as one ends, as carbon 1.1.10). While points pour in, a wait makes
+    # each whisper update carry more points (docs/performance.md, "Ingest against
+    # VictoriaMetrics"); points wait up to that much longer in the cache (answered by
+    # carbonlink) and the journal.
+    WRITER_MIN_PASS_SECONDS=1.0,
     RELAY_WORKERS=1,
     # RELAY_METHOD = cluster-rebalance (carbon-cluster rebalance writes it): the JSON file
     # of the old and new rings (carbon/cluster/router.py).

@@ -15,12 +15,12 @@ from typing import Any, Callable
 from twisted.internet import defer
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import RuleSet, RulesFile, parse_rules, reload_rules
 from carbon.daemon.base import Composition, Daemon, log_lines
 from carbon.daemon.cache import CacheDaemon
 from carbon.instrumentation.reporter import Reporter
-from carbon.pipeline import Processor
+from carbon.pipeline import Batch, Processor
 from carbon.relay.sink import RelaySink, relay_extra
 from carbon.rewrite import RewriteProcessor, RewriteRulesFile
 
@@ -50,7 +50,8 @@ class AggregationStages:
         self.pre = RewriteProcessor(self.rewrite_file.rules, "pre")
         self.post = RewriteProcessor(self.rewrite_file.rules, "post")
         self.buffers = BufferManager.from_settings(settings)
-        self.aggregate = AggregationProcessor(ruleset, self.buffers, settings, stats,
+        self.aggregate = AggregationProcessor(ruleset, self.buffers,
+                                              AggregationConfig.from_settings(settings), stats,
                                               log=log.aggregator)
 
     @property
@@ -95,7 +96,8 @@ class AggregationStages:
                 "bufferedDatapoints": lambda: (settle(), self.buffers.buffered_datapoints())[1]}
 
 
-def aggregator_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:
+def aggregator_extra(counters: dict[str, float], samples: dict[str, Any],
+                     record: Callable[[str, float], None]) -> None:
     record("aggregateDatapointsSent", counters.get("aggregateDatapointsSent", 0))
     for name in ("aggregateDatapointsTooLate", "aggregateDatapointsInvalid"):
         if counters.get(name):
@@ -110,7 +112,7 @@ class AggregationTicks:
     reactor: Any
     every: Callable[..., None]
 
-    def start_aggregation(self, put_many: Callable[[list], None]) -> None:
+    def start_aggregation(self, put_many: Callable[[Batch], None]) -> None:
         self._put_aggregates = put_many
         self.every(1, self.tick)
         self.every(10, self.aggregation_stages.check_files)
@@ -130,16 +132,19 @@ class AggregatorDaemon(AggregationTicks, Daemon):
         """[white/blacklist] -> rewrite [pre] -> aggregate -> rewrite [post] -> RelaySink."""
         # carbon 1.1.10 always routes aggregator output by consistent hashing.
         self.settings["RELAY_METHOD"] = "consistent-hashing"
-        self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
+        self.relay = RelaySink.from_settings(self.settings, self.flow, self.stats, self.reactor,
+                                             log=self.log)
         self.aggregation_stages = AggregationStages(self.settings, self.stats, self.log)
-        return Composition(processors=self.lists() + self.aggregation_stages.processors(),
+        return Composition(receivers=self.listeners(),
+                           processors=self.lists() + self.aggregation_stages.processors(),
                            sink=self.relay)
 
     def make_reporter(self) -> Reporter:
-        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        gauges: dict[str, Callable[[], float]] = {
+            "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.aggregation_stages.gauges())
         gauges.update(self.relay.gauges())
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges=gauges, extra=aggregator_extra)
 
     def start_sink(self) -> None:

@@ -11,25 +11,38 @@ from twisted.internet import defer, task
 from carbon.config.errors import ConfigError
 from carbon.config.patternlist import PatternList
 from carbon.config.settings import Settings
-from carbon.daemon.manhole import listen_manhole
-from carbon.instrumentation.reporter import Reporter
+from carbon.daemon.manhole import listen_manhole, manhole_receiver
+from carbon.instrumentation.reporter import Reporter, ReporterConfig
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.pipeline import Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.receivers.drain import drain_connections
 from carbon.flow import FlowControl
 from carbon.receivers.limits import release_reserved_descriptor
-from carbon.receivers.listeners import start_receivers
+from carbon.receivers.listeners import ReceiverSpec, listen, metric_listeners
+
+Opener = Callable[[ReceiverSpec], Any]
+# Listeners that serve the sink rather than feed it (carbonlink): listed first, opened by
+# the sink's start once it can answer (before the receiver connection limit is worked
+# out), closed by the sink once it drained.
+SINK_KINDS = ("carbonlink",)
+
+
+# A receiver's read where a C stage takes whole reads (the relay's router, carbon-cache's
+# sink): one call per read (Twisted's default is 64 KiB).
+WHOLE_READ_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
 class Composition:
-    """A daemon as a list of stages: what its receivers read (``read_size``: bytes a
-    read, None for Twisted's default) goes through ``processors`` in order into
-    ``sink``. Built once, by the daemon's ``stages``; nothing rewrites it afterwards."""
+    """A daemon as a list of stages: ``receivers`` (opened by ``Daemon.start`` in this
+    order) read points (``read_size``: bytes a read, None for Twisted's default) that
+    go through ``processors`` in order into ``sink``. Built once, by the daemon's
+    ``stages``; nothing rewrites it afterwards."""
 
+    receivers: list[ReceiverSpec]
     processors: list[Processor]
     sink: Sink
     read_size: int | None = field(default=None)
@@ -58,22 +71,58 @@ class Daemon:
         self.composition = self.stages()
         self.sink = self.composition.sink
         self.pipeline = Pipeline(list(self.composition.processors), self.sink)
-        self.receivers = ReceiverContext(settings, self.pipeline, self.stats, self.flow, log)
+        self.receivers = ReceiverContext(ReceiverConfig.from_settings(settings), self.pipeline,
+                                         self.stats, self.flow, log)
         if self.composition.read_size is not None:
             self.receivers.read_size = self.composition.read_size
         self.reporter = self.make_reporter()
 
     # -- parts subclasses provide ---------------------------------------
     def stages(self) -> Composition:
-        """The daemon's processors, in order, and its sink."""
+        """The daemon's receivers, its processors in order, and its sink."""
         raise NotImplementedError
+
+    def listeners(self) -> list[ReceiverSpec]:
+        """The receivers carbon.conf asks for, in the order they open: line, pickle, UDP
+        (a port of 0 or ENABLE_UDP_LISTENER off leaves one out), the manhole
+        (ENABLE_MANHOLE), AMQP (ENABLE_AMQP)."""
+        settings = self.settings
+        receivers = metric_listeners(settings)
+        if settings["ENABLE_MANHOLE"]:
+            receivers.append(manhole_receiver(settings))
+        if settings["ENABLE_AMQP"]:
+            from carbon.receivers.amqp import amqp_receiver  # txAMQP only when used
+
+            receivers.append(amqp_receiver(settings))
+        return receivers
+
+    def openers(self) -> dict[str, Opener]:
+        """How each kind of receiver opens; returns what ``stop_input`` closes (None:
+        the kind closes itself, as AMQP at shutdown)."""
+        def metrics(spec: ReceiverSpec) -> Any:
+            return listen(self.reactor, self.receivers, spec)
+
+        def manhole(spec: ReceiverSpec) -> Any:
+            return listen_manhole(self.reactor, spec, {"daemon": self, "settings": self.settings})
+
+        def amqp(spec: ReceiverSpec) -> None:
+            from carbon.receivers.amqp import start_amqp_listener
+
+            self.amqp = start_amqp_listener(self.reactor, self.receivers, spec)
+
+        return {"line": metrics, "pickle": metrics, "udp": metrics, "manhole": manhole,
+                "amqp": amqp}
 
     def lists(self) -> list[Processor]:
         """The white/blacklist stage (USE_WHITELIST), first in every daemon's list."""
         return [self.list_filter] if self.list_filter is not None else []
 
+    def reporter_config(self) -> ReporterConfig:
+        """The self-metrics' config (prefix ``carbon.<metric_kind>.<host>-<instance>``)."""
+        return ReporterConfig.from_settings(self.settings, self.metric_kind)
+
     def make_reporter(self) -> Reporter:
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges={"activeConnections": lambda: len(self.receivers.connections)})
 
     def _make_list_filter(self) -> ListFilter | None:
@@ -94,16 +143,9 @@ class Daemon:
 
     def start(self) -> None:
         """Start the sink's services, then the receivers, then periodic tasks."""
-        self.start_sink()
+        self.start_sink()  # opens the sink's own listeners (SINK_KINDS) when ready for them
         self.receivers.limit.plan(self.descriptor_claims())
-        self.ports = start_receivers(self.reactor, self.receivers)
-        if self.settings.ENABLE_MANHOLE:
-            self.ports.append(listen_manhole(self.reactor, self.settings,
-                                             {"daemon": self, "settings": self.settings}))
-        if self.settings.ENABLE_AMQP:
-            from carbon.receivers.amqp import start_amqp_listener
-
-            self.amqp = start_amqp_listener(self.reactor, self.receivers)
+        self.open_receivers()
         interval = float(self.settings.CARBON_METRIC_INTERVAL or 0)
         if interval > 0:
             self.every(interval, self.reporter.report)
@@ -111,6 +153,17 @@ class Daemon:
         if self.list_filter is not None:
             self.every(10, self.list_filter.reload)
         self.reactor.addSystemEventTrigger("before", "shutdown", self.shutdown)
+
+    def open_receivers(self, sink_side: bool = False) -> None:
+        """Open the receivers of ``composition.receivers``, in their order: those that
+        feed the pipeline, or (``sink_side``) the sink's own listeners (SINK_KINDS),
+        which ``start_sink`` opens once the sink can answer."""
+        openers = self.openers()
+        for spec in self.composition.receivers:
+            if (spec.kind in SINK_KINDS) == sink_side:
+                port = openers[spec.kind](spec)
+                if port is not None:
+                    self.ports.append(port)
 
     def start_sink(self) -> None:
         """Start whatever the sink needs (writer thread, destination clients)."""
@@ -123,7 +176,7 @@ class Daemon:
     def flush_logs(self) -> None:
         self.receivers.flush_logs()
 
-    def stop_input(self) -> defer.Deferred:
+    def stop_input(self) -> defer.Deferred[Any]:
         """Stop accepting and reading: pause live connections, close listening ports."""
         self.flow.enabled = True
         self.flow.pause("shutdown")
@@ -146,7 +199,7 @@ class Daemon:
         yield self.stop_sink()
         self.log.msg("%s shut down cleanly" % self.settings.get("program", "carbon"))
 
-    def stop_sink(self) -> defer.Deferred:
+    def stop_sink(self) -> defer.Deferred[Any]:
         return defer.succeed(None)
 
     # -- SIGHUP ---------------------------------------------------------

@@ -11,24 +11,25 @@ from typing import Any
 from twisted.internet import defer, task, threads
 from twisted.python import failure
 
-from carbon.cache.journal import Journal, journal_dir
-from carbon.cache.sink import CacheSink
+from carbon.cache.journal import Journal, JournalConfig
+from carbon.cache.sink import CacheSink, CacheSinkConfig
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
-from carbon.carbonlink.server import CarbonLinkFactory, CarbonLinkHandler
+from carbon.cache.strategies import Strategy, StrategyConfig, make_strategy
+from carbon.carbonlink.server import CarbonLinkConfig, CarbonLinkFactory, CarbonLinkHandler
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.config.loader import load_settings
-from carbon.daemon.base import Composition, Daemon, log_lines
+from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, Opener, log_lines
 from carbon.daemon.notify import notify
 from carbon.instrumentation.reporter import Reporter, cache_extra
-from carbon.pipeline import Processor
-from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS, WRITE_STRATEGIES
+from carbon.pipeline import Batch, Processor
+from carbon.plugins import RATE_LIMITERS, WRITE_STRATEGIES
 from carbon.receivers.limits import GuardedPort, listen_tcp
-from carbon.storage.backend import StorageBackend, as_backend
-from carbon.writer.tagfeed import TagFeed
+from carbon.receivers.listeners import ReceiverSpec
+from carbon.storage.backend import open_database
+from carbon.writer.tagfeed import TagFeed, TagFeedConfig
 from carbon.writer.schemacheck import SchemaCheck
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 
 SWITCH_INTERVAL = 0.001
 # While the cache drains at shutdown under systemd: every DRAIN_STATUS_SECONDS the unit's
@@ -44,33 +45,56 @@ RELOADABLE = ("MAX_UPDATES_PER_SECOND", "MAX_CREATES_PER_MINUTE", "CACHE_WRITE_S
 INF = float("inf")
 
 
-def open_database(settings: Any) -> StorageBackend:
-    name = settings.DATABASE
-    if name not in STORAGE_BACKENDS:
-        raise ConfigError("No database plugin implemented for '%s' (known: %s)"
-                          % (name, ", ".join(STORAGE_BACKENDS.names())),
-                          settings.get("config_file"), key="DATABASE")
-    return as_backend(STORAGE_BACKENDS.get(name)(settings))
-
-
 class CacheDaemon(Daemon):
     """Stores received points in the cache and writes them to the database."""
 
     metric_kind = "agents"
     syncing: defer.Deferred[None] | None = None  # a journal fdatasync under way
     carbonlink_port: GuardedPort | None = None  # with CACHE_QUERY_PORT
+    # the parts' typed configs, each built once from the settings (make_cache_sink)
+    strategy_config: StrategyConfig
+    writer_config: WriterConfig
+    carbonlink_config: CarbonLinkConfig
+    tag_feed_config: TagFeedConfig | None  # with ENABLE_TAGS
 
     def stages(self) -> Composition:
-        """carbon-cache: [white/blacklist] -> cache (written by the writer thread);
-        carbon-aggregator-cache puts its aggregation stages between them."""
+        """carbon-cache: [carbonlink (CACHE_QUERY_PORT), receivers] -> [white/blacklist]
+        -> cache (written by the writer thread); carbon-aggregator-cache puts its
+        aggregation stages between them. With no stage the cache sink takes whole reads
+        (one C pass a read: carbon.cache.sink), of WHOLE_READ_BYTES."""
         sink = self.make_cache_sink()
-        return Composition(processors=self.lists() + self.aggregation(), sink=sink)
+        processors = self.lists() + self.aggregation()
+        whole = not processors and sink.accepts_chunks
+        return Composition(receivers=self.query_listeners() + self.listeners(),
+                           processors=processors, sink=sink,
+                           read_size=WHOLE_READ_BYTES if whole else None)
+
+    def query_listeners(self) -> list[ReceiverSpec]:
+        """Carbonlink on CACHE_QUERY_INTERFACE:CACHE_QUERY_PORT (0: none)."""
+        carbonlink = self.carbonlink_config
+        if not carbonlink.port:
+            return []
+        return [ReceiverSpec("carbonlink", carbonlink.interface, carbonlink.port,
+                             carbonlink.backlog)]
+
+    def openers(self) -> dict[str, Opener]:
+        """Besides the metric receivers: carbonlink, on the handler ``start_sink`` made
+        (which opens it); it stays open until the cache has drained (``stop_sink``
+        closes it)."""
+        def carbonlink(spec: ReceiverSpec) -> None:
+            self.carbonlink_port = listen_tcp(
+                self.reactor, spec.port, CarbonLinkFactory(self.carbonlink_handler),
+                backlog=spec.backlog, interface=spec.interface)
+
+        return {**super().openers(), "carbonlink": carbonlink}
 
     def aggregation(self) -> list[Processor]:
         """carbon-aggregator-cache's aggregation stages (none in carbon-cache)."""
         return []
 
     def make_cache_sink(self) -> CacheSink:
+        """The cache, its storage backend, write strategy, writer (and creator), journal
+        and sink; each part gets its typed config, built here from the settings."""
         settings = self.settings
         strategy_name = settings.CACHE_WRITE_STRATEGY
         if strategy_name not in WRITE_STRATEGIES:
@@ -80,43 +104,49 @@ class CacheDaemon(Daemon):
         self.log.msg("Using %s write strategy for cache" % strategy_name)
         RATE_LIMITERS.resolve(settings["RATE_LIMITER"], "RATE_LIMITER",
                               settings.get("config_file"))
+        self.strategy_config = StrategyConfig.from_settings(settings)
+        self.writer_config = WriterConfig.from_settings(settings)
+        self.carbonlink_config = CarbonLinkConfig.from_settings(settings)
+        self.tag_feed_config = TagFeedConfig.from_settings(settings) \
+            if settings.ENABLE_TAGS else None
         self.cache = MetricCache()
         self.database = open_database(settings)
-        self.schemas = SchemaFiles(settings.get("CONF_DIR", "."))
+        self.schemas = SchemaFiles(settings.get("CONF_DIR") or ".")
         for warning in self.schemas.warnings:
             self.log.msg(warning)
-        self.strategy = make_strategy(strategy_name, self.cache, settings, self.log)
-        self.writer = Writer(self.cache, self.strategy, self.database, self.schemas, settings,
-                             self.stats, self.log)
-        if getattr(self.database, "get_filesystem_path", None) is not None:
+        self.strategy = self.make_strategy(strategy_name)
+        self.writer = Writer(self.cache, self.strategy, self.database, self.schemas,
+                             self.writer_config, self.stats, self.log)
+        if self.database.capabilities.whisper_files:
             self.writer.schema_check = SchemaCheck(
                 self.database.get_filesystem_path, self.schemas, self.log.msg,
-                limit=max(1, int(settings["WRITER_KNOWN_FILES"])))
-        self.journal = self.make_journal()
+                limit=self.writer_config.known_files)
+        self.journal = self.make_journal(JournalConfig.from_settings(settings))
         self.writer.journal = self.journal
-        self.cache_sink = CacheSink(self.cache, settings, self.stats, self.flow, self.log,
-                                    journal=self.journal)
+        self.cache_sink = CacheSink(self.cache, CacheSinkConfig.from_settings(settings),
+                                    self.stats, self.flow, self.log, journal=self.journal)
         return self.cache_sink
 
-    def make_journal(self) -> Journal | None:
-        settings = self.settings
-        if not settings.CACHE_JOURNAL:
+    def make_strategy(self, name: str) -> Strategy:
+        """The write strategy ``name`` (CACHE_WRITE_STRATEGY; a SIGHUP may change it)."""
+        return make_strategy(name, self.cache, self.strategy_config, self.log)
+
+    def make_journal(self, config: JournalConfig) -> Journal | None:
+        """The journal (CACHE_JOURNAL), its segments owned by USER when root starts it."""
+        if not config.enabled:
             return None
+        settings = self.settings
         owner = None
         if settings.USER and os.getuid() == 0:  # the daemon drops to USER once started
             user = pwd.getpwnam(settings.USER)
             owner = (user.pw_uid, user.pw_gid)
-        return Journal(journal_dir(settings), self.cache, self.log,
-                       segment_bytes=int(settings.CACHE_JOURNAL_SEGMENT_BYTES),
-                       max_bytes=float(settings.CACHE_JOURNAL_MAX_BYTES),
-                       fsync_interval=float(settings.CACHE_JOURNAL_FSYNC_INTERVAL),
-                       owner=owner)
+        return Journal.configured(config, self.cache, self.log, owner)
 
     def make_reporter(self) -> Reporter:
-        def emit(batch: list) -> None:
+        def emit(batch: Batch) -> None:
             self.cache_sink.store_internal(batch)
 
-        return Reporter(self.settings, "agents", self.stats, emit, gauges={
+        return Reporter(self.reporter_config(), self.stats, emit, gauges={
             "cache.size": lambda: self.cache.size,
             "cache.queues": lambda: len(self.cache),
             "activeConnections": lambda: len(self.receivers.connections),
@@ -124,23 +154,18 @@ class CacheDaemon(Daemon):
         }, extra=cache_extra)
 
     def start_sink(self) -> None:
-        settings = self.settings
         journal = self.journal
         if journal is not None:
             journal.open()  # replays what an earlier run left, before anything listens
             self.every(0.5, self.cache_sink.check_journal)
             if journal.fsync_interval > 0:
                 self.every(journal.fsync_interval, self.sync_journal)
-        handler = CarbonLinkHandler(self.cache, self.database, settings, self.stats, self.log,
-                                    writer=self.writer)
-        port = int(settings.CACHE_QUERY_PORT or 0)
-        if port:
-            self.carbonlink_port = listen_tcp(
-                self.reactor, port, CarbonLinkFactory(handler),
-                backlog=int(settings.CACHE_QUERY_BACKLOG),
-                interface=settings.CACHE_QUERY_INTERFACE)
-        if settings.ENABLE_TAGS:
-            self.writer.tag_feed = TagFeed(settings, self.log, self.stats)
+        handler = CarbonLinkHandler(self.cache, self.database, self.carbonlink_config,
+                                    self.stats, self.log, writer=self.writer)
+        self.carbonlink_handler = handler
+        self.open_receivers(sink_side=True)  # carbonlink (CACHE_QUERY_PORT), as listed
+        if self.tag_feed_config is not None:
+            self.writer.tag_feed = TagFeed(self.tag_feed_config, self.log, self.stats)
             self.writer.tag_feed.start()
         # The reactor, writer and creator threads hand the GIL to each other around every
         # file-system call; a thread back from one waits for the switch interval before a
@@ -234,7 +259,7 @@ class CacheDaemon(Daemon):
             if journal is not None:
                 journal.close(remove=drained and self.cache.is_empty())
         if port is not None:
-            yield port.stopListening()
+            yield defer.maybeDeferred(port.stopListening)
         self.database.close()
 
     # -- SIGHUP ---------------------------------------------------------
@@ -267,6 +292,8 @@ class CacheDaemon(Daemon):
                     continue
                 settings[key] = new
                 say("SIGHUP: %s changed from %s to %s" % (key, old, new))
+            # the rates a shutdown drain uses follow (the limiters have theirs already)
+            self.writer_config = self.writer.config = WriterConfig.from_settings(settings)
         schemas = self.schemas
         before = (schemas.storage, schemas.aggregation)
         problem = schemas.reload_if_changed()
@@ -297,7 +324,7 @@ class CacheDaemon(Daemon):
             if value not in WRITE_STRATEGIES:
                 return "unknown write strategy %r (known: %s)" % (
                     value, ", ".join(WRITE_STRATEGIES.names()))
-            strategy = make_strategy(value, self.cache, self.settings, self.log)
+            strategy = self.make_strategy(value)
             with writer.choose_lock:
                 strategy.skip = writer.strategy.skip  # metrics the writer cannot take now
                 writer.strategy = strategy

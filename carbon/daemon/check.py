@@ -20,6 +20,7 @@ import subprocess
 import sys
 from typing import Any, Callable, Sequence
 
+from carbon.config.defaults import DEFAULTS
 from carbon.config.errors import ConfigError
 from carbon.config.inifile import read_ini
 from carbon.config.loader import load_settings, section_for
@@ -51,8 +52,8 @@ def rule_paths(settings: Any, program: str, whitelist: str | None = None,
         conf_dir, settings.REWRITE_RULES)
 
 
-def _plugin(registry: Any, settings: Any, key: str, default: str) -> None:
-    name = settings.get(key) or default
+def _plugin(registry: Any, settings: Any, key: str) -> None:
+    name = settings[key] or DEFAULTS[key]  # empty in carbon.conf: the default
     if name not in registry:
         raise ConfigError("%s is not a valid value (known: %s)" % (name, ", ".join(
             registry.names())), settings.get("config_file"), key=key)
@@ -74,9 +75,9 @@ def _lists(settings: Any, warnings: list[str]) -> None:
 
 
 def _cache(settings: Any, warnings: list[str]) -> None:
-    _plugin(STORAGE_BACKENDS, settings, "DATABASE", "whisper")
-    _plugin(WRITE_STRATEGIES, settings, "CACHE_WRITE_STRATEGY", "sorted")
-    _plugin(RATE_LIMITERS, settings, "RATE_LIMITER", "token_bucket")
+    _plugin(STORAGE_BACKENDS, settings, "DATABASE")
+    _plugin(WRITE_STRATEGIES, settings, "CACHE_WRITE_STRATEGY")
+    _plugin(RATE_LIMITERS, settings, "RATE_LIMITER")
 
 
 def _router(settings: Any, warnings: list[str]) -> None:

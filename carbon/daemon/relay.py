@@ -10,7 +10,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 
 from carbon.config.errors import ConfigError
-from carbon.daemon.base import Composition, Daemon, log_lines
+from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, log_lines
 from carbon.daemon.relay_workers import WorkerPool, worker_count
 from carbon.instrumentation.reporter import Reporter
 from carbon.pipeline import Processor
@@ -24,7 +24,7 @@ from carbon.relay.sink import RelaySink, relay_extra
 
 
 GC_THRESHOLD = 20000  # the relay's young-generation collection threshold
-READ_BYTES = 256 * 1024  # a receiver's read: one C routing call per read (Twisted: 64 KiB)
+READ_BYTES = WHOLE_READ_BYTES  # a receiver's read: one C routing call per read
 
 
 class RelayDaemon(Daemon):
@@ -47,18 +47,21 @@ class RelayDaemon(Daemon):
     def stages(self) -> Composition:
         """[white/blacklist, also of LineBatches] -> whole reads routed in C (used when
         no stage before it changes reads) -> RelaySink; reads of READ_BYTES."""
-        self.relay = RelaySink(self.settings, self.flow, self.stats, self.reactor, log=self.log)
+        self.relay = RelaySink.from_settings(self.settings, self.flow, self.stats, self.reactor,
+                                             log=self.log)
         processors: list[Processor] = []
         if self.list_filter is not None:
             processors.append(LineListFilter(self.list_filter,
                                              int(self.settings["RELAY_HASH_CACHE_SIZE"] or 0)))
         processors.append(ChunkStage(self.relay))
-        return Composition(processors=processors, sink=self.relay, read_size=READ_BYTES)
+        return Composition(receivers=self.listeners(), processors=processors, sink=self.relay,
+                           read_size=READ_BYTES)
 
     def make_reporter(self) -> Reporter:
-        gauges = {"activeConnections": lambda: len(self.receivers.connections)}
+        gauges: dict[str, Callable[[], float]] = {
+            "activeConnections": lambda: len(self.receivers.connections)}
         gauges.update(self.relay.gauges())  # destinations.<d>.queued / .spool
-        return Reporter(self.settings, self.metric_kind, self.stats, self.pipeline.process,
+        return Reporter(self.reporter_config(), self.stats, self.pipeline.process,
                         gauges=gauges, extra=relay_extra)
 
     def start_sink(self) -> None:
@@ -147,6 +150,6 @@ class RelayDaemon(Daemon):
         return defer.gatherResults(waits)
 
 
-def _rules_key(rules: list[RelayRule]) -> list[tuple]:
+def _rules_key(rules: list[RelayRule]) -> list[tuple[Any, ...]]:
     return [(rule.name, rule.pattern, tuple(rule.destinations), rule.continue_matching)
             for rule in rules]

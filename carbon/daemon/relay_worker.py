@@ -15,7 +15,8 @@ from zope.interface import implementer
 from carbon.config.settings import Settings
 from carbon.logs import log_for, log_twisted_errors
 from carbon.receivers.handoff import adopt
-from carbon.receivers.protocols import LineReceiver, PickleReceiver, ReceiverFactory
+from carbon.receivers.listeners import TCP_PROTOCOLS
+from carbon.receivers.protocols import ReceiverFactory
 from carbon.daemon.relay import RelayDaemon
 from carbon.daemon.relay_workers import FAMILIES, KINDS, READY, worker_settings
 
@@ -100,8 +101,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     daemon.start()
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
     reactor.addReader(ChannelReader(reactor, channel, {
-        "line": ReceiverFactory(LineReceiver, daemon.receivers),
-        "pickle": ReceiverFactory(PickleReceiver, daemon.receivers)}, log))
+        kind: ReceiverFactory(protocol, daemon.receivers)
+        for kind, protocol in TCP_PROTOCOLS.items()}, log))
     log.msg("carbon-relay worker %d started" % index)
     channel.send(READY)
     reactor.run()

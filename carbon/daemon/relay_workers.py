@@ -71,7 +71,7 @@ class WorkerPool:
         self.reactor = reactor
         self.foreground = foreground
         self.check_interval = check_interval
-        self.workers: dict[int, tuple[subprocess.Popen, socket.socket]] = {}
+        self.workers: dict[int, tuple[subprocess.Popen[bytes], socket.socket]] = {}
         self.turn = 0
         self.stopping = False
         self._loop: task.LoopingCall | None = None
@@ -140,7 +140,7 @@ class WorkerPool:
                              % (self.turn, exc))
         adopt(self.reactor, conn, factory)
 
-    def stop(self) -> defer.Deferred:
+    def stop(self) -> defer.Deferred[None]:
         """SIGTERM every worker; fires once all have exited (SIGKILL after the deadline)."""
         self.stopping = True
         if self._loop is not None and self._loop.running:
@@ -150,7 +150,7 @@ class WorkerPool:
                 proc.send_signal(signal.SIGTERM)
         deadline = self.reactor.seconds() + float(
             self.settings.get("SHUTDOWN_FLUSH_TIMEOUT") or 0) + 10
-        done: defer.Deferred = defer.Deferred()
+        done: defer.Deferred[None] = defer.Deferred()
 
         def poll() -> None:
             running = [p for p, _ in self.workers.values() if p.poll() is None]

@@ -203,4 +203,26 @@ simple_to_double(const char *s, Py_ssize_t len, double *out)
     return string_to_double(s, len, out);
 }
 
+/* float(text) of one field, exactly: simple_to_double, else float() itself (inf, nan,
+ * underscores, exponents past the fast path...). Returns 0 and sets *out, -1 when float()
+ * would raise ValueError (no exception left set), or -2 on another error (set). Needs the
+ * GIL. */
+static inline int
+text_to_double(const char *start, Py_ssize_t len, double *out)
+{
+    int rc = simple_to_double(start, len, out);
+    if (rc != -3)
+        return rc;
+    PyObject *text = PyBytes_FromStringAndSize(start, len);
+    if (text == NULL)
+        return -2;
+    PyObject *number = PyFloat_FromString(text);
+    Py_DECREF(text);
+    if (number == NULL)
+        return not_a_number();
+    *out = PyFloat_AS_DOUBLE(number);
+    Py_DECREF(number);
+    return 0;
+}
+
 #endif

@@ -26,26 +26,6 @@ is_space(unsigned char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
 }
 
-/* Convert one field as float() would. Returns 0 and sets *out, or -1 when float()
- * would raise ValueError (no exception left set), or -2 on another error. */
-static int
-to_double(const char *start, Py_ssize_t len, double *out)
-{
-    int rc = simple_to_double(start, len, out);
-    if (rc != -3)
-        return rc;
-    PyObject *text = PyBytes_FromStringAndSize(start, len);
-    if (text == NULL)
-        return -2;
-    PyObject *number = PyFloat_FromString(text);
-    Py_DECREF(text);
-    if (number == NULL)
-        return not_a_number();
-    *out = PyFloat_AS_DOUBLE(number);
-    Py_DECREF(number);
-    return 0;
-}
-
 /* float(int(stamp) // resolution * resolution), through Python ints when the
  * value does not fit the fast path. Returns 0, or -1 with an exception set. */
 static int
@@ -118,9 +98,9 @@ parse_lines(PyObject *module, PyObject *args)
         int rc = -1;
         PyObject *name = NULL;
         if (fields == 3) {
-            rc = to_double(field[1], flen[1], &value);
+            rc = text_to_double(field[1], flen[1], &value);
             if (rc == 0)
-                rc = to_double(field[2], flen[2], &stamp);
+                rc = text_to_double(field[2], flen[2], &stamp);
             if (rc == -2)
                 goto error;
             if (rc == 0 && !(isfinite(value) && isfinite(stamp)))

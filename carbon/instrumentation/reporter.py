@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
+from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Sample, Stats
 from carbon.pipeline import Batch
 
@@ -38,12 +40,24 @@ class CpuMeter:
         return used
 
 
-def metric_prefix(settings: Any, kind: str) -> str:
-    """``carbon.agents.host-a`` (kind is agents, relays or aggregator)."""
-    host = socket.gethostname().replace(".", "_")
-    instance = settings.get("instance")
-    name = "%s-%s" % (host, instance) if instance else host
-    return "%s.%s.%s" % (settings.CARBON_METRIC_PREFIX, kind, name)
+@dataclass(frozen=True)
+class ReporterConfig:
+    """What the Reporter reads of carbon.conf, built once (``from_settings``): the
+    self-metrics' prefix, ``carbon.agents.host-a`` (CARBON_METRIC_PREFIX, the kind:
+    agents, relays or aggregator, the host name and the instance)."""
+
+    prefix: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings, kind: str) -> ReporterConfig:
+        host = socket.gethostname().replace(".", "_")
+        instance = settings.get("instance")  # from the command line, not carbon.conf
+        name = "%s-%s" % (host, instance) if instance else host
+        return cls("%s.%s.%s" % (settings["CARBON_METRIC_PREFIX"], kind, name))
+
+
+#: a daemon's derived self-metrics: (counters, samples, record(name, value))
+Extra = Callable[[dict[str, float], dict[str, Sample], Callable[[str, float], None]], None]
 
 
 class Reporter:
@@ -53,12 +67,12 @@ class Reporter:
     ``extra`` lets a daemon add its own derived values from the interval's stats.
     """
 
-    def __init__(self, settings: Any, kind: str, stats: Stats,
+    def __init__(self, config: ReporterConfig, stats: Stats,
                  emit: Callable[[Batch], None],
                  gauges: dict[str, Callable[[], float]] | None = None,
-                 extra: Callable[[dict, dict, Callable[[str, float], None]], None] | None = None
-                 ) -> None:
-        self.prefix = metric_prefix(settings, kind)
+                 extra: Extra | None = None) -> None:
+        self.config = config
+        self.prefix = config.prefix
         self.stats = stats
         self.emit = emit
         self.gauges = gauges or {}
@@ -90,7 +104,7 @@ class Reporter:
         return batch
 
 
-def cache_extra(counters: dict, samples: dict[str, Sample],
+def cache_extra(counters: dict[str, float], samples: dict[str, Sample],
                 record: Callable[[str, float], None]) -> None:
     """The cache's derived metrics, with carbon 1.1.10's names and semantics."""
     update_times = samples.get("updateTimes") or Sample()

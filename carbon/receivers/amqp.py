@@ -13,6 +13,7 @@ with capped exponential backoff. The AMQP client is txAMQP (``carbon.amqp``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
@@ -21,8 +22,10 @@ from twisted.internet.protocol import ReconnectingClientFactory
 from carbon.amqp.client import AMQPConnection, describe
 from carbon.amqp.fields import AMQPError, short_wire, text
 from carbon.amqp.spec import load_spec
+from carbon.config.settings import Settings
 from carbon.pipeline import Batch
 from carbon.receivers.context import ReceiverContext
+from carbon.receivers.listeners import ReceiverOptions, ReceiverSpec
 from carbon.formats.plaintext import parse_lines, printable
 
 PREFETCH = 256
@@ -47,12 +50,45 @@ def message_batch(routing_key: bytes, body: bytes, name_in_body: bool,
     return parse_lines([routing_key + b" " + line for line in lines], resolution=resolution)
 
 
-def bind_patterns(settings: Any) -> list[str]:
+def bind_patterns(settings: Settings) -> list[str]:
     """BIND_PATTERNS as a list (a comma-separated string is accepted too)."""
-    patterns = settings.BIND_PATTERNS
+    patterns = settings["BIND_PATTERNS"]
     if isinstance(patterns, str):
         patterns = patterns.split(",")
     return [str(p).strip() for p in patterns if str(p).strip()]
+
+
+@dataclass(frozen=True)
+class AMQPConfig(ReceiverOptions):
+    """What the AMQP listener reads of carbon.conf besides AMQP_HOST and AMQP_PORT
+    (the receiver's interface and port), built once (``from_settings``)."""
+
+    user: str  # AMQP_USER
+    password: str  # AMQP_PASSWORD
+    vhost: str  # AMQP_VHOST
+    exchange: str  # AMQP_EXCHANGE
+    queue: str  # AMQP_QUEUE ("": an exclusive queue, carbon's)
+    bind_patterns: tuple[str, ...]  # BIND_PATTERNS
+    name_in_body: bool  # AMQP_METRIC_NAME_IN_BODY
+    verbose: bool  # AMQP_VERBOSE
+    spec_given: bool  # AMQP_SPEC set (ignored, and said so)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AMQPConfig:
+        return cls(user=str(settings["AMQP_USER"]), password=str(settings["AMQP_PASSWORD"]),
+                   vhost=str(settings["AMQP_VHOST"]), exchange=str(settings["AMQP_EXCHANGE"]),
+                   queue=str(settings["AMQP_QUEUE"] or ""),
+                   bind_patterns=tuple(bind_patterns(settings)),
+                   name_in_body=bool(settings["AMQP_METRIC_NAME_IN_BODY"]),
+                   verbose=bool(settings["AMQP_VERBOSE"]),
+                   spec_given=bool(settings["AMQP_SPEC"]))
+
+
+def amqp_receiver(settings: Settings) -> ReceiverSpec:
+    """The AMQP listener as a receiver of a daemon's composition (ENABLE_AMQP): the
+    broker AMQP_HOST:AMQP_PORT and its AMQPConfig."""
+    return ReceiverSpec("amqp", str(settings["AMQP_HOST"]), int(settings["AMQP_PORT"]),
+                        options=AMQPConfig.from_settings(settings))
 
 
 class FlowHandle:
@@ -85,13 +121,14 @@ class AMQPMetricListener(AMQPConnection):
     """
 
     def __init__(self, factory: AMQPListenerFactory) -> None:
-        settings = factory.context.settings
-        super().__init__(factory.spec, str(settings.AMQP_USER), str(settings.AMQP_PASSWORD),
-                         str(settings.AMQP_VHOST), clock=factory.clock)
+        config = factory.config
+        super().__init__(factory.spec, config.user, config.password, config.vhost,
+                         clock=factory.clock)
         self.factory = factory
         self.context = factory.context
-        self.name_in_body = bool(settings.AMQP_METRIC_NAME_IN_BODY)
-        self.verbose = bool(settings.AMQP_VERBOSE)
+        self.config = config
+        self.name_in_body = config.name_in_body
+        self.verbose = config.verbose
         self.processed: list[int] = []  # delivery tags of this read to acknowledge
         self.held: dict[int, Any] = {}  # failed delivery tag -> its delayed requeue
         self.flow_handle: FlowHandle | None = None
@@ -104,11 +141,11 @@ class AMQPMetricListener(AMQPConnection):
     @defer.inlineCallbacks
     def _setup(self, channel: Any) -> Any:
         log = self.context.log.listener
-        settings = self.context.settings
-        exchange = short_wire(str(settings.AMQP_EXCHANGE))
+        config = self.config
+        exchange = short_wire(config.exchange)
         log("New AMQP connection made")
         yield channel.exchange_declare(exchange=exchange, type=b"topic", durable=True)
-        named = str(settings.get("AMQP_QUEUE") or "")
+        named = config.queue
         if named:
             # Opt-in: a durable named queue keeps messages while the daemon is stopped
             # (carbon's exclusive queue, the default, is deleted with the connection).
@@ -116,7 +153,7 @@ class AMQPMetricListener(AMQPConnection):
         else:
             reply = yield channel.queue_declare(exclusive=True, auto_delete=True)
         queue = text(reply.queue)
-        for pattern in bind_patterns(settings):
+        for pattern in config.bind_patterns:
             log("binding exchange '%s' to queue '%s' with pattern %s" % (
                 text(exchange), queue, pattern))
             yield channel.queue_bind(queue=short_wire(queue), exchange=exchange,
@@ -214,9 +251,10 @@ class AMQPListenerFactory(ReconnectingClientFactory):
     maxDelay = 30.0
     noisy = False
 
-    def __init__(self, reactor: Any, context: ReceiverContext) -> None:
+    def __init__(self, reactor: Any, context: ReceiverContext, config: AMQPConfig) -> None:
         self.clock = reactor
         self.context = context
+        self.config = config
         self.spec = load_spec()
         self.current: AMQPMetricListener | None = None
         self.last_error: Exception | None = None
@@ -243,12 +281,15 @@ class AMQPListenerFactory(ReconnectingClientFactory):
 
 
 class AMQPListener:
-    """Handle returned by ``start_amqp_listener``: ``protocol`` and ``stop()``."""
+    """Handle returned by ``start_amqp_listener``: ``protocol`` and ``stop()``.
+    ``receiver``: the broker (interface and port) and the AMQPConfig."""
 
-    def __init__(self, reactor: Any, context: ReceiverContext) -> None:
+    def __init__(self, reactor: Any, context: ReceiverContext, receiver: ReceiverSpec) -> None:
+        assert isinstance(receiver.options, AMQPConfig), receiver
         self.reactor = reactor
         self.context = context
-        self.factory = AMQPListenerFactory(reactor, context)
+        self.receiver = receiver
+        self.factory = AMQPListenerFactory(reactor, context, receiver.options)
         self.connector: Any = None
 
     @property
@@ -256,11 +297,10 @@ class AMQPListener:
         return self.factory.current
 
     def start(self) -> None:
-        settings = self.context.settings
-        if settings.AMQP_SPEC:
+        if self.factory.config.spec_given:
             self.context.log.listener(
                 "AMQP_SPEC is ignored: the listener speaks AMQP 0-9-1 with its own spec")
-        self.connector = self.reactor.connectTCP(str(settings.AMQP_HOST), int(settings.AMQP_PORT),
+        self.connector = self.reactor.connectTCP(self.receiver.interface, self.receiver.port,
                                                  self.factory, timeout=10)
 
     def stop(self) -> defer.Deferred:
@@ -272,9 +312,10 @@ class AMQPListener:
         return defer.succeed(None)
 
 
-def start_amqp_listener(reactor: Any, context: ReceiverContext) -> AMQPListener:
-    """Connect to AMQP_HOST:AMQP_PORT and consume until the reactor stops."""
-    listener = AMQPListener(reactor, context)
+def start_amqp_listener(reactor: Any, context: ReceiverContext,
+                        receiver: ReceiverSpec) -> AMQPListener:
+    """Connect to the broker (AMQP_HOST:AMQP_PORT) and consume until the reactor stops."""
+    listener = AMQPListener(reactor, context, receiver)
     listener.start()
     reactor.addSystemEventTrigger("before", "shutdown", listener.stop)
     return listener

@@ -109,7 +109,7 @@ class HandOffPort:
         if self._backoff is None:
             self.startReading()
 
-    def stopListening(self) -> defer.Deferred:  # noqa: N802
+    def stopListening(self) -> defer.Deferred[None]:  # noqa: N802
         if self._backoff is not None and self._backoff.active():
             self._backoff.cancel()
         self._backoff = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from twisted.internet import tcp
@@ -69,13 +70,27 @@ def open_descriptors() -> int:
         return -1
 
 
+@dataclass(frozen=True)
+class LimitConfig:
+    """What the connection limit reads of carbon.conf (``from_settings``; the defaults
+    are carbon.config.defaults')."""
+
+    max_connections: float  # MAX_RECEIVER_CONNECTIONS (inf: no limit of its own)
+    fd_reserve: int  # RECEIVER_FD_RESERVE
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> LimitConfig:
+        return cls(max_connections=settings["MAX_RECEIVER_CONNECTIONS"],
+                   fd_reserve=int(settings["RECEIVER_FD_RESERVE"]))
+
+
 class ConnectionLimit:
     """The receiver connection limit and the bookkeeping of refusals."""
 
-    def __init__(self, settings: Any, log: Callable[[str], None]) -> None:
+    def __init__(self, config: LimitConfig, log: Callable[[str], None]) -> None:
         self.log = log
-        self.configured = settings.MAX_RECEIVER_CONNECTIONS
-        self.reserve = int(settings["RECEIVER_FD_RESERVE"])
+        self.configured = config.max_connections
+        self.reserve = config.fd_reserve
         self.soft = -1
         self.by_descriptors: float = float("inf")
         self.limit: float = self.configured
@@ -117,7 +132,7 @@ class ConnectionLimit:
         if self.quiet:
             self.quiet, self.announced = False, True
             self.log(self.summary(-1, "%s: cannot accept (%s)" % (
-                port, errno.errorcode.get(exc.errno, exc.errno))))
+                port, errno.errorcode.get(exc.errno or 0, exc.errno))))
 
     def summary(self, open_connections: int, what: str) -> str:
         reason = ("MAX_RECEIVER_CONNECTIONS" if self.configured <= self.by_descriptors
@@ -178,6 +193,7 @@ class GuardedPort(tcp.Port):
             self.socket = _CountingSocket(self.socket, self._exhausted)
 
     def _exhausted(self, exc: OSError) -> None:
+        assert self.limit is not None  # (installed only with a limit)
         self.limit.descriptors_exhausted(self, exc)
 
 

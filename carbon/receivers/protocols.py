@@ -5,7 +5,6 @@ Each socket read is parsed in bulk into one batch and handed to the pipeline.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from twisted.internet.error import ConnectionDone
@@ -19,22 +18,6 @@ from carbon.formats.plaintext import canonical_lines, parse_lines, printable, sp
 from carbon.formats.unpickler import PICKLE_ERRORS, loads
 
 
-def _enable_keepalive(transport: Any, settings: Any) -> None:
-    # Twisted transports: only socket ones have a handle (not a test's string transport)
-    if not settings.TCP_KEEPALIVE or not hasattr(transport, "getHandle"):
-        return
-    sock = transport.getHandle()
-    if getattr(sock, "type", None) != socket.SOCK_STREAM:  # a socket-like handle
-        return
-    transport.setTcpKeepAlive(1)
-    for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"):
-        # TCP_KEEP* constants are not on every platform
-        flag = getattr(socket, name, None)
-        value = settings.get(name)
-        if flag is not None and value is not None:
-            sock.setsockopt(socket.SOL_TCP, flag, int(value))
-
-
 class MetricReceiver(Protocol, TimeoutMixin):
     """Connection bookkeeping shared by the TCP receivers."""
 
@@ -46,28 +29,28 @@ class MetricReceiver(Protocol, TimeoutMixin):
         self.draining: Any = None  # a ConnectionDrain once shutdown has begun
 
     def connectionMade(self) -> None:  # noqa: N802
-        settings = self.context.settings
+        config = self.context.config
         # a Twisted TCP transport has bufferSize; TLS and test transports do not
         if self.context.read_size and hasattr(self.transport, "bufferSize"):
             self.transport.bufferSize = self.context.read_size
-        self.setTimeout(settings.METRIC_CLIENT_IDLE_TIMEOUT)
-        _enable_keepalive(self.transport, settings)
+        self.setTimeout(config.idle_timeout)
+        config.keepalive.enable(self.transport)
         peer = self.transport.getPeer()
         # Twisted's address: a UNIX socket's has no host or port
         self.peer = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
-        if settings.LOG_LISTENER_CONN_SUCCESS:
+        if config.log_success:
             self.context.log.listener("%s connection with %s established" % (self.kind, self.peer))
         self.context.connection_opened(self)
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
         self.setTimeout(None)
         self.flush_tail()
-        settings = self.context.settings
+        config = self.context.config
         if reason is None or reason.check(ConnectionDone):
-            if settings.LOG_LISTENER_CONN_SUCCESS:
+            if config.log_success:
                 self.context.log.listener("%s connection with %s closed cleanly" % (
                     self.kind, self.peer))
-        elif settings.LOG_LISTENER_CONN_LOST:
+        elif config.log_lost:
             self.context.log.listener("%s connection with %s lost: %s" % (
                 self.kind, self.peer, reason.value))
         self.context.connection_closed(self)
@@ -171,8 +154,8 @@ class PickleReceiver(MetricReceiver):
     def __init__(self, context: ReceiverContext) -> None:
         super().__init__(context)
         self.buffer = b""
-        self.max_length = int(context.settings.PICKLE_RECEIVER_MAX_LENGTH)
-        self.insecure = bool(context.settings.USE_INSECURE_UNPICKLER)
+        self.max_length = context.config.pickle_max_length
+        self.insecure = context.config.insecure_unpickler
 
     def received(self, data: bytes) -> None:
         self.resetTimeout()

@@ -41,6 +41,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "../formats/_lines.h"
 #include "../formats/_number.h"
 
 #define MAX_CODES 256
@@ -808,41 +809,6 @@ static int
 out_reserve(OutBuf *b, size_t more)
 {
     return reserve_bytes(&b->data, &b->cap, b->len + more, SIZE_MAX);
-}
-
-/* bytes.split()'s ASCII whitespace */
-static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1,
-                                         ['\x0b'] = 1, ['\x0c'] = 1};
-#define is_space(c) (SPACE[(unsigned char)(c)])
-
-/* The first whitespace byte at or after j, or end when none comes before it.  s[end]
- * is a line's '\n' and the buffer holds n bytes: with SSE2, 16 bytes at a time are
- * screened for bytes <= 0x20 (every whitespace byte is one) and only those are
- * looked up. */
-static inline Py_ssize_t
-find_space(const unsigned char *s, Py_ssize_t j, Py_ssize_t end, Py_ssize_t n)
-{
-#if defined(__SSE2__)
-    const __m128i limit = _mm_set1_epi8(0x20);
-    while (j < end && j + 16 <= n) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(s + j));
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(x, limit), x));
-        while (mask) {
-            Py_ssize_t p = j + __builtin_ctz(mask);
-            if (p >= end)
-                return end;
-            if (is_space(s[p]))
-                return p;
-            mask &= mask - 1;
-        }
-        if (j + 16 >= end)
-            return end;
-        j += 16;
-    }
-#endif
-    while (j < end && !is_space(s[j]))
-        j++;
-    return j;
 }
 
 /* Split and check every line; fills records. Returns the number of records, -1 if the

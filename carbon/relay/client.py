@@ -34,6 +34,7 @@ from typing import Any
 from twisted.internet import defer
 from twisted.internet.error import ConnectionDone
 
+from carbon.keepalive import KeepAlive
 from carbon.pipeline import Batch
 from carbon.relay.connection import SenderProtocol, SenderFactory
 from carbon.relay.destinations import Destination
@@ -54,8 +55,7 @@ class ClientConfig:
     low_watermark_pct: float  # QUEUE_LOW_WATERMARK_PCT
     resend_window_bytes: int  # DESTINATION_RESEND_WINDOW_BYTES
     resend_window_seconds: float  # DESTINATION_RESEND_WINDOW_SECONDS
-    keepalive: bool  # TCP_KEEPALIVE
-    keepalive_options: tuple[tuple[str, int], ...]  # TCP_KEEPIDLE/KEEPINTVL/KEEPCNT set
+    keepalive: KeepAlive  # TCP_KEEPALIVE, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT
 
     @classmethod
     def from_settings(cls, settings: Any) -> ClientConfig:
@@ -66,11 +66,7 @@ class ClientConfig:
             low_watermark_pct=float(settings["QUEUE_LOW_WATERMARK_PCT"]),
             resend_window_bytes=int(settings["DESTINATION_RESEND_WINDOW_BYTES"]),
             resend_window_seconds=float(settings["DESTINATION_RESEND_WINDOW_SECONDS"]),
-            keepalive=bool(settings["TCP_KEEPALIVE"]),
-            keepalive_options=tuple(
-                (name, int(settings[name])) for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL",
-                                                         "TCP_KEEPCNT")
-                if settings.get(name) is not None))
+            keepalive=KeepAlive.from_settings(settings))
 
 
 class DestinationClient:
@@ -113,7 +109,7 @@ class DestinationClient:
         self.stopping = False
         self.dropped_unlogged = 0
         self._reconnect_call: Any = None
-        self._closed: defer.Deferred | None = None
+        self._closed: defer.Deferred[Any] | None = None
         name = "destinations.%s." % destination.stat_name
         self.stat = {key: name + key for key in (
             "sent", "batchesSent", "attemptedRelays", "queuedUntilConnected",
@@ -375,7 +371,7 @@ class DestinationClient:
     def drained(self) -> bool:
         return not self.pending
 
-    def close(self, abort: bool = False) -> defer.Deferred:
+    def close(self, abort: bool = False) -> defer.Deferred[Any]:
         """Close the connection (flushing its buffer unless ``abort``); fires when closed."""
         protocol = self.protocol
         if protocol is None:

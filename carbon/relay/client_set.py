@@ -1,13 +1,14 @@
 """The relay's destinations from settings: one DestinationClient each, with its spool
 (``STORAGE_DIR/relay-spool/<program>-<instance>/<destination>``) and its TLS options.
 
-Every setting the clients depend on is checked here, so a bad one is reported as a
-ConfigError naming the key before anything connects.
+Every setting the clients depend on is checked when their ``ClientSetConfig`` is built,
+so a bad one is reported as a ConfigError naming the key before anything connects.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from carbon.config.errors import ConfigError
@@ -17,7 +18,8 @@ from carbon.relay.destinations import Destination, parse_destinations
 from carbon.relay.spool import Spool
 from carbon.relay.wire import encoder_for
 
-__all__ = ["spool_directory", "configured_destinations", "make_clients"]
+__all__ = ["spool_directory", "configured_destinations", "checked_destinations",
+           "ClientSetConfig", "make_clients"]
 
 
 def spool_directory(settings: Any) -> str:
@@ -40,9 +42,14 @@ def configured_destinations(settings: Any,
         except ValueError as exc:
             raise ConfigError(str(exc), settings.get("config_file"),
                               key="DESTINATIONS") from None
+    return checked_destinations(destinations, settings.get("config_file"))
+
+
+def checked_destinations(destinations: list[Any], config_file: str | None) -> list[Destination]:
+    """``destinations`` as Destinations; ConfigError (naming ``config_file``) if none."""
     if not destinations:
         raise ConfigError("DESTINATIONS is empty: the relay has nowhere to send",
-                          settings.get("config_file"), key="DESTINATIONS")
+                          config_file, key="DESTINATIONS")
     return [Destination(*d) for d in destinations]
 
 
@@ -60,22 +67,39 @@ def _check_settings(settings: Any) -> str:
     return transport  # DESTINATION_POOL_REPLICAS: the config loader warns (NOT_IMPLEMENTED)
 
 
-def make_clients(destinations: list[Destination], settings: Any, stats: Any, flow: Any,
-                 reactor: Any, log: Any, spool_dir: str, schedule_flush: Callable[[], None],
+@dataclass(frozen=True)
+class ClientSetConfig:
+    """What the set of destination clients reads of carbon.conf, checked and built once
+    (``from_settings``; ConfigError naming the key at fault)."""
+
+    client: ClientConfig  # each client's
+    tls: bool  # DESTINATION_TRANSPORT = ssl
+    ssl_ca: str | None  # DESTINATION_SSL_CA
+    spool_max_bytes: int  # SPOOL_MAX_BYTES
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ClientSetConfig:
+        transport = _check_settings(settings)
+        return cls(client=ClientConfig.from_settings(settings), tls=transport == "ssl",
+                   ssl_ca=settings.get("DESTINATION_SSL_CA"),
+                   spool_max_bytes=int(settings["SPOOL_MAX_BYTES"]))
+
+
+def make_clients(destinations: list[Destination], config: ClientSetConfig, stats: Any,
+                 flow: Any, reactor: Any, log: Any, spool_dir: str,
+                 schedule_flush: Callable[[], None],
                  state_changed: Callable[[DestinationClient, bool], None] | None = None,
                  **client_options: Any) -> dict[Destination, DestinationClient]:
     """One DestinationClient per destination, in order; ``client_options`` (spill_after,
     headroom, initial_delay, max_delay) go to each client."""
-    transport = _check_settings(settings)
-    config = ClientConfig.from_settings(settings)
     clients: dict[Destination, DestinationClient] = {}
     for dest in destinations:
         if dest in clients:
             raise ConfigError("destination %s is listed twice" % (dest,), key="DESTINATIONS")
         spool = Spool(os.path.join(spool_dir, dest.stat_name.replace("/", "_")),
-                      int(settings.SPOOL_MAX_BYTES), settings.DESTINATION_PROTOCOL)
+                      config.spool_max_bytes, config.client.protocol)
         clients[dest] = DestinationClient(
-            dest, config, stats, flow, reactor, log, spool, schedule_flush,
-            tls=tls_options(settings, dest.host) if transport == "ssl" else None,
+            dest, config.client, stats, flow, reactor, log, spool, schedule_flush,
+            tls=tls_options(config.ssl_ca, dest.host) if config.tls else None,
             state_changed=state_changed, **client_options)
     return clients

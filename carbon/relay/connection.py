@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
 from twisted.internet.protocol import ClientFactory, Protocol
 from zope.interface import implementer
 
 from carbon.config.errors import ConfigError
-
-if TYPE_CHECKING:  # carbon.relay.client imports this module
-    from carbon.relay.client import ClientConfig
 
 # Bytes written to a destination in one send, and buffered before the connection
 # pauses sending (Twisted: 128 KiB and 64 KiB): a whole read's share goes out at once.
@@ -30,7 +26,7 @@ class SenderProtocol(Protocol):
         self.closed_by_us = False  # our clean close: nothing written needs resending
 
     def connectionMade(self) -> None:  # noqa: N802
-        _enable_keepalive(self.transport, self.client.config)
+        self.client.config.keepalive.enable(self.transport)
         if hasattr(self.transport, "SEND_LIMIT"):  # a TCP transport (not TLS)
             self.transport.SEND_LIMIT = self.transport.bufferSize = WRITE_BYTES
         self.transport.registerProducer(self, True)
@@ -68,8 +64,9 @@ class SenderProtocol(Protocol):
         self.closing = True
 
 
-def tls_options(settings: Any, host: str) -> Any:
-    """Client TLS options for DESTINATION_TRANSPORT = ssl (DESTINATION_SSL_CA optional)."""
+def tls_options(ca_file: str | None, host: str) -> Any:
+    """Client TLS options for DESTINATION_TRANSPORT = ssl (``ca_file``:
+    DESTINATION_SSL_CA, optional)."""
     try:
         import OpenSSL  # noqa: F401
         from twisted.internet import ssl
@@ -77,7 +74,6 @@ def tls_options(settings: Any, host: str) -> Any:
         raise ConfigError("SSL destination transport request, but no Python OpenSSL "
                           "available.", key="DESTINATION_TRANSPORT") from None
     authority = None
-    ca_file = settings.get("DESTINATION_SSL_CA")
     if ca_file:
         try:
             with open(ca_file) as handle:
@@ -86,20 +82,6 @@ def tls_options(settings: Any, host: str) -> Any:
             raise ConfigError("Failed to read CA chain: %s" % ca_file,
                               key="DESTINATION_SSL_CA") from None
     return ssl.optionsForClientTLS(host, authority)
-
-
-def _enable_keepalive(transport: Any, config: ClientConfig) -> None:
-    """TCP_KEEPALIVE and its TCP_KEEP* options (``config``: the client's ClientConfig)."""
-    # Twisted transports: only socket ones have a handle
-    if not config.keepalive or not hasattr(transport, "getHandle"):
-        return
-    sock = transport.getHandle()
-    transport.setTcpKeepAlive(1)
-    for name, value in config.keepalive_options:
-        # TCP_KEEP* constants are not on every platform
-        flag = getattr(socket, name, None)
-        if flag is not None:
-            sock.setsockopt(socket.SOL_TCP, flag, value)
 
 
 class SenderFactory(ClientFactory):

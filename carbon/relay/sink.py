@@ -4,23 +4,25 @@ Its parts live beside it: the clients with their spools and TLS (``client_set``)
 timers (``timers``), DYNAMIC_ROUTER (``dynamic``) and the flush at shutdown
 (``shutdown``); TAG_RELAY_NORMALIZED is ``carbon.tags.normalize_batch``.
 
-Built from a Settings, a FlowControl, a Stats and a reactor (a router, a log and the spool
-directory may be passed in too). ``start()`` connects to every destination and replays
-what a previous run spooled; ``put_many(batch)`` routes and queues; ``put_chunk(read)``
-routes and checks a whole read of lines in C and writes each destination's lines or pickle
-items (``chunks``); ``put_lines(line_batch)`` (the lean path) routes received lines by
-name through a ``RouteIndex`` and queues their bytes as they came (line protocol) or
-points made in bulk (pickle); sending happens a moment later (TIME_TO_DEFER_SENDING) in
-whole buffers, or at once when a queue reaches its high watermark. ``stop()`` flushes for
-SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is left and closes; the Deferred fires
-when done.
+Built from its ``RelaySinkConfig``, a router and its destinations, a FlowControl, a Stats
+and a reactor (``RelaySink.from_settings`` builds the config and the router from
+carbon.conf once; a log and the spool directory may be passed in too). ``start()`` connects
+to every destination and replays what a previous run spooled; ``put_many(batch)`` routes
+and queues; ``put_chunk(read)`` routes and checks a whole read of lines in C and writes
+each destination's lines or pickle items (``chunks``); ``put_lines(line_batch)`` (the lean
+path) routes received lines by name through a ``RouteIndex`` and queues their bytes as they
+came (line protocol) or points made in bulk (pickle); sending happens a moment later
+(TIME_TO_DEFER_SENDING) in whole buffers, or at once when a queue reaches its high
+watermark. ``stop()`` flushes for SHUTDOWN_FLUSH_TIMEOUT seconds, then spools what is left
+and closes; the Deferred fires when done.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import compress
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
 
@@ -29,7 +31,8 @@ from carbon.logs import CarbonLog
 from carbon.pipeline import Batch, LineBatch, Sink
 from carbon.relay.client import DestinationClient
 from carbon.relay.chunks import ChunkRouter, available as chunks_available
-from carbon.relay.client_set import configured_destinations, make_clients, spool_directory
+from carbon.relay.client_set import (ClientSetConfig, checked_destinations,
+                                     configured_destinations, make_clients, spool_directory)
 from carbon.relay.destinations import Destination
 from carbon.relay.dynamic import DynamicRouting
 from carbon.relay.index import RouteIndex
@@ -39,35 +42,81 @@ from carbon.relay.routing import DatapointRouter, make_router
 from carbon.tags import normalize_batch
 
 
+# How often dropped and unroutable points are logged when CARBON_METRIC_INTERVAL is 0
+# (no self-metrics).
+DROP_LOG_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class RelaySinkConfig:
+    """What the relay's sink reads of carbon.conf besides the routing (the router and
+    destinations it is given), built once (``from_settings``)."""
+
+    clients: ClientSetConfig  # the destination clients'
+    spool_dir: str  # STORAGE_DIR/relay-spool/<program>-<instance>
+    log_interval: float  # CARBON_METRIC_INTERVAL (DROP_LOG_SECONDS when 0)
+    normalize_tags: bool  # TAG_RELAY_NORMALIZED
+    defer_sending: float  # TIME_TO_DEFER_SENDING
+    dynamic_router: bool  # DYNAMIC_ROUTER
+    dynamic_retries: int  # DYNAMIC_ROUTER_MAX_RETRIES
+    hash_cache_size: int  # RELAY_HASH_CACHE_SIZE
+    shutdown_flush_timeout: float  # SHUTDOWN_FLUSH_TIMEOUT
+    config_file: str | None  # named by a ConfigError
+
+    @classmethod
+    def from_settings(cls, settings: Any, spool_dir: str | None = None) -> RelaySinkConfig:
+        return cls(  # checked in the order the sink used to read them
+            spool_dir=spool_dir or spool_directory(settings),
+            clients=ClientSetConfig.from_settings(settings),
+            log_interval=float(settings["CARBON_METRIC_INTERVAL"] or DROP_LOG_SECONDS),
+            normalize_tags=bool(settings["TAG_RELAY_NORMALIZED"]),
+            defer_sending=float(settings["TIME_TO_DEFER_SENDING"] or 0),
+            dynamic_router=bool(settings["DYNAMIC_ROUTER"]),
+            dynamic_retries=int(settings["DYNAMIC_ROUTER_MAX_RETRIES"] or 0),
+            hash_cache_size=int(settings["RELAY_HASH_CACHE_SIZE"] or 0),
+            shutdown_flush_timeout=float(settings["SHUTDOWN_FLUSH_TIMEOUT"] or 0),
+            config_file=settings.get("config_file"))
+
+
 class RelaySink(Sink):
     """Routes batches to destination clients; see the module docstring."""
 
-    def __init__(self, settings: Any, flow: Any, stats: Any, reactor: Any, *,
-                 router: DatapointRouter | None = None,
-                 destinations: list[Destination] | None = None,
-                 log: CarbonLog | None = None, spool_dir: str | None = None,
+    @classmethod
+    def from_settings(cls, settings: Any, flow: Any, stats: Any, reactor: Any, *,
+                      router: DatapointRouter | None = None,
+                      destinations: list[Destination] | None = None,
+                      spool_dir: str | None = None, **options: Any) -> RelaySink:
+        """The relay's sink as carbon.conf says: DESTINATIONS (or ``destinations``),
+        the RELAY_METHOD router (or ``router``), its RelaySinkConfig; ``options`` go
+        to the constructor."""
+        checked = configured_destinations(settings, destinations)
+        if router is None:
+            router = make_router(settings, checked)
+        config = RelaySinkConfig.from_settings(settings, spool_dir)
+        return cls(config, router, checked, flow, stats, reactor, **options)
+
+    def __init__(self, config: RelaySinkConfig, router: Any, destinations: list[Destination],
+                 flow: Any, stats: Any, reactor: Any, *, log: CarbonLog | None = None,
                  spill_after: float = 3.0, headroom: int = 50000,
                  initial_delay: float = 0.2, max_delay: float = 5.0,
                  check_interval: float = 0.1, log_interval: float | None = None) -> None:
-        self.settings = settings
+        self.config = config
         self.flow = flow
         self.stats = stats
         self.reactor = reactor
         self.log = log if log is not None else CarbonLog()
-        self.destinations = configured_destinations(settings, destinations)
-        self.router = router if router is not None else make_router(settings, self.destinations)
-        self.spool_dir = spool_dir or spool_directory(settings)
+        self.destinations = checked_destinations(destinations, config.config_file)
+        self.router = router
+        self.spool_dir = config.spool_dir
         self.check_interval = check_interval
         self.log_interval = float(log_interval if log_interval is not None
-                                  else settings.get("CARBON_METRIC_INTERVAL") or 60)
-        self.normalize_tags = bool(settings.get("TAG_RELAY_NORMALIZED"))
-        self.timers = RelayTimers(reactor, float(settings.TIME_TO_DEFER_SENDING or 0),
-                                  self._flush_all)
+                                  else config.log_interval)
+        self.normalize_tags = config.normalize_tags
+        self.timers = RelayTimers(reactor, config.defer_sending, self._flush_all)
         self.schedule_flush = self.timers.schedule_flush
         self.dynamic: DynamicRouting | None = None
-        if settings.get("DYNAMIC_ROUTER"):
-            self.dynamic = DynamicRouting(self.router,
-                                          int(settings.get("DYNAMIC_ROUTER_MAX_RETRIES") or 0),
+        if config.dynamic_router:
+            self.dynamic = DynamicRouting(self.router, config.dynamic_retries,
                                           self.log, self.put_many)
         self.client_options = dict(spill_after=spill_after, headroom=headroom,
                                    initial_delay=initial_delay, max_delay=max_delay)
@@ -88,8 +137,8 @@ class RelaySink(Sink):
     def _make_clients(self, destinations: list[Destination]
                       ) -> dict[Destination, DestinationClient]:
         dynamic = self.dynamic
-        return make_clients(destinations, self.settings, self.stats, self.flow, self.reactor,
-                            self.log, self.spool_dir, self.schedule_flush,
+        return make_clients(destinations, self.config.clients, self.stats, self.flow,
+                            self.reactor, self.log, self.spool_dir, self.schedule_flush,
                             state_changed=dynamic.state_changed if dynamic is not None
                             else None, **self.client_options)
 
@@ -100,15 +149,14 @@ class RelaySink(Sink):
         # rewrites names, and a router plugin that is not a DatapointRouter (one check,
         # here) has no ``generation`` to say when its placement changes: both take the
         # tuple path.
-        self.line_protocol = self.settings.DESTINATION_PROTOCOL == "line"
+        self.line_protocol = self.config.clients.client.protocol == "line"
         self.accepts_lines = not self.normalize_tags and isinstance(self.router,
                                                                     DatapointRouter)
         self.index: RouteIndex | None = None
         self.chunks: ChunkRouter | None = None
         if self.accepts_lines:
             self.index = RouteIndex(self.router, [c.destination for c in self.client_list],
-                                    int(self.settings["RELAY_HASH_CACHE_SIZE"]
-                                        or 0))
+                                    self.config.hash_cache_size)
             # The whole-read path: reads routed (and lines written) in C.
             if chunks_available():
                 self.chunks = ChunkRouter(self.index, self.router, self.index.size)
@@ -121,7 +169,7 @@ class RelaySink(Sink):
         dropped one stops getting points and is closed once it has sent what it holds
         (queue and spool). Points already queued keep the destinations they were routed
         to. Returns (added, dropped)."""
-        destinations = configured_destinations(self.settings, destinations)
+        destinations = checked_destinations(destinations, self.config.config_file)
         kept: dict[Destination, DestinationClient | None] = {}
         for dest in destinations:
             client = self.clients.get(dest)
@@ -130,7 +178,10 @@ class RelaySink(Sink):
             kept[dest] = client
         added = [d for d, client in kept.items() if client is None]
         fresh = self._make_clients(added) if added else {}
-        clients = {d: fresh[d] if kept[d] is None else kept[d] for d in destinations}
+        clients: dict[Destination, DestinationClient] = {}
+        for dest in destinations:
+            client = kept[dest]
+            clients[dest] = fresh[dest] if client is None else client
         dropped = [d for d in self.clients if d not in clients]
         for dest in dropped:
             self.retiring[dest] = self.clients[dest]
@@ -184,7 +235,7 @@ class RelaySink(Sink):
         if not batch:
             return
         if self.normalize_tags:
-            batch = normalize_batch(batch, _keep_name)
+            batch = cast(Batch, normalize_batch(batch, _keep_name))  # the list or a new one
         if self.stopped:
             self._spool_late(batch)
             return
@@ -227,7 +278,7 @@ class RelaySink(Sink):
             self.put_many(batch.points())
             return
         lines = self.line_protocol
-        items: list = batch.lines if lines else items_from_lines(batch)
+        items: list[Any] = batch.lines if lines else items_from_lines(batch)
         clients = self.client_list
         now = self.reactor.seconds()
         count = len(items)
@@ -326,19 +377,18 @@ class RelaySink(Sink):
         out: dict[str, Callable[[], float]] = {}
         for client in self.clients.values():
             name = "destinations.%s." % client.destination.stat_name
-            out[name + "queued"] = lambda c=client: c.queued
-            out[name + "spool"] = lambda c=client: c.spool.points
+            out[name + "queued"], out[name + "spool"] = _queue_gauges(client)
         return out
 
     # -- shutdown -----------------------------------------------------------------------
-    def stop(self) -> defer.Deferred:
+    def stop(self) -> defer.Deferred[Any]:
         """Flush for SHUTDOWN_FLUSH_TIMEOUT seconds, spool the rest, close everything."""
         if self.stopping:
             return defer.succeed(None)
         self.stopping = True
         self.timers.stop_loops()
         done = flush_then_close({**self.retiring, **self.clients}, self.reactor,
-                                float(self.settings.SHUTDOWN_FLUSH_TIMEOUT or 0), self.log,
+                                self.config.shutdown_flush_timeout, self.log,
                                 self.timers.cancel_flush)
         done.addCallback(self._stopped)
         return done
@@ -347,12 +397,18 @@ class RelaySink(Sink):
         self.stopped = True
 
 
+def _queue_gauges(client: DestinationClient) -> tuple[Callable[[], float], Callable[[], float]]:
+    """A client's queued and spooled points, as gauges."""
+    return (lambda: client.queued), (lambda: client.spool.points)
+
+
 def _keep_name(name: str, error: ValueError) -> str:
     """TAG_RELAY_NORMALIZED keeps a name that does not parse as received (the reference)."""
     return name
 
 
-def relay_extra(counters: dict, samples: dict, record: Callable[[str, float], None]) -> None:
+def relay_extra(counters: dict[str, float], samples: dict[str, Any],
+                record: Callable[[str, float], None]) -> None:
     """Reporter hook: every ``destinations.*`` counter (the reference's relay metrics)."""
     for name, value in counters.items():
         if name.startswith("destinations."):

@@ -9,14 +9,20 @@ metric, ``write_batch`` leaves every item to ``write``, ``found_by_create`` says
 ``get_filesystem_path`` None (no files), ``descriptor_capacity`` 0, ``close`` nothing.
 A backend subclasses the protocol to get them and overrides what it does better.
 
-What changes how the creator drives a backend is declared in ``capabilities`` (a
-frozen ``Capabilities``), never found by probing: ``writes_on_create`` (its
-``create_many(requests, points)`` writes each new file's first points in the create,
-reported as the seconds it took) and ``overlaps_creates`` (``prepare_create_many``
-splits a create batch so its file-system calls run on another thread).
+What changes how the writer and creator drive a backend is declared in
+``capabilities`` (a frozen ``Capabilities``), never found by probing:
+``writes_on_create`` (its ``create_many(requests, points)`` writes each new file's first
+points in the create, reported as the seconds it took), ``overlaps_creates``
+(``prepare_create_many`` splits a create batch so its file-system calls run on another
+thread) and ``whisper_files`` (a metric is a whisper file at ``get_filesystem_path``:
+the cache compares its header with the schema rules and mends an interrupted create).
 
-A plugin loaded by entry point that does not subclass the protocol is wrapped once, at
-assembly (``as_backend``): its own optional calls are used where it has them, the
+A backend is made once, when the daemon is assembled (``open_database``): a class that
+subclasses the protocol through its ``from_settings`` (by default ``cls(settings)``;
+the built-in ones build their own frozen config from the settings there, so their
+constructors never see the whole Settings); any other plugin (duck-typed, as carbon
+1.1.10's) is called with the settings, as carbon calls its database plugins, and
+wrapped once (``as_backend``): its own optional calls are used where it has them, the
 defaults elsewhere, and its ``capabilities`` if it declares them.
 """
 
@@ -24,10 +30,14 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence, cast
+from typing import Any, Callable, Iterable, Protocol, Sequence, cast
+
+from carbon.config.errors import ConfigError
+from carbon.config.settings import Settings
+from carbon.plugins import STORAGE_BACKENDS
 
 __all__ = ["Capabilities", "CreateJob", "CreateRequest", "CreateResult", "StorageBackend",
-           "as_backend"]
+           "as_backend", "open_database"]
 
 #: (metric, retentions as (seconds per point, points), xFilesFactor, aggregation method);
 #: None picks the backend's default
@@ -43,6 +53,7 @@ class Capabilities:
 
     writes_on_create: bool = False
     overlaps_creates: bool = False
+    whisper_files: bool = False
 
 
 class CreateJob(Protocol):
@@ -58,6 +69,14 @@ class StorageBackend(Protocol):
     """The contract between the writer, creator, carbonlink and a storage backend."""
 
     capabilities: Capabilities = Capabilities()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StorageBackend:
+        """The backend DATABASE names, made once at assembly. By default the class is
+        called with the settings (carbon 1.1.10's plugin contract); a backend with a
+        typed config builds it here and passes only that."""
+        # the protocol declares no constructor: a subclass that keeps carbon's takes settings
+        return cast("Callable[[Settings], StorageBackend]", cls)(settings)
 
     # -- the base contract --------------------------------------------------------------
     def exists(self, metric: str) -> bool: ...
@@ -121,6 +140,10 @@ class StorageBackend(Protocol):
         """File descriptors the backend may hold open at once."""
         return 0
 
+    def forget(self, metrics: Iterable[str]) -> None:
+        """Drop what the backend holds for ``metrics``' files (a resize replaced them:
+        descriptors, headers); nothing by default."""
+
     def close(self) -> None:
         """Release what the backend holds open (it stays usable)."""
 
@@ -139,6 +162,20 @@ class _CreateOnFinish:
         return self.backend.create_many(self.requests, self.points, self.now)
 
 
+def open_database(settings: Settings) -> StorageBackend:
+    """The storage backend carbon.conf's DATABASE names, made from ``settings`` (see the
+    module docstring); ConfigError naming the key and the known backends otherwise."""
+    name = settings["DATABASE"]
+    if name not in STORAGE_BACKENDS:
+        raise ConfigError("No database plugin implemented for '%s' (known: %s)"
+                          % (name, ", ".join(STORAGE_BACKENDS.names())),
+                          settings.get("config_file"), key="DATABASE")
+    plugin = STORAGE_BACKENDS.get(name)
+    if isinstance(plugin, type) and StorageBackend in plugin.__mro__:
+        return cast("type[StorageBackend]", plugin).from_settings(settings)
+    return as_backend(plugin(settings))
+
+
 def as_backend(plugin: object) -> StorageBackend:
     """``plugin`` (a STORAGE_BACKENDS plugin's instance) as a StorageBackend: itself if
     it subclasses the protocol, else wrapped by ``PluginBackend``."""
@@ -155,9 +192,11 @@ class PluginBackend(StorageBackend):
     def __init__(self, plugin: Any) -> None:  # Any: a third-party object, duck-typed
         self.plugin = plugin
         # A plugin loaded by entry point: what it has is read once here, never per call.
-        declared = getattr(plugin, "capabilities", None)
-        self.capabilities = declared if isinstance(declared, Capabilities) else Capabilities()
         self._own = {name: getattr(plugin, name) for name in _OPTIONAL if hasattr(plugin, name)}
+        declared = getattr(plugin, "capabilities", None)
+        # undeclared: its files are taken for whisper's where it says where they are
+        self.capabilities = declared if isinstance(declared, Capabilities) else Capabilities(
+            whisper_files="get_filesystem_path" in self._own)
 
     def __getattr__(self, name: str) -> Any:  # anything else the plugin has
         return getattr(self.plugin, name)
@@ -221,6 +260,11 @@ class PluginBackend(StorageBackend):
     def descriptor_capacity(self) -> int:
         return int(getattr(self.plugin, "descriptor_capacity", 0))  # a plugin's, if any
 
+    def forget(self, metrics: Iterable[str]) -> None:
+        own = self._own.get("forget")
+        if own is not None:
+            own(metrics)
+
     def close(self) -> None:
         own = self._own.get("close")
         if own is not None:
@@ -228,4 +272,4 @@ class PluginBackend(StorageBackend):
 
 
 _OPTIONAL = ("exists_many", "found_by_create", "create_many", "prepare_create_many",
-             "write_batch", "get_filesystem_path", "close")
+             "write_batch", "get_filesystem_path", "forget", "close")

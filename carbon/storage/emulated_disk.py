@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import os
 from array import array
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from carbon.config.errors import ConfigError
+from carbon.config.settings import Settings
 from carbon.plugins import STORAGE_BACKENDS
 from carbon.storage import disk_model
 from carbon.storage.backend import Capabilities, CreateRequest, CreateResult
 from carbon.storage.disk_model import PROFILE_FILE, Device, DiskProfile
-from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 
 
 def load_profile(path: str) -> DiskProfile:
@@ -44,12 +45,19 @@ class EmulatedDiskDatabase(WhisperDatabase):
 
     plugin_name = "emulated-disk"
     # create_many below takes the points and pays their I/Os; not split over threads
-    capabilities = Capabilities(writes_on_create=True)
+    capabilities = Capabilities(writes_on_create=True, whisper_files=True)
 
-    def __init__(self, settings: Any) -> None:
-        super().__init__(settings)
-        conf_dir = settings.get("CONF_DIR", ".")
-        self.profile = load_profile(os.path.join(conf_dir, PROFILE_FILE))
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EmulatedDiskDatabase:
+        """Whisper's config, and the profile in CONF_DIR (a path key the loader sets;
+        the current folder without it)."""
+        conf_dir = settings.get("CONF_DIR") or "."
+        return cls(WhisperConfig.from_settings(settings),
+                   load_profile(os.path.join(conf_dir, PROFILE_FILE)))
+
+    def __init__(self, config: WhisperConfig, profile: DiskProfile) -> None:
+        super().__init__(config)
+        self.profile = profile
         self.device = Device(self.profile)
 
     def write_batch(self, items: Sequence[tuple[str, array[float]]],

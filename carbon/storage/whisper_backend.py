@@ -29,9 +29,11 @@ import threading
 import time
 from array import array
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Sequence
 
 from carbon import tags
+from carbon.config.settings import Settings
 from carbon.plugins import STORAGE_BACKENDS
 from carbon.storage.backend import Capabilities, CreateRequest, CreateResult, StorageBackend
 from carbon.storage.fdcache import FdCache, Handle, effective_capacity
@@ -45,7 +47,7 @@ from carbon.storage.whisper_format import (
 from carbon.storage.whisper_points import prepare_points
 from carbon.storage.whisper_writer import apply_update, read_header, remember_header
 
-__all__ = ["WhisperDatabase"]
+__all__ = ["WhisperConfig", "WhisperDatabase"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,40 @@ except ImportError:  # pragma: no cover - built without a compiler
 _CREATED_KEEP = 1024
 
 
+@dataclass(frozen=True)
+class WhisperConfig:
+    """What a WhisperDatabase reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    data_dir: str  # LOCAL_DATA_DIR
+    tag_hash_filenames: bool  # TAG_HASH_FILENAMES
+    sparse_create: bool  # WHISPER_SPARSE_CREATE
+    fallocate_create: bool  # WHISPER_FALLOCATE_CREATE
+    autoflush: bool  # WHISPER_AUTOFLUSH
+    lock_writes: bool  # WHISPER_LOCK_WRITES
+    fadvise_random: bool  # WHISPER_FADVISE_RANDOM
+    fd_cache_size: int  # WHISPER_FD_CACHE_SIZE (bounded by the open-file limit)
+    fd_cache_idle: float  # WHISPER_FD_CACHE_IDLE
+    known_files: int  # WRITER_KNOWN_FILES: metric -> path entries kept
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WhisperConfig:
+        data_dir = settings.get("LOCAL_DATA_DIR")  # a path key: derived by the loader
+        if not data_dir:
+            raise ValueError("LOCAL_DATA_DIR is not set")
+        return cls(
+            data_dir=str(data_dir),
+            tag_hash_filenames=bool(settings["TAG_HASH_FILENAMES"]),
+            sparse_create=bool(settings["WHISPER_SPARSE_CREATE"]),
+            fallocate_create=bool(settings["WHISPER_FALLOCATE_CREATE"]),
+            autoflush=bool(settings["WHISPER_AUTOFLUSH"]),
+            lock_writes=bool(settings["WHISPER_LOCK_WRITES"]),
+            fadvise_random=bool(settings["WHISPER_FADVISE_RANDOM"]),
+            fd_cache_size=int(settings["WHISPER_FD_CACHE_SIZE"]),
+            fd_cache_idle=float(settings["WHISPER_FD_CACHE_IDLE"]),
+            known_files=max(1, int(settings["WRITER_KNOWN_FILES"])))
+
+
 @STORAGE_BACKENDS.register("whisper")
 class WhisperDatabase(StorageBackend):
     """Whisper files under LOCAL_DATA_DIR, one per metric (``a.b.c`` -> ``a/b/c.wsp``).
@@ -78,24 +114,28 @@ class WhisperDatabase(StorageBackend):
 
     plugin_name = "whisper"
     aggregation_methods = tuple(AGGREGATION_METHODS)
-    capabilities = Capabilities(writes_on_create=True, overlaps_creates=True)
+    capabilities = Capabilities(writes_on_create=True, overlaps_creates=True,
+                                whisper_files=True)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "create_many" in cls.__dict__ and "capabilities" not in cls.__dict__:
-            cls.capabilities = Capabilities()
+            cls.capabilities = replace(cls.capabilities, writes_on_create=False,
+                                       overlaps_creates=False)
 
-    def __init__(self, settings: Any) -> None:
-        data_dir = settings.get("LOCAL_DATA_DIR")
-        if not data_dir:
-            raise ValueError("LOCAL_DATA_DIR is not set")
-        self.data_dir: str = data_dir
-        self.tag_hash_filenames = bool(settings["TAG_HASH_FILENAMES"])
-        self.sparse_create = bool(settings["WHISPER_SPARSE_CREATE"])
-        self.fallocate_create = bool(settings["WHISPER_FALLOCATE_CREATE"])
-        self.autoflush = bool(settings["WHISPER_AUTOFLUSH"])
-        self.lock_writes = bool(settings["WHISPER_LOCK_WRITES"])
-        self.fadvise_random = bool(settings["WHISPER_FADVISE_RANDOM"])
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WhisperDatabase:
+        return cls(WhisperConfig.from_settings(settings))
+
+    def __init__(self, config: WhisperConfig) -> None:
+        self.config = config
+        self.data_dir: str = config.data_dir
+        self.tag_hash_filenames = config.tag_hash_filenames
+        self.sparse_create = config.sparse_create
+        self.fallocate_create = config.fallocate_create
+        self.autoflush = config.autoflush
+        self.lock_writes = config.lock_writes
+        self.fadvise_random = config.fadvise_random
         # posix_fallocate / posix_fadvise are not on every platform
         if self.fallocate_create and not hasattr(os, "posix_fallocate"):
             log.error("WHISPER_FALLOCATE_CREATE is enabled but posix_fallocate is unavailable")
@@ -106,14 +146,13 @@ class WhisperDatabase(StorageBackend):
         if self.fadvise_random and not hasattr(os, "posix_fadvise"):
             log.error("WHISPER_FADVISE_RANDOM is enabled but posix_fadvise is unavailable")
             self.fadvise_random = False
-        size = settings["WHISPER_FD_CACHE_SIZE"]
-        idle = float(settings["WHISPER_FD_CACHE_IDLE"])
-        self._fds = FdCache(effective_capacity(size), self.fadvise_random, idle)
+        self._fds = FdCache(effective_capacity(config.fd_cache_size), self.fadvise_random,
+                            config.fd_cache_idle)
         self._headers: dict[bytes, Header] = {}  # parsed headers by their bytes (schemas)
         self._lock = threading.Lock()
         # metric -> (file, os.fsencode(file)), at most WRITER_KNOWN_FILES
         self._paths: dict[str, tuple[str, bytes]] = {}
-        self.path_cache_size = max(1, int(settings["WRITER_KNOWN_FILES"]))
+        self.path_cache_size = config.known_files
         # just-created files' descriptors the fd cache did not keep, until their first write
         self._created: dict[str, Handle] = {}
         self.created_keep = min(_CREATED_KEEP, max(16, effective_capacity(1 << 30) // 4))

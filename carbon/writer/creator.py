@@ -42,6 +42,7 @@ import time
 from array import array
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Union
 
 from carbon.cache.journal import Journal
@@ -52,7 +53,7 @@ from carbon.logs import CarbonLog
 from carbon.storage.backend import CreateJob, CreateRequest, CreateResult, StorageBackend
 from carbon.writer.ratelimit import CreateTokens, RateLimiter, Unlimited
 
-__all__ = ["Creator", "EXISTED", "Outcome", "Written"]
+__all__ = ["Creator", "CreatorConfig", "EXISTED", "Outcome", "Written"]
 
 EXISTED = "existed"
 _NO_TOKEN = "no token"  # an outcome that is never handed out: the metric waits
@@ -91,6 +92,20 @@ IN_FLIGHT = 2  # batches handed to each file thread and not booked yet: one made
 MAX_TOKEN_WAIT = 1.0  # seconds the creator sleeps at most for a token (rate changes)
 
 
+@dataclass(frozen=True)
+class CreatorConfig:
+    """What the Creator reads of carbon.conf, built once (``from_settings``, by
+    ``WriterConfig``); the defaults are carbon.config.defaults'."""
+
+    create_threads: int  # CREATE_THREADS
+    log_creates: bool  # LOG_CREATES
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CreatorConfig:
+        return cls(create_threads=max(1, int(settings["CREATE_THREADS"])),
+                   log_creates=bool(settings["LOG_CREATES"]))
+
+
 def _plain(error: CreateResult) -> Outcome:
     """A create's result without points: None (created) or its error."""
     return None if isinstance(error, float) else error
@@ -103,7 +118,7 @@ class Creator:
     each has points in the cache (only the writer removes them).
     """
 
-    def __init__(self, database: StorageBackend, schemas: SchemaFiles, settings: Settings,
+    def __init__(self, database: StorageBackend, schemas: SchemaFiles, config: CreatorConfig,
                  log: CarbonLog,
                  limiter: RateLimiter | None = None,
                  on_wait: Callable[[], None] = lambda: None,
@@ -111,7 +126,7 @@ class Creator:
         self.database = database
         self.capabilities = database.capabilities
         self.schemas = schemas
-        self.settings = settings
+        self.config = config
         self.log = log
         # MAX_CREATES_PER_MINUTE's limiter (a rate-limiter plugin)
         self.tokens = CreateTokens(limiter if limiter is not None else Unlimited())
@@ -133,7 +148,7 @@ class Creator:
         self.stopping = False
         self.thread: threading.Thread | None = None
         self.overlap: ThreadPoolExecutor | None = None  # makes files (creator thread only)
-        self.create_threads = max(1, int(settings["CREATE_THREADS"]))
+        self.create_threads = config.create_threads
         self.inflight: deque[_InFlight] = deque()  # oldest first
 
     # -- writer side ------------------------------------------------------------------
@@ -314,7 +329,7 @@ class Creator:
             errors = inflight.job.finish()
         except Exception as exc:  # a broken backend must not stop the creator
             errors = [exc] * len(inflight.metrics)
-        if self.settings.LOG_CREATES:
+        if self.config.log_creates:
             self._log_made(inflight.matched, errors)
         outcomes = self._booked(inflight.metrics, inflight.points, errors, inflight.mark)
         with self.cond:
@@ -367,7 +382,7 @@ class Creator:
     def _create_all(self, metrics: list[str], log_after: bool,
                     points: list[array[float]] | None = None) -> list[CreateResult]:
         matched = self._matched(metrics)
-        log_creates = self.settings.LOG_CREATES
+        log_creates = self.config.log_creates
         if log_creates and not log_after:
             for match in matched:
                 self._log_create(*match)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from carbon.config.schemas import SchemaFiles
 from carbon.storage.whisper_format import WhisperError, parse_header
@@ -39,7 +39,7 @@ def schema_target(schemas: SchemaFiles, metric: str) -> Target:
 class SchemaCheck:
     """Checks offered metrics' headers on its own thread; ``flush`` reports."""
 
-    def __init__(self, path_of: Callable[[str], Any], schemas: SchemaFiles,
+    def __init__(self, path_of: Callable[[str], str | None], schemas: SchemaFiles,
                  log: Callable[[str], None], limit: int = 100_000,
                  queue_size: int = 10_000) -> None:
         self.path_of = path_of  # metric -> file path (None: a backend without files)

@@ -23,24 +23,52 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from typing import Any
+from dataclasses import dataclass
 
+from carbon.config.settings import Settings
+from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog, IntervalLog
+
+
+@dataclass(frozen=True)
+class TagFeedConfig:
+    """What the TagFeed reads of carbon.conf, built once (``from_settings``); the
+    defaults are carbon.config.defaults'."""
+
+    url: str  # GRAPHITE_URL + /tags/tagMultiSeries
+    skip_untagged: bool  # SKIP_TAGS_FOR_NONTAGGED
+    update_interval: int  # TAG_UPDATE_INTERVAL
+    batch_size: int  # TAG_BATCH_SIZE
+    queue_size: int  # TAG_QUEUE_SIZE
+    retry_size: int  # TAG_RETRY_QUEUE_SIZE
+    retry_interval: float  # TAG_RETRY_INTERVAL
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TagFeedConfig:
+        return cls(
+            url=str(settings["GRAPHITE_URL"]).rstrip("/") + "/tags/tagMultiSeries",
+            skip_untagged=bool(settings["SKIP_TAGS_FOR_NONTAGGED"]),
+            update_interval=max(int(settings["TAG_UPDATE_INTERVAL"]), 1),
+            batch_size=max(int(settings["TAG_BATCH_SIZE"]), 1),
+            queue_size=int(settings["TAG_QUEUE_SIZE"]),
+            retry_size=max(int(settings["TAG_RETRY_QUEUE_SIZE"]), 0),
+            retry_interval=max(float(settings["TAG_RETRY_INTERVAL"]), 0.1))
 
 
 class TagFeed:
     """Queues series names and posts them to the TagDB from its own thread."""
 
-    def __init__(self, settings: Any, log: CarbonLog, stats: Any) -> None:
-        self.url = settings.GRAPHITE_URL.rstrip("/") + "/tags/tagMultiSeries"
-        self.skip_untagged = bool(settings.SKIP_TAGS_FOR_NONTAGGED)
-        self.interval = max(int(settings.TAG_UPDATE_INTERVAL), 1)
-        self.batch_size = max(int(settings.TAG_BATCH_SIZE), 1)
-        self.queue: queue.Queue[str] = queue.Queue(int(settings.TAG_QUEUE_SIZE))
+    def __init__(self, config: TagFeedConfig, log: CarbonLog, stats: Stats) -> None:
+        self.config = config
+        self.url = config.url
+        self.skip_untagged = config.skip_untagged
+        self.interval = config.update_interval
+        self.batch_size = config.batch_size
+        self.queue: queue.Queue[str] = queue.Queue(config.queue_size)
         self.stats = stats
         self.errors = IntervalLog(log.msg, "errors tagging series")
-        self.retry_size = max(int(settings.TAG_RETRY_QUEUE_SIZE), 0)
-        self.retry_interval = max(float(settings.TAG_RETRY_INTERVAL), 0.1)
+        self.retry_size = config.retry_size
+        self.retry_interval = config.retry_interval
         self.retry: dict[str, None] = {}  # insertion-ordered set, the feed thread's only
         self.backoff = 0.0
         self.retry_at = 0.0

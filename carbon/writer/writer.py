@@ -8,6 +8,7 @@ import threading
 import time
 from collections import deque
 from array import array
+from dataclasses import dataclass
 from typing import cast
 
 from carbon.cache.store import MetricCache, dedupe_sorted
@@ -20,7 +21,7 @@ from carbon.logs import CarbonLog, IntervalLog
 from carbon.storage.backend import StorageBackend
 from carbon.storage.whisper_format import (METADATA_SIZE, CorruptWhisperFile, header_size,
                                            parse_header)
-from carbon.writer.creator import Creator, Outcome, Written
+from carbon.writer.creator import Creator, CreatorConfig, Outcome, Written
 from carbon.writer.ratelimit import make_limiter
 from carbon.writer.schemacheck import SchemaCheck
 from carbon.writer.tagfeed import TagFeed
@@ -37,6 +38,41 @@ MAX_TORN_HEADER = 65536  # a file shorter than a header this long is an interrup
 def disk_trouble(error: BaseException) -> bool:
     """Whether ``error`` says the file system cannot take writes now (full, failing)."""
     return isinstance(error, OSError) and error.errno in DISK_ERRNOS
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """What the Writer (and its Creator) read of carbon.conf, built once
+    (``from_settings``); the defaults are carbon.config.defaults'. A SIGHUP puts the
+    running limiters' new rates in place and a new config (``CacheDaemon.reload``)."""
+
+    rate_limiter: str  # RATE_LIMITER
+    max_updates_per_second: float  # MAX_UPDATES_PER_SECOND
+    # MAX_UPDATES_PER_SECOND_ON_SHUTDOWN, else MAX_UPDATES_PER_SECOND: the drain's rate
+    max_updates_per_second_on_shutdown: float
+    max_creates_per_minute: float  # MAX_CREATES_PER_MINUTE
+    threads: int  # WRITER_THREADS
+    known_files: int  # WRITER_KNOWN_FILES
+    min_pass_seconds: float  # WRITER_MIN_PASS_SECONDS
+    max_cache_size: float  # MAX_CACHE_SIZE (pacing stops at half of it)
+    log_updates: bool  # LOG_UPDATES
+    creator: CreatorConfig
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WriterConfig:
+        updates = float(settings["MAX_UPDATES_PER_SECOND"])
+        return cls(
+            rate_limiter=settings["RATE_LIMITER"],
+            max_updates_per_second=updates,
+            max_updates_per_second_on_shutdown=float(
+                settings["MAX_UPDATES_PER_SECOND_ON_SHUTDOWN"] or updates),
+            max_creates_per_minute=float(settings["MAX_CREATES_PER_MINUTE"]),
+            threads=max(1, int(settings["WRITER_THREADS"])),
+            known_files=max(1, int(settings["WRITER_KNOWN_FILES"])),
+            min_pass_seconds=float(settings["WRITER_MIN_PASS_SECONDS"] or 0),
+            max_cache_size=float(settings["MAX_CACHE_SIZE"]),
+            log_updates=bool(settings["LOG_UPDATES"]),
+            creator=CreatorConfig.from_settings(settings))
 
 
 class _Unavailable:
@@ -66,17 +102,18 @@ class Writer:
     """
 
     def __init__(self, cache: MetricCache, strategy: Strategy, database: StorageBackend,
-                 schemas: SchemaFiles, settings: Settings, stats: Stats, log: CarbonLog) -> None:
+                 schemas: SchemaFiles, config: WriterConfig, stats: Stats, log: CarbonLog
+                 ) -> None:
         self.cache = cache
         self.strategy = strategy
         self.database = database
         self.schemas = schemas
-        self.settings = settings
+        self.config = config
         self.stats = stats
         self.log = log
-        limiter = settings["RATE_LIMITER"]
-        self.update_limiter = make_limiter(limiter, float(settings.MAX_UPDATES_PER_SECOND))
-        per_minute = float(settings.MAX_CREATES_PER_MINUTE)
+        limiter = config.rate_limiter
+        self.update_limiter = make_limiter(limiter, config.max_updates_per_second)
+        per_minute = config.max_creates_per_minute
         self.create_limiter = make_limiter(limiter, per_minute / 60.0 if per_minute != INF
                                            else INF, capacity=per_minute)
         self.errors = IntervalLog(log.msg, "write errors")
@@ -87,7 +124,7 @@ class Writer:
         self.tag_feed: TagFeed | None = None
         # Several threads overlap file-system calls (creates above all); one metric is
         # never written by two threads at once.
-        self.thread_count = max(1, int(settings["WRITER_THREADS"]))
+        self.thread_count = config.threads
         self.choose_lock = threading.Lock()
         self.in_flight: set[str] = set()
         self.held: list[str] = []  # chosen (in flight) while no update token was free
@@ -96,14 +133,14 @@ class Writer:
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
         # a file deleted since shows as FileNotFoundError on write).
-        self.creator = Creator(database, schemas, settings, log, self.create_limiter,
+        self.creator = Creator(database, schemas, config.creator, log, self.create_limiter,
                                self._create_waits, cache, self.update_limiter)
         self.known: set[str] = set()
         # creator outcomes taken in one go and not handled yet (still busy), and metrics
         # claimed for the creator and not handed over yet (both under choose_lock)
         self.returned: deque[tuple[str, Outcome]] = deque()
         self.unsubmitted: list[str] = []
-        self.known_limit = max(1, int(settings["WRITER_KNOWN_FILES"]))
+        self.known_limit = config.known_files
         # Metrics whose files a resize is replacing (``pause``/``resume``, under
         # choose_lock): their points stay in the cache (and visible to carbonlink) until
         # the new file is in place, so none is written into a file about to be replaced.
@@ -115,8 +152,8 @@ class Writer:
         # while points pour in a metric is written with more of them at a time (fewer
         # whisper updates a point); off (0) by default, and never while draining or with
         # the cache half full.
-        self.min_pass = float(settings["WRITER_MIN_PASS_SECONDS"] or 0)
-        self.pace_below = float(settings["MAX_CACHE_SIZE"]) / 2
+        self.min_pass = config.min_pass_seconds
+        self.pace_below = config.max_cache_size / 2
         self.pacing = self.min_pass > 0
 
     @property
@@ -206,7 +243,7 @@ class Writer:
             for metric, _ in written:
                 feed.created(metric)
                 feed.updated(metric)
-        if self.settings.LOG_UPDATES:
+        if self.config.log_updates:
             for metric, outcome in written:
                 self._log_update(metric, outcome.points, outcome.seconds, 0.0)
 
@@ -387,7 +424,7 @@ class Writer:
         if self.tag_feed is not None:
             self.tag_feed.updated(metric)
         self.stats.append("updateTimes", took)
-        if self.settings.LOG_UPDATES:
+        if self.config.log_updates:
             self._log_update(metric, count, took, waited)
 
     def _log_update(self, metric: str, count: int, took: float, waited: float) -> None:
@@ -470,10 +507,8 @@ class Writer:
         """Write ``metrics`` again, into the files now at their paths: the storage
         backend forgets descriptors it holds for them (a file it had just created and
         not written yet is not checked for replacement otherwise)."""
-        forget = getattr(self.database, "forget", None)
         with self.choose_lock:
-            if forget is not None:
-                forget(metrics)
+            self.database.forget(metrics)
             self.paused.difference_update(metrics)
 
     # -- thread ---------------------------------------------------------
@@ -519,8 +554,7 @@ class Writer:
         """Speed up to the shutdown rate and block until the cache is empty."""
         self.pacing = False
         self.strategy.min_pass = 0.0
-        rate = float(self.settings.get("MAX_UPDATES_PER_SECOND_ON_SHUTDOWN")
-                     or self.settings.MAX_UPDATES_PER_SECOND)
+        rate = self.config.max_updates_per_second_on_shutdown
         self.update_limiter.set_rate(rate, rate)
         self.create_limiter.set_rate(rate, rate)
         self.creator.wake()

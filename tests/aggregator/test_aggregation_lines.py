@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.aggregator.staging import stage, stage_chunk
 from carbon.config.settings import Settings
@@ -62,7 +62,8 @@ def make(rules: str, rewrite: str = "", cache_size: int = 100000, stager=stage, 
     conf = Settings(**overrides)
     stats = Stats()
     proc = AggregationProcessor(parse_rules(rules, cache_size=cache_size),
-                                BufferManager.from_settings(conf), conf, stats)
+                                BufferManager.from_settings(conf),
+                                AggregationConfig.from_settings(conf), stats)
     proc.stage = stager
     rewrites = parse_rewrite_rules(rewrite)
     pipeline = Pipeline([RewriteProcessor(rewrites, "pre"), proc,

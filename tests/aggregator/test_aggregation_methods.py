@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from carbon.aggregator.buffers import BufferManager
 from carbon.aggregator.methods import AGGREGATION_METHODS
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
@@ -121,7 +121,8 @@ def test_processor_emits_plain_values_for_every_method(values, base):
     """Points spread over one interval, through process() and flush()."""
     interval = base * 60
     ruleset = parse_rules(RULES)
-    proc = AggregationProcessor(ruleset, BufferManager(), Settings(), Stats())
+    proc = AggregationProcessor(ruleset, BufferManager(),
+                                AggregationConfig.from_settings(Settings()), Stats())
     batch = [("in.h%d" % i, interval + i % 60, v) for i, v in enumerate(values)]
     half = len(batch) // 2
     proc.process(batch[:half])

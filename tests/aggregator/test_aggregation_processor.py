@@ -1,7 +1,7 @@
 """AggregationProcessor: forwarding, self-metrics, reloads."""
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import MISS_MESSAGE, AggregationProcessor
+from carbon.aggregator.processor import MISS_MESSAGE, AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
@@ -17,7 +17,8 @@ def make(rules=RULES, log=None, forward_unmatched=None, **overrides):
     settings = Settings(**overrides)
     stats = Stats()
     proc = AggregationProcessor(parse_rules(rules), BufferManager.from_settings(settings),
-                                settings, stats, log=log, forward_unmatched=forward_unmatched)
+                                AggregationConfig.from_settings(settings), stats, log=log,
+                                forward_unmatched=forward_unmatched)
     return proc, stats
 
 

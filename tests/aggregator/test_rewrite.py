@@ -5,7 +5,7 @@ import os
 import pytest
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
@@ -89,7 +89,8 @@ def test_pre_runs_before_aggregation_and_post_after_it():
     settings = Settings()
     agg = AggregationProcessor(
         parse_rules("new.all.raw_sum (60) = sum new.*.raw\n"),
-        BufferManager.from_settings(settings), settings, Stats())
+        BufferManager.from_settings(settings), AggregationConfig.from_settings(settings),
+        Stats())
     sink = ListSink()
     pipeline = Pipeline([RewriteProcessor(rewrite, PRE), agg, RewriteProcessor(rewrite, POST)],
                         sink)

@@ -12,14 +12,14 @@ import pytest
 from twisted.internet import defer
 
 from carbon.aggregator.buffers import BufferManager
-from carbon.aggregator.processor import AggregationProcessor
+from carbon.aggregator.processor import AggregationConfig, AggregationProcessor
 from carbon.aggregator.rules import parse_rules
 from carbon.aggregator.staging import stage, stage_chunk
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
@@ -71,7 +71,7 @@ class _Sink:
 def aggregator(stager) -> tuple[AggregationProcessor, Pipeline, Settings]:
     settings = Settings(FORWARD_ALL=False, LINE_RECEIVER_MAX_LENGTH=MAX_LENGTH)
     proc = AggregationProcessor(parse_rules(RULES), BufferManager.from_settings(settings),
-                                settings, Stats())
+                                AggregationConfig.from_settings(settings), Stats())
     proc.stage = stager
     rewrites = parse_rewrite_rules("")
     pipeline = Pipeline([RewriteProcessor(rewrites, "pre"), proc,
@@ -102,7 +102,8 @@ def test_reads_over_tcp_aggregate_exactly_like_parsed_tuples(stager):
 
     @defer.inlineCallbacks
     def body(reactor):
-        context = ReceiverContext(settings, pipeline, stats, FlowControl(), MemoryLog())
+        context = ReceiverContext(ReceiverConfig.from_settings(settings), pipeline, stats,
+                                  FlowControl(), MemoryLog())
         listener = reactor.listenTCP(0, ReceiverFactory(LineReceiver, context),
                                      interface="127.0.0.1")
 
@@ -134,7 +135,7 @@ def test_reads_over_tcp_aggregate_exactly_like_parsed_tuples(stager):
     ref_settings = Settings(FORWARD_ALL=False)
     reference = AggregationProcessor(parse_rules(RULES),
                                      BufferManager.from_settings(ref_settings),
-                                     ref_settings, Stats())
+                                     AggregationConfig.from_settings(ref_settings), Stats())
     reference.process([p for p in valid if p[0] != "unmatched.name"])
     got = sorted(proc.flush(BASE + 100, force=True))
     assert got == sorted(reference.flush(BASE + 100, force=True))

@@ -13,8 +13,8 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline, Sink
-from carbon.receivers.amqp import AMQPListener
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.amqp import AMQPListener, amqp_receiver
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.flow import FlowControl
 from tests.relay.harness import run_reactor, wait_for
 
@@ -41,7 +41,8 @@ class FlakySink(Sink):
 def test_failed_batch_comes_back_and_odd_messages_pass(broker):
     sink, log = FlakySink("amqp.flaky", failures=2), MemoryLog()
     settings = Settings(AMQP_HOST="127.0.0.1", AMQP_PORT=broker.port, AMQP_EXCHANGE=EXCHANGE)
-    context = ReceiverContext(settings, Pipeline([], sink), Stats(), FlowControl(), log)
+    context = ReceiverContext(ReceiverConfig.from_settings(settings), Pipeline([], sink),
+                              Stats(), FlowControl(), log)
     messages = [("amqp.before", b"1 100\n", None), ("amqp.flaky", b"2 100\n", None),
                 ("amqp.after", b"3 100\n", None), ("amqp.métrique.é", b"4 100\n", None),
                 ("amqp.headers", b"5 100\n", {"n": -2 ** 40, "on": True, "list": [1.5, "x"],
@@ -49,7 +50,7 @@ def test_failed_batch_comes_back_and_odd_messages_pass(broker):
 
     @defer.inlineCallbacks
     def body(reactor):
-        listener = AMQPListener(reactor, context)
+        listener = AMQPListener(reactor, context, amqp_receiver(settings))
         listener.start()
         yield wait_for(reactor, lambda: listener.protocol is not None
                        and listener.protocol.flow_handle is not None, what="consuming")

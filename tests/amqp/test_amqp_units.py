@@ -23,9 +23,9 @@ from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline, Sink
-from carbon.receivers.amqp import (RETRY_DELAY, AMQPListenerFactory, bind_patterns,
-                                   message_batch)
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.amqp import (RETRY_DELAY, AMQPConfig, AMQPListenerFactory,
+                                   bind_patterns, message_batch)
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.flow import FlowControl
 from carbon.relay.amqp_publisher import messages_from_lines
 
@@ -55,12 +55,8 @@ def test_name_in_body_batch():
 
 
 def test_bind_patterns_from_list_or_text():
-    class S:
-        BIND_PATTERNS = "a.#, b.*,,"
-
-    assert bind_patterns(S) == ["a.#", "b.*"]
-    S.BIND_PATTERNS = ["#"]
-    assert bind_patterns(S) == ["#"]
+    assert bind_patterns(Settings(BIND_PATTERNS="a.#, b.*,,")) == ["a.#", "b.*"]
+    assert bind_patterns(Settings(BIND_PATTERNS=["#"])) == ["#"]
 
 
 def test_publisher_groups_stdin_lines_by_routing_key():
@@ -269,8 +265,10 @@ class FailingSink(Sink):
 
 def test_failed_batch_is_not_acknowledged_but_handed_back():
     clock, log, sink = task.Clock(), MemoryLog(), FailingSink("m.bad")
-    context = ReceiverContext(Settings(), Pipeline([], sink), Stats(), FlowControl(), log)
-    client = AMQPListenerFactory(clock, context).buildProtocol(None)
+    context = ReceiverContext(ReceiverConfig.from_settings(Settings()), Pipeline([], sink),
+                              Stats(), FlowControl(), log)
+    client = AMQPListenerFactory(clock, context,
+                                 AMQPConfig.from_settings(Settings())).buildProtocol(None)
     transport = StringTransport()
     client.makeConnection(transport)
     client.dataReceived(pack(client, 0, "connection", "start", 0, 9, b"", b"PLAIN", b"en_US")

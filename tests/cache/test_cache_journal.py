@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from carbon.cache import journal as journal_module
 from carbon.cache.journal import Journal, decode_py, encode_py, read_records
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
+from carbon.cache.strategies import StrategyConfig, make_strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.storage.whisper_backend import WhisperDatabase
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 
 native_encode = journal_module._native_encode
 native_decode = journal_module._native_decode
@@ -196,9 +196,10 @@ def test_replay_over_points_already_in_whisper_changes_no_byte(tmp_path) -> None
              for k in range(200, 0, -1) for m in range(20)]
 
     def write_all(cache: MetricCache) -> None:
-        database = WhisperDatabase(conf)
-        writer = Writer(cache, make_strategy("sorted", cache, conf), database,
-                        SchemaFiles(str(tmp_path / "conf")), conf, Stats(),
+        database = WhisperDatabase.from_settings(conf)
+        writer = Writer(cache, make_strategy("sorted", cache, StrategyConfig.from_settings(conf)),
+                        database, SchemaFiles(str(tmp_path / "conf")),
+                        WriterConfig.from_settings(conf), Stats(),
                         CarbonLog(logdir=str(tmp_path / "log")))
         deadline = time.monotonic() + 60
         while (cache or writer.creator.ready or writer.creator.busy) \
@@ -253,7 +254,7 @@ def test_a_refused_journal_write_is_kept_and_retried(tmp_path) -> None:
 
 
 def test_sink_pauses_receivers_while_the_journal_cannot_write(tmp_path) -> None:
-    from carbon.cache.sink import CacheSink
+    from carbon.cache.sink import CacheSink, CacheSinkConfig
     from carbon.flow import FlowControl
 
     class Transport:
@@ -272,7 +273,8 @@ def test_sink_pauses_receivers_while_the_journal_cannot_write(tmp_path) -> None:
     transport = Transport()
     flow.register(transport)
     stats = Stats()
-    sink = CacheSink(cache, Settings(), stats, flow, Lines(), journal=journal)
+    sink = CacheSink(cache, CacheSinkConfig.from_settings(Settings()), stats, flow, Lines(),
+                     journal=journal)
     segment_fd = journal.fd
     journal.fd = os.open("/dev/full", os.O_WRONLY)
     try:

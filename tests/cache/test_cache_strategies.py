@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from carbon.cache.store import MetricCache, dedupe_sorted
-from carbon.cache.strategies import MaxStrategy, make_strategy
+from carbon.cache.strategies import MaxStrategy, StrategyConfig, make_strategy
 from carbon.config.settings import Settings
 from carbon.plugins import WRITE_STRATEGIES
 
@@ -36,7 +36,7 @@ def test_each_strategy_visits_every_metric_once_per_pass(name):
     cache = MetricCache()
     cache.add_batch([("m%d" % i, 1000 - i, 1.0) for i in range(50)])
     cache.add_batch([("m7", t, 1.0) for t in range(2000, 2010)])
-    strategy = make_strategy(name, cache, Settings())
+    strategy = make_strategy(name, cache, StrategyConfig.from_settings(Settings()))
     seen = []
     while cache:
         metric = strategy.choose()
@@ -54,7 +54,7 @@ def test_max_strategy_does_not_rescan_per_pick():
     cache = MetricCache()
     n = 100_000
     cache.add_batch([("m%d" % i, 1, 1.0) for i in range(n)])
-    strategy = MaxStrategy(cache)
+    strategy = MaxStrategy(cache, StrategyConfig.from_settings(Settings()))
     for _ in range(n):
         cache.pop(strategy.choose())
     # One snapshot (heap) for the whole pass, not one O(n) scan per pick.
@@ -65,7 +65,7 @@ def test_max_strategy_most_points_first_ties_in_arrival_order():
     cache = MetricCache()
     cache.add_batch([("z", 1, 1.0), ("b", 1, 1.0), ("b", 2, 1.0), ("a", 1, 1.0),
                      ("y", 1, 1.0), ("y", 2, 1.0), ("y", 3, 1.0)])
-    strategy = MaxStrategy(cache)
+    strategy = MaxStrategy(cache, StrategyConfig.from_settings(Settings()))
     order = []
     while cache:
         order.append(strategy.choose())

@@ -108,3 +108,74 @@ def test_unknown_database_stops_start_up_naming_key_and_known_names(tmp_path):
     assert result.returncode == 1
     assert "DATABASE" in result.stderr
     assert "'ceres' (known: emulated-disk, whisper)" in result.stderr
+
+
+BACKEND = '''
+import os
+
+
+class TextBackend:
+    """A storage backend as carbon 1.1.10's plugins are written: made with the whole
+    settings, the base calls only; points go to LOCAL_DATA_DIR/points.txt."""
+
+    def __init__(self, settings):
+        self.path = os.path.join(settings["LOCAL_DATA_DIR"], "points.txt")
+        self.known = set()
+        with open(self.path, "a") as handle:
+            handle.write("made with %s\\n" % type(settings).__name__)
+
+    def exists(self, metric):
+        return metric in self.known
+
+    def create(self, metric, retentions, xfilesfactor, aggregation_method):
+        self.known.add(metric)
+
+    def write(self, metric, datapoints):
+        with open(self.path, "a") as handle:
+            for stamp, value in datapoints:
+                handle.write("%s %d %g\\n" % (metric, stamp, value))
+
+    def get_metadata(self, metric, key):
+        return "average"
+
+    def set_metadata(self, metric, key, value):
+        return "average"
+'''
+
+
+def test_cache_stores_through_a_storage_backend_from_an_entry_point(tmp_path):
+    """A duck-typed backend plugin (carbon 1.1.10's contract: called with the settings)
+    installed as a distribution keeps working: the daemon calls it with its Settings,
+    wraps it and writes every point through its ``write``."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "text_backend.py").write_text(BACKEND)
+    info = site / "text_backend-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: text_backend\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[carbon.storage_backends]\ntextfile = text_backend:TextBackend\n")
+    instance = CarbonInstance(tmp_path / "root", DATABASE="textfile")
+    data = instance.storage / "whisper"
+    data.mkdir(parents=True)
+    env = dict(os.environ, GRAPHITE_ROOT=str(instance.root),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
+    log = open(instance.root / "stdout.log", "w")
+    instance.proc = subprocess.Popen(instance.script + ["--nodaemon", "start"], env=env,
+                                     stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: instance.proc.poll() is not None or port_open(instance.line_port),
+                 what="daemon to listen")
+        assert instance.proc.poll() is None, instance.output()
+        now = int(time.time()) // 60 * 60
+        send_tcp(instance.line_port, b"t.one 1 %d\nt.two 2 %d\n" % (now, now))
+        points = data / "points.txt"
+        wait_for(lambda: points.exists() and "t.two" in points.read_text()
+                 and "t.one" in points.read_text(), 30, what="points through the plugin")
+        lines = points.read_text().splitlines()
+        assert lines[0] == "made with Settings"
+        assert sorted(lines[1:]) == ["t.one %d 1" % now, "t.two %d 2" % now]
+        assert not list(data.rglob("*.wsp"))
+    finally:
+        instance.kill()
+        log.close()

@@ -16,7 +16,7 @@ from twisted.internet import reactor, task  # noqa: E402
 from twisted.internet.protocol import Factory, Protocol  # noqa: E402
 
 from carbon.config.settings import Settings  # noqa: E402
-from carbon.receivers.limits import ConnectionLimit, listen_tcp  # noqa: E402
+from carbon.receivers.limits import ConnectionLimit, LimitConfig, listen_tcp  # noqa: E402
 
 
 class Greeter(Protocol):
@@ -26,7 +26,8 @@ class Greeter(Protocol):
 
 def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    limit = ConnectionLimit(Settings(), lambda line: print(line, flush=True))
+    limit = ConnectionLimit(LimitConfig.from_settings(Settings()),
+                            lambda line: print(line, flush=True))
     port = listen_tcp(reactor, 0, Factory.forProtocol(Greeter), backlog=512,
                       interface="127.0.0.1", limit=limit)
     print("PORT %d" % port.getHost().port, flush=True)

@@ -7,7 +7,7 @@ import pickle
 import pickletools
 from pathlib import Path
 
-from carbon.carbonlink.server import CarbonLinkHandler
+from carbon.carbonlink.server import CarbonLinkConfig, CarbonLinkHandler
 from tests.writer.test_writer_creator import NOW, Harness
 from tests.interop.reference import reference_unpickle
 
@@ -32,7 +32,8 @@ def has_points(answer: dict) -> bool:
 def collect_answers(h: Harness) -> list[tuple[str, dict, object]]:
     """(state, request, expected answer or None for an error) through the cache states a
     running carbon-cache goes through."""
-    handler = CarbonLinkHandler(h.cache, h.database, h.settings, h.stats, h.log)
+    handler = CarbonLinkHandler(h.cache, h.database, CarbonLinkConfig.from_settings(h.settings),
+                                h.stats, h.log)
     sent: dict[str, list[tuple[float, float]]] = {}
     answers: list[tuple[str, dict, object]] = []
 

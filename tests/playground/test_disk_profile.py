@@ -11,7 +11,7 @@ import whisper
 
 from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
-from carbon.plugins import STORAGE_BACKENDS
+from carbon.storage.backend import open_database
 from carbon.storage.disk_model import Device, DiskProfile
 from carbon.storage.emulated_disk import load_profile
 
@@ -21,8 +21,9 @@ def make_db(tmp_path: Path, profile: str) -> object:
     conf.mkdir()
     (conf / "disk-profile.conf").write_text(profile)
     settings = Settings()
-    settings.update(LOCAL_DATA_DIR=str(tmp_path / "data"), CONF_DIR=str(conf))
-    return STORAGE_BACKENDS.get("emulated-disk")(settings)
+    settings.update(LOCAL_DATA_DIR=str(tmp_path / "data"), CONF_DIR=str(conf),
+                    DATABASE="emulated-disk")
+    return open_database(settings)  # as the daemon makes it
 
 
 def test_device_blocks_for_queue_time_without_using_cpu() -> None:

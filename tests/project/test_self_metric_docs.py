@@ -7,7 +7,7 @@ from collections import Counter
 
 from carbon.daemon.aggregator import aggregator_extra
 from carbon.config.settings import Settings
-from carbon.instrumentation.reporter import Reporter, cache_extra
+from carbon.instrumentation.reporter import Reporter, ReporterConfig, cache_extra
 from carbon.instrumentation.stats import Sample, Stats
 from tests.support import ROOT
 
@@ -50,7 +50,8 @@ def emitted() -> set[str]:
     samples = {"updateTimes": Sample(1, 0.1), "cacheBulkQuerySize": Sample(1, 3)}
     cache_extra(counters, samples, record)
     aggregator_extra(counters, samples, record)
-    reporter = Reporter(Settings(CARBON_METRIC_PREFIX="carbon"), "agents", Stats(),
+    reporter = Reporter(ReporterConfig.from_settings(Settings(CARBON_METRIC_PREFIX="carbon"),
+                                                     "agents"), Stats(),
                         lambda batch: None)
     names += [name.rsplit(".", 1)[-1] for name, _t, _v in reporter.report()]
     return set(names)

@@ -40,7 +40,8 @@ class Relay:
         self.log = MemoryLog()
         kwargs.setdefault("initial_delay", 0.05)
         kwargs.setdefault("max_delay", 0.3)
-        self.sink = RelaySink(settings, self.flow, self.stats, reactor, log=self.log, **kwargs)
+        self.sink = RelaySink.from_settings(settings, self.flow, self.stats, reactor, log=self.log,
+                                            **kwargs)
         self.reactor = reactor
 
     def total(self, suffix: str) -> float:

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
-from carbon.pipeline import LineBatch, Pipeline, Processor
+from carbon.pipeline import LineBatch, Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
 from carbon.formats.plaintext import canonical_lines, parse_lines
 from carbon.relay.destinations import Destination
@@ -178,7 +178,7 @@ def test_line_queue_takes_whole_payloads_and_decodes():
     assert queue.queued == 0 and not queue
 
 
-class _Collect:
+class _Collect(Sink):
     accepts_lines = True
 
     def __init__(self) -> None:

@@ -14,7 +14,7 @@ from twisted.internet import defer
 from carbon.instrumentation.stats import Stats
 from carbon.logs import MemoryLog
 from carbon.pipeline import Pipeline
-from carbon.receivers.context import ReceiverContext
+from carbon.receivers.context import ReceiverConfig, ReceiverContext
 from carbon.flow import FlowControl
 from carbon.formats.plaintext import parse_lines
 from carbon.receivers.protocols import LineReceiver, ReceiverFactory
@@ -75,7 +75,7 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
         settings = relay_settings(tmp_path, ports, DESTINATION_PROTOCOL=protocol,
                                   REPLICATION_FACTOR=2)
         stats, flow = Stats(), FlowControl()
-        sink = RelaySink(settings, flow, stats, reactor, log=MemoryLog())
+        sink = RelaySink.from_settings(settings, flow, stats, reactor, log=MemoryLog())
         for name, key in (("put_lines", "lines"), ("put_many", "tuples"),
                           ("put_chunk", "chunks")):
             original = getattr(sink, name)
@@ -85,7 +85,8 @@ def test_lean_and_tuple_paths_deliver_exactly_the_reference_output(tmp_path, pro
                 return original(*args)
             setattr(sink, name, spy)
         pipeline = Pipeline([ChunkStage(sink)] if stage else [], sink)
-        context = ReceiverContext(settings, pipeline, stats, flow, MemoryLog())
+        context = ReceiverContext(ReceiverConfig.from_settings(settings), pipeline, stats, flow,
+                                  MemoryLog())
         context.read_size = read_size
         opened = context.connection_opened
         read_sizes = []

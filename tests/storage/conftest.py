@@ -17,7 +17,7 @@ def make_db(tmp_path) -> Callable[..., WhisperDatabase]:
 
     def make(**overrides) -> WhisperDatabase:
         overrides.setdefault("LOCAL_DATA_DIR", str(tmp_path / "data"))
-        db = WhisperDatabase(Settings(**overrides))
+        db = WhisperDatabase.from_settings(Settings(**overrides))
         made.append(db)
         return db
 

@@ -11,17 +11,20 @@ from pathlib import Path
 import pytest
 
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
+from carbon.cache.strategies import StrategyConfig, make_strategy
 from carbon.config.schemas import SchemaFiles
+from carbon.config.defaults import DEFAULTS
+from carbon.config.errors import ConfigError
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
-from carbon.plugins import RATE_LIMITERS
-from carbon.storage.backend import Capabilities, PluginBackend, StorageBackend, as_backend
+from carbon.plugins import RATE_LIMITERS, STORAGE_BACKENDS
+from carbon.storage.backend import (Capabilities, PluginBackend, StorageBackend, as_backend,
+                                    open_database)
 from carbon.storage.emulated_disk import EmulatedDiskDatabase
-from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 from carbon.writer.ratelimit import CreateTokens, PluginLimiter, TokenBucket, make_limiter
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 
 NOW = int(time.time()) // 60 * 60
 
@@ -66,8 +69,9 @@ def _writer(root: Path, database: StorageBackend, **overrides: object) -> tuple[
     values.update(overrides)
     settings = Settings(**values)
     cache, stats = MetricCache(), Stats()
-    writer = Writer(cache, make_strategy("sorted", cache, settings), database,
-                    SchemaFiles(str(root / "conf")), settings, stats,
+    writer = Writer(cache, make_strategy("sorted", cache, StrategyConfig.from_settings(settings)),
+                    database, SchemaFiles(str(root / "conf")), WriterConfig.from_settings(settings),
+                    stats,
                     CarbonLog(logdir=str(root / "log")))
     return writer, cache, stats
 
@@ -118,7 +122,7 @@ def test_a_plugin_s_own_optional_calls_and_capabilities_are_used(tmp_path):
 
     plugin = Batched(Settings())
     database = as_backend(plugin)
-    assert database.capabilities == Capabilities(writes_on_create=True)
+    assert database.capabilities == Capabilities(writes_on_create=True)  # as declared
     assert database.exists_many(["a", "b"]) == [False, False]
     assert plugin.looked == [["a", "b"]]
     assert database.get_filesystem_path("a.b") == "/nowhere/a.b.wsp"
@@ -129,10 +133,12 @@ def test_a_plugin_s_own_optional_calls_and_capabilities_are_used(tmp_path):
 
 def test_backends_declare_what_they_do(tmp_path):
     settings = Settings(LOCAL_DATA_DIR=str(tmp_path))
-    whisper = WhisperDatabase(settings)
+    whisper = WhisperDatabase.from_settings(settings)
     assert as_backend(whisper) is whisper
-    assert whisper.capabilities == Capabilities(writes_on_create=True, overlaps_creates=True)
-    assert EmulatedDiskDatabase.capabilities == Capabilities(writes_on_create=True)
+    assert whisper.capabilities == Capabilities(writes_on_create=True, overlaps_creates=True,
+                                                whisper_files=True)
+    assert EmulatedDiskDatabase.capabilities == Capabilities(writes_on_create=True,
+                                                             whisper_files=True)
 
     class OwnCreates(WhisperDatabase):  # called as create_many: no longer split or fed
         def create_many(self, requests, points=None, now=None):
@@ -144,7 +150,7 @@ def test_backends_declare_what_they_do(tmp_path):
         def create_many(self, requests, points=None, now=None):
             return super().create_many(requests, points, now)
 
-    assert OwnCreates.capabilities == Capabilities()
+    assert OwnCreates.capabilities == Capabilities(whisper_files=True)  # still its files
     assert Declared.capabilities == Capabilities(overlaps_creates=True)
     whisper.close()
 
@@ -202,3 +208,91 @@ def test_the_writer_drains_through_a_limiter_plugin(tmp_path, limiters):
     _drain(writer, cache)
     assert sorted(plugin.files) == ["limited.%d" % index for index in range(5)]
     assert writer.update_limiter.plugin.taken >= 5  # one update token a write at least
+
+
+class ForgettingBackend(MemoryBackend):
+    """A duck-typed plugin with its own ``forget`` and a file path a metric."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.settings = settings
+        self.forgotten: list[str] = []
+
+    def forget(self, metrics):
+        self.forgotten.extend(metrics)
+
+    def get_filesystem_path(self, metric):
+        return "/nowhere/%s.wsp" % metric
+
+
+class DeclaredBackend(StorageBackend):
+    """A plugin that subclasses the protocol and keeps carbon's constructor (settings)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def exists(self, metric):
+        return False
+
+    def create(self, metric, retentions, xfilesfactor, aggregation_method):
+        pass
+
+    def write(self, metric, datapoints, now=None):
+        return 0
+
+    def get_metadata(self, metric, key):
+        return None
+
+    def set_metadata(self, metric, key, value):
+        return None
+
+
+@pytest.fixture
+def backends():
+    STORAGE_BACKENDS.add("test-duck", ForgettingBackend)
+    STORAGE_BACKENDS.add("test-declared", DeclaredBackend)
+    yield
+    STORAGE_BACKENDS.discard("test-duck")
+    STORAGE_BACKENDS.discard("test-declared")
+
+
+def test_open_database_gives_each_backend_what_its_contract_says(tmp_path, backends):
+    """Built-ins get their typed config (never the Settings); a plugin subclassing the
+    protocol is made by its ``from_settings`` (by default called with the settings, as
+    carbon 1.1.10 calls its database plugins), a duck-typed one is called with the
+    settings and wrapped; what a duck-typed one says where its files are is used."""
+    settings = Settings(LOCAL_DATA_DIR=str(tmp_path), WRITER_KNOWN_FILES=7,
+                        WHISPER_FD_CACHE_IDLE=12, DATABASE="whisper")
+    whisper = open_database(settings)
+    assert type(whisper) is WhisperDatabase
+    assert whisper.config == WhisperConfig.from_settings(settings)
+    assert whisper.config.known_files == 7 and whisper.config.fd_cache_idle == 12.0
+    assert whisper.config.fd_cache_size == DEFAULTS["WHISPER_FD_CACHE_SIZE"]
+    whisper.close()
+
+    declared = open_database(Settings(DATABASE="test-declared"))
+    assert type(declared) is DeclaredBackend and declared.settings["DATABASE"] == "test-declared"
+    assert declared.capabilities == Capabilities()
+    declared.forget(["a"])  # the protocol's default: nothing held
+
+    duck = open_database(Settings(DATABASE="test-duck"))
+    assert isinstance(duck, PluginBackend) and duck.settings["DATABASE"] == "test-duck"
+    assert duck.capabilities == Capabilities(whisper_files=True)
+    duck.forget(["a.b", "c"])
+    assert duck.plugin.forgotten == ["a.b", "c"]
+
+    with pytest.raises(ConfigError) as raised:
+        open_database(Settings(DATABASE="ceres", config_file="/etc/carbon/carbon.conf"))
+    assert str(raised.value).startswith("/etc/carbon/carbon.conf")
+    assert "DATABASE" in str(raised.value)
+    assert "No database plugin implemented for 'ceres' (known: " in str(raised.value)
+
+
+def test_the_writer_resumes_through_the_backend_s_declared_forget(tmp_path):
+    """``Writer.resume`` calls the protocol's ``forget`` (no probe): a duck-typed
+    plugin's own is forwarded; the default does nothing."""
+    plugin = ForgettingBackend(Settings())
+    writer, _cache, _stats = _writer(tmp_path, as_backend(plugin))
+    assert writer.pause(["x.y"]) == []
+    writer.resume(["x.y"])
+    assert plugin.forgotten == ["x.y"] and not writer.paused

@@ -74,7 +74,7 @@ def test_consecutive_intervals_only_for_exact_runs(points, step) -> None:
        method=st.sampled_from(["average", "sum", "last", "max"]))
 def test_cache_to_file_is_byte_identical(tmp_path, batches, archives, method) -> None:
     with tempfile.TemporaryDirectory(dir=tmp_path) as root:
-        db = WhisperDatabase(Settings(LOCAL_DATA_DIR=os.path.join(root, "ours")))
+        db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=os.path.join(root, "ours")))
         reference = os.path.join(root, "reference.wsp")
         whisper.create(reference, archives, 0.5, method)
         db.create("m", archives, 0.5, method)

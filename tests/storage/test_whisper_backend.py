@@ -272,7 +272,7 @@ def test_create_after_its_directory_was_removed(tmp_path):
     from carbon.config.settings import Settings
     from carbon.storage.whisper_backend import WhisperDatabase
 
-    db = WhisperDatabase(Settings(LOCAL_DATA_DIR=str(tmp_path)))
+    db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=str(tmp_path)))
     db.create("gone.dir.a", [(60, 10)], None, None)
     shutil.rmtree(tmp_path / "gone")
     db.create("gone.dir.b", [(60, 10)], None, None)  # the cached directory is made again

@@ -85,7 +85,7 @@ def scenarios(draw):
 def test_batch_byte_identity(tmp_path, scenario) -> None:
     archives, method, xff, start, plan, python_sums = scenario
     with tempfile.TemporaryDirectory(dir=tmp_path) as root:
-        db = WhisperDatabase(Settings(LOCAL_DATA_DIR=root))
+        db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=root))
         # C sums add left to right: whisper's own results only before Python 3.12, where
         # sum() compensates, so from 3.12 the Python sums are always used (the default)
         db.python_sums = python_sums or sys.version_info >= (3, 12)

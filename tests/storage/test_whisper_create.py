@@ -220,7 +220,7 @@ def test_a_nul_byte_fails_only_its_own_file(tmp_path, native: bool) -> None:
 @pytest.mark.parametrize("native", NATIVE)
 def test_backend_create_many_keeps_descriptors_for_the_first_write(tmp_path,
                                                                    native: bool) -> None:
-    db = WhisperDatabase(Settings(LOCAL_DATA_DIR=str(tmp_path / "data"),
+    db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=str(tmp_path / "data"),
                                   WHISPER_FD_CACHE_SIZE=2))
     db.native_create = native
     try:

@@ -49,7 +49,7 @@ def test_created_with_points_equals_whisper(tmp_path, setup, data, fill, keep) -
     plan = data.draw(ordered_batches(archives))
     options, whisper_options = FILLS[fill]
     with tempfile.TemporaryDirectory(dir=tmp_path) as root:
-        db = WhisperDatabase(Settings(LOCAL_DATA_DIR=root, WHISPER_FD_CACHE_SIZE=1,
+        db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=root, WHISPER_FD_CACHE_SIZE=1,
                                       **options))
         db.python_sums = sys.version_info >= (3, 12)
         if not keep:  # a full descriptor cache: the create closes the descriptor

@@ -93,7 +93,7 @@ def _read(path: str) -> bytes:
 def test_update_many_byte_identity(tmp_path, scenario) -> None:
     archives, method, xff, start, plan = scenario
     with tempfile.TemporaryDirectory(dir=tmp_path) as root:
-        db = WhisperDatabase(Settings(LOCAL_DATA_DIR=os.path.join(root, "ours")))
+        db = WhisperDatabase.from_settings(Settings(LOCAL_DATA_DIR=os.path.join(root, "ours")))
         reference = os.path.join(root, "reference.wsp")
         whisper.create(reference, list(archives), xff, method)
         db.create("metric", list(archives), xff, method)

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
-from carbon.writer.tagfeed import TagFeed
+from carbon.writer.tagfeed import TagFeed, TagFeedConfig
 from tests.support import free_port, wait_for
 
 
@@ -52,7 +52,8 @@ class TagDB:
 def feed_for(port: int, lines: list[str], **keys: object) -> tuple[TagFeed, Stats]:
     stats = Stats()
     settings = Settings(GRAPHITE_URL="http://127.0.0.1:%d" % port, **keys)
-    feed = TagFeed(settings, CarbonLog(sink=lambda _kind, line: lines.append(line)), stats)
+    feed = TagFeed(TagFeedConfig.from_settings(settings),
+                   CarbonLog(sink=lambda _kind, line: lines.append(line)), stats)
     return feed, stats
 
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
+from carbon.cache.strategies import StrategyConfig, make_strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
-from carbon.storage.whisper_backend import WhisperDatabase
+from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 from carbon.writer.creator import Written
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 from tests.support import read_whisper, wait_for
 
 NOW = int(time.time()) // 60 * 60
@@ -53,10 +53,11 @@ class Harness:
         self.log = CarbonLog(logdir=str(root / "log"))
         self.cache = MetricCache()
         self.stats = Stats()
-        self.database = database(self.settings)
-        self.writer = Writer(self.cache, make_strategy(strategy, self.cache, self.settings),
-                             self.database, SchemaFiles(str(root / "conf")), self.settings,
-                             self.stats, self.log)
+        self.database = database.from_settings(self.settings)
+        self.writer = Writer(self.cache, make_strategy(strategy, self.cache,
+                                                       StrategyConfig.from_settings(self.settings)),
+                             self.database, SchemaFiles(str(root / "conf")),
+                             WriterConfig.from_settings(self.settings), self.stats, self.log)
         self.tags = TagRecorder()
         self.writer.tag_feed = self.tags
 
@@ -95,7 +96,9 @@ def expected(count: int = 3, value: float = 1.0) -> dict:
 
 
 def test_points_of_a_metric_being_created_stay_in_the_cache(harness) -> None:
-    h = harness()
+    # Passes stepped one by one, each started at once (no WRITER_MIN_PASS_SECONDS wait:
+    # test_writer_min_pass_seconds_waits_between_passes covers it).
+    h = harness(WRITER_MIN_PASS_SECONDS=0)
     h.database.create("old.one", [(60, 1440)], None, None)
     h.add(["new.one", "old.one"])
     size = h.cache.size
@@ -146,8 +149,8 @@ class HeldWrites(WhisperDatabase):
     """The real backend whose batch writes wait for ``release`` once ``hold`` is set
     (``entered``: a writer thread has taken a batch's points and is writing them)."""
 
-    def __init__(self, settings) -> None:
-        super().__init__(settings)
+    def __init__(self, config: WhisperConfig) -> None:
+        super().__init__(config)
         self.hold = False
         self.entered = threading.Event()
         self.release = threading.Event()
@@ -294,19 +297,21 @@ def test_a_failing_batch_call_still_stores_every_point(harness) -> None:
 def test_known_files_are_bounded_by_writer_known_files(harness) -> None:
     h = harness(WRITER_KNOWN_FILES=2, LOG_CREATES=False)
     metrics = ["known.m%d" % i for i in range(5)]
+
+    def written() -> bool:
+        """Step the writer until every point is on disk (its passes start at most every
+        WRITER_MIN_PASS_SECONDS)."""
+        if h.cache or h.writer.creator.busy:
+            h.writer.write_some()
+        return not h.cache and not h.writer.creator.busy
+
     h.add(metrics)
-    for _ in range(40):
-        if not h.cache and not h.writer.creator.busy:
-            break
-        h.writer.write_some()
+    wait_for(written, timeout=30, what="every point written")
     assert not h.cache and h.stats.get("creates") == 5
     assert 0 < len(h.writer.known) <= 2 and len(h.database._paths) <= 2
     # forgotten files are looked for again, found (no second create) and written
     h.add(metrics, count=1, value=5.0)
-    for _ in range(40):
-        if not h.cache and not h.writer.creator.busy:
-            break
-        h.writer.write_some()
+    wait_for(written, timeout=30, what="every point written again")
     assert not h.cache and h.stats.get("creates") == 5
     assert all(h.stored(metric)[NOW - 60] == 6.0 for metric in metrics)
     assert len(h.writer.known) <= 2 and len(h.database._paths) <= 2
@@ -522,8 +527,8 @@ class SlowFiles(WhisperDatabase):
 
     cache: MetricCache
 
-    def __init__(self, settings) -> None:
-        super().__init__(settings)
+    def __init__(self, config: WhisperConfig) -> None:
+        super().__init__(config)
         self.making = 0
         self.prepared_while_making = 0
         self.threads: set[str] = set()
@@ -634,7 +639,7 @@ def test_writer_min_pass_seconds_waits_between_passes(harness, strategy: str) ->
     once; a drain does not wait."""
     metrics = ["paced.m%d" % i for i in range(5)]
     for paced in (False, True):
-        h = harness(strategy=strategy, **({"WRITER_MIN_PASS_SECONDS": 1.5} if paced else {}))
+        h = harness(strategy=strategy, WRITER_MIN_PASS_SECONDS=1.5 if paced else 0)
         for metric in metrics:
             h.database.create(metric, [(60, 1440)], None, None)
         h.writer.known.update(metrics)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import time
 
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
+from carbon.cache.strategies import StrategyConfig, make_strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.storage.whisper_backend import WhisperDatabase
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 from tests.support import read_whisper
 
 RATE = 100
@@ -33,9 +33,10 @@ def test_drain_runs_at_the_shutdown_rate(tmp_path) -> None:
     now = int(time.time()) // 60 * 60
     names = ["drain.m%03d" % i for i in range(METRICS)]
     cache.add_batch([(name, float(now - 60 * k), float(k)) for k in (3, 2, 1) for name in names])
-    database = WhisperDatabase(settings)
-    writer = Writer(cache, make_strategy("sorted", cache, settings), database,
-                    SchemaFiles(str(tmp_path / "conf")), settings, Stats(),
+    database = WhisperDatabase.from_settings(settings)
+    writer = Writer(cache, make_strategy("sorted", cache, StrategyConfig.from_settings(settings)),
+                    database, SchemaFiles(str(tmp_path / "conf")),
+                    WriterConfig.from_settings(settings), Stats(),
                     CarbonLog(logdir=str(tmp_path / "log")))
     started = time.monotonic()
     assert writer.drain(timeout=60)

@@ -10,13 +10,13 @@ import pytest
 import whisper
 
 from carbon.cache.store import MetricCache
-from carbon.cache.strategies import make_strategy
+from carbon.cache.strategies import StrategyConfig, make_strategy
 from carbon.config.schemas import SchemaFiles
 from carbon.config.settings import Settings
 from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.storage.whisper_backend import WhisperDatabase
-from carbon.writer.writer import Writer
+from carbon.writer.writer import Writer, WriterConfig
 from tests.support import read_whisper
 
 NOW = int(time.time()) // 60 * 60
@@ -30,7 +30,7 @@ def write_everything(tmp_path, cut) -> tuple[dict, Stats, str]:
     settings = Settings(LOCAL_DATA_DIR=str(tmp_path / "whisper"),
                         MAX_UPDATES_PER_SECOND=float("inf"),
                         MAX_CREATES_PER_MINUTE=float("inf"), LOG_UPDATES=False)
-    database = WhisperDatabase(settings)
+    database = WhisperDatabase.from_settings(settings)
     database.create("torn.m", [(60, 1440), (300, 2016)], None, None)
     database.close()
     path = database.get_filesystem_path("torn.m")
@@ -38,9 +38,10 @@ def write_everything(tmp_path, cut) -> tuple[dict, Stats, str]:
     cache = MetricCache()
     cache.add_batch([("torn.m", float(NOW - 60 * k), float(k)) for k in (3, 2, 1)])
     stats = Stats()
-    database = WhisperDatabase(settings)
-    writer = Writer(cache, make_strategy("sorted", cache, settings), database,
-                    SchemaFiles(str(tmp_path / "conf")), settings, stats,
+    database = WhisperDatabase.from_settings(settings)
+    writer = Writer(cache, make_strategy("sorted", cache, StrategyConfig.from_settings(settings)),
+                    database, SchemaFiles(str(tmp_path / "conf")),
+                    WriterConfig.from_settings(settings), stats,
                     CarbonLog(logdir=str(tmp_path / "log")))
     deadline = time.monotonic() + 20
     while (cache or writer.creator.ready or writer.creator.busy) and time.monotonic() < deadline:

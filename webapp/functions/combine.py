@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Callable, Optional
 
 from webapp.functions.common import (
@@ -155,165 +156,74 @@ def _simple(func: str) -> Callable[..., list[TimeSeries]]:
     return combined
 
 
-def _register_simple(name: str, func: str, doc: str, aliases: tuple = ()) -> None:
+def _simple_doc(name: str, summary: str, none_rule: str, example: str, alias: str) -> str:
+    """The description of a sumSeries-like function: what differs is its summary, how it
+    treats None values, its example and its short name."""
+    body = textwrap.fill(
+        'The series are first brought to a common step (the least common multiple of their'
+        ' steps, consolidating each series with its own consolidation function) and a common'
+        ' time range; then each point of the result combines the values the series have at'
+        ' that time. %s The result is named ``%s(paths)`` and keeps the tags all series'
+        ' share.' % (none_rule, name),
+        width=88, initial_indent='    ', subsequent_indent='    ')
+    examples = '      &target=%s(%s)\n' % (name, example)
+    short = ''
+    if alias:
+        examples += '      &target=%s(%s)\n' % (alias, example)
+        short = '\n    ``%s`` is a short name for the same function.\n' % alias
+    return ('%s\n\n'
+            '    Parameters:\n\n'
+            '    - ``seriesLists``: one or more series lists (paths with wildcards, other'
+            ' functions\'\n      results); all their series are combined together.\n\n'
+            '%s\n\n'
+            '    Example:\n\n'
+            '    .. code-block:: none\n\n'
+            '%s%s    ') % (summary, body, examples, short)
+
+
+def _register_simple(name: str, func: str, summary: str, none_rule: str, example: str,
+                     alias: str = '') -> None:
     impl = _simple(func)
     impl.__name__ = name
-    impl.__doc__ = doc
+    impl.__doc__ = _simple_doc(name, summary, none_rule, example, alias)
     # the evaluator may compute these over packed whisper rows (webapp.render.fused)
     traits = Traits(fused_aggregate=func) if func in ('sum', 'average', 'max', 'min') \
         else NO_TRAITS
-    render_function(name, COMBINE, SLS, aliases=aliases, aggregator=True, traits=traits)(impl)
+    render_function(name, COMBINE, SLS, aliases=(alias,) if alias else (), aggregator=True,
+                    traits=traits)(impl)
 
 
+_NONE_LEFT_OUT = 'None values are left out; a point where every series is None is None.'
 _register_simple('sumSeries', 'sum',
-    """Add the series together, point by point, into one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. None
-    values are left out of each sum; a point where every series is None is None. The result
-    is named ``sumSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=sumSeries(servers.*.requests)
-      &target=sum(servers.*.requests)
-
-    ``sum`` is a short name for the same function.
-    """, ('sum',))
+                 'Add the series together, point by point, into one series.',
+                 ('None values are left out of each sum; a point where every series is None is '
+                  'None.'),
+                 'servers.*.requests', 'sum')
 _register_simple('averageSeries', 'average',
-    """The average of the series, point by point, as one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. Each
-    point is the mean of the known values only: None values neither count as 0 nor as a
-    member; a point where every series is None is None. The result is named
-    ``averageSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=averageSeries(servers.*.cpu.user)
-      &target=avg(servers.*.cpu.user)
-
-    ``avg`` is a short name for the same function.
-    """, ('avg',))
+                 'The average of the series, point by point, as one series.',
+                 ('Each point is the mean of the known values only: None values neither count as '
+                  '0 nor as a member; a point where every series is None is None.'),
+                 'servers.*.cpu.user', 'avg')
 _register_simple('minSeries', 'min',
-    """The lowest value among the series at each point, as one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. None
-    values are left out; a point where every series is None is None. The result is named
-    ``minSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=minSeries(servers.*.disk.free)
-    """)
+                 'The lowest value among the series at each point, as one series.',
+                 _NONE_LEFT_OUT, 'servers.*.disk.free')
 _register_simple('maxSeries', 'max',
-    """The highest value among the series at each point, as one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. None
-    values are left out; a point where every series is None is None. The result is named
-    ``maxSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=maxSeries(servers.*.response_time)
-    """)
+                 'The highest value among the series at each point, as one series.',
+                 _NONE_LEFT_OUT, 'servers.*.response_time')
 _register_simple('diffSeries', 'diff',
-    """The first series minus all the others, point by point, as one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. None
-    values are left out: where the first series is None the first known value takes its
-    place; a point where every series is None is None. The result is named
-    ``diffSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=diffSeries(network.bytes_in,network.bytes_dropped)
-    """)
+                 'The first series minus all the others, point by point, as one series.',
+                 ('None values are left out: where the first series is None the first known value'
+                  ' takes its place; a point where every series is None is None.'),
+                 'network.bytes_in,network.bytes_dropped')
 _register_simple('stddevSeries', 'stddev',
-    """The standard deviation across the series at each point, as one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. It is
-    the population standard deviation of the known values of each point (None values left
-    out); a point where every series is None is None. The result is named
-    ``stddevSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=stddevSeries(servers.*.response_time)
-    """)
+                 'The standard deviation across the series at each point, as one series.',
+                 ('It is the population standard deviation of the known values of each point '
+                  '(None values left out); a point where every series is None is None.'),
+                 'servers.*.response_time')
 _register_simple('rangeOfSeries', 'rangeOf',
-    """The spread (highest minus lowest value) across the series at each point, as one series.
-
-    Parameters:
-
-    - ``seriesLists``: one or more series lists (paths with wildcards, other functions'
-      results); all their series are combined together.
-
-    The series are first brought to a common step (the least common multiple of their steps,
-    consolidating each series with its own consolidation function) and a common time range;
-    then each point of the result combines the values the series have at that time. None
-    values are left out; a point where every series is None is None. The result is named
-    ``rangeOfSeries(paths)`` and keeps the tags all series share.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=rangeOfSeries(servers.*.load)
-    """)
+                 ('The spread (highest minus lowest value) across the series at each point,'
+                  ' as one series.'),
+                 _NONE_LEFT_OUT, 'servers.*.load')
 
 
 @render_function('multiplySeries', COMBINE, SLS, aggregator=True)

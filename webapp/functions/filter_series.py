@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any, Callable, Optional
 
 from webapp.functions import packed_rows
@@ -64,158 +65,52 @@ def filterSeries(requestContext: dict, seriesList: list, func: str, operator: st
     return [s for s in seriesList if compare(agg(s), threshold)]
 
 
-def _filter(name: str, func: str, operator: str, doc: str) -> None:
+# What each aggregate is called in a shorthand's description, and how it is taken.
+_AGGREGATE_WORDS = {
+    'max': ('highest value', 'the maximum is taken'),
+    'min': ('lowest value', 'the minimum is taken'),
+    'last': ('last value', 'the last non-null value is taken'),
+    'average': ('average', 'the average is taken'),
+}
+
+
+def _filter_doc(name: str, func: str, operator: str, example: str) -> str:
+    """The description of a filterSeries shorthand, from what it compares."""
+    what, taken = _AGGREGATE_WORDS[func]
+    above = operator == '>'
+    body = textwrap.fill(
+        'This is ``filterSeries(seriesList,"%s","%s",n)``: %s over each series\' known values'
+        ' (None values left out); a series without any value is %s. Kept series are returned'
+        ' unchanged, in their order.' % (func, operator, taken, 'dropped' if above else 'kept'),
+        width=88, initial_indent='    ', subsequent_indent='    ')
+    return ('Keep the series whose %s is %s.\n\n'
+            '    Parameters:\n\n'
+            '    - ``seriesList``: the series to filter.\n'
+            '    - ``n``: the threshold.\n\n'
+            '%s\n\n'
+            '    Example:\n\n'
+            '    .. code-block:: none\n\n'
+            '      &target=%s(%s)\n    ') % (what, 'above n' if above else 'n or less', body,
+                                           name, example)
+
+
+def _filter(name: str, func: str, operator: str, example: str) -> None:
+    """Register ``name`` as ``filterSeries(seriesList, func, operator, n)``."""
     def impl(requestContext: dict, seriesList: list, n: float) -> list[TimeSeries]:
         return filterSeries(requestContext, seriesList, func, operator, n)
     impl.__name__ = name
-    impl.__doc__ = doc
+    impl.__doc__ = _filter_doc(name, func, operator, example)
     render_function(name, FILTER, N_FLOAT)(impl)
 
 
-_filter('maximumAbove', 'max', '>',
-    """Keep the series whose highest value is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"max",">",n)``: the maximum is taken over each series'
-    known values (None values left out); a series without any value is dropped. Kept series
-    are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=maximumAbove(servers.*.cpu.user,90)
-    """)
-_filter('minimumAbove', 'min', '>',
-    """Keep the series whose lowest value is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"min",">",n)``: the minimum is taken over each series'
-    known values (None values left out); a series without any value is dropped. Kept series
-    are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=minimumAbove(servers.*.disk.free,1000000)
-    """)
-_filter('maximumBelow', 'max', '<=',
-    """Keep the series whose highest value is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"max","<=",n)``: the maximum is taken over each
-    series' known values (None values left out); a series without any value is kept. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=maximumBelow(servers.*.errors,0)
-    """)
-_filter('minimumBelow', 'min', '<=',
-    """Keep the series whose lowest value is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"min","<=",n)``: the minimum is taken over each
-    series' known values (None values left out); a series without any value is kept. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=minimumBelow(servers.*.disk.free,1000)
-    """)
-_filter('currentAbove', 'last', '>',
-    """Keep the series whose last value is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"last",">",n)``: the last non-null value is taken over
-    each series' known values (None values left out); a series without any value is dropped.
-    Kept series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=currentAbove(servers.*.queue.size,100)
-    """)
-_filter('currentBelow', 'last', '<=',
-    """Keep the series whose last value is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"last","<=",n)``: the last non-null value is taken
-    over each series' known values (None values left out); a series without any value is
-    kept. Kept series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=currentBelow(servers.*.free_workers,2)
-    """)
-_filter('averageAbove', 'average', '>',
-    """Keep the series whose average is above n.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"average",">",n)``: the average is taken over each
-    series' known values (None values left out); a series without any value is dropped. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=averageAbove(servers.*.cpu.user,50)
-    """)
-_filter('averageBelow', 'average', '<=',
-    """Keep the series whose average is n or less.
-
-    Parameters:
-
-    - ``seriesList``: the series to filter.
-    - ``n``: the threshold.
-
-    This is ``filterSeries(seriesList,"average","<=",n)``: the average is taken over each
-    series' known values (None values left out); a series without any value is kept. Kept
-    series are returned unchanged, in their order.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=averageBelow(servers.*.requests,10)
-    """)
+_filter('maximumAbove', 'max', '>', 'servers.*.cpu.user,90')
+_filter('minimumAbove', 'min', '>', 'servers.*.disk.free,1000000')
+_filter('maximumBelow', 'max', '<=', 'servers.*.errors,0')
+_filter('minimumBelow', 'min', '<=', 'servers.*.disk.free,1000')
+_filter('currentAbove', 'last', '>', 'servers.*.queue.size,100')
+_filter('currentBelow', 'last', '<=', 'servers.*.free_workers,2')
+_filter('averageAbove', 'average', '>', 'servers.*.cpu.user,50')
+_filter('averageBelow', 'average', '<=', 'servers.*.requests,10')
 
 
 @render_function('highest', FILTER, [SL, P('n', 'integer', required=True),
@@ -272,103 +167,48 @@ def lowest(requestContext: dict, seriesList: list, n: int = 1,
     return seriesList[:int(n)]
 
 
-def _ranked(name: str, base: Callable, func: str, doc: str) -> None:
+# What each ranking aggregate is called in a shorthand's description.
+_RANK_WORDS = {
+    'current': ('last value', 'the last non-null value'),
+    'max': ('peak', 'the maximum'),
+    'average': ('average', 'the average'),
+}
+
+
+def _ranked_doc(name: str, direction: str, func: str, example: str) -> str:
+    """The description of a highest/lowest shorthand, from what it ranks by."""
+    what, taken = _RANK_WORDS[func]
+    body = textwrap.fill(
+        'This is ``%s(seriesList,n,"%s")``: %s skips None values, and a series without values'
+        ' ranks below every number. The series come back %s first, unchanged.'
+        % (direction, func, taken, direction),
+        width=88, initial_indent='    ', subsequent_indent='    ')
+    return ('The n series with the %s %s.\n\n'
+            '    Parameters:\n\n'
+            '    - ``seriesList``: the series to rank.\n'
+            '    - ``n``: how many series to keep.\n\n'
+            '%s\n\n'
+            '    Example:\n\n'
+            '    .. code-block:: none\n\n'
+            '      &target=%s(%s)\n    ') % (direction, what, body, name, example)
+
+
+def _ranked(name: str, base: Callable, func: str, example: str) -> None:
+    """Register ``name`` as ``base(seriesList, n, func)`` (base: highest or lowest)."""
     def impl(requestContext: dict, seriesList: list, n: int) -> list[TimeSeries]:
         return base(requestContext, seriesList, n, func)
     impl.__name__ = name
-    impl.__doc__ = doc
+    impl.__doc__ = _ranked_doc(name, base.__name__, func, example)
     # highest(..., 'max') ranks packed rows itself (webapp.render.evaluator)
     traits = Traits(packed_input=base is highest and func == 'max')
     render_function(name, FILTER, N_INT, traits=traits)(impl)
 
 
-_ranked('highestCurrent', highest, 'current',
-    """The n series with the highest last value.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``highest(seriesList,n,"current")``: the last non-null value skips None values,
-    and a series without values ranks below every number. The series come back highest
-    first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=highestCurrent(servers.*.queue.size,5)
-    """)
-_ranked('highestMax', highest, 'max',
-    """The n series with the highest peak.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``highest(seriesList,n,"max")``: the maximum skips None values, and a series
-    without values ranks below every number. The series come back highest first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=highestMax(servers.*.response_time,3)
-    """)
-_ranked('highestAverage', highest, 'average',
-    """The n series with the highest average.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``highest(seriesList,n,"average")``: the average skips None values, and a series
-    without values ranks below every number. The series come back highest first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=highestAverage(servers.*.cpu.user,5)
-    """)
-_ranked('lowestCurrent', lowest, 'current',
-    """The n series with the lowest last value.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``lowest(seriesList,n,"current")``: the last non-null value skips None values,
-    and a series without values ranks below every number. The series come back lowest first,
-    unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=lowestCurrent(servers.*.disk.free,3)
-    """)
-_ranked('lowestAverage', lowest, 'average',
-    """The n series with the lowest average.
-
-    Parameters:
-
-    - ``seriesList``: the series to rank.
-    - ``n``: how many series to keep.
-
-    This is ``lowest(seriesList,n,"average")``: the average skips None values, and a series
-    without values ranks below every number. The series come back lowest first, unchanged.
-
-    Example:
-
-    .. code-block:: none
-
-      &target=lowestAverage(servers.*.requests,5)
-    """)
+_ranked('highestCurrent', highest, 'current', 'servers.*.queue.size,5')
+_ranked('highestMax', highest, 'max', 'servers.*.response_time,3')
+_ranked('highestAverage', highest, 'average', 'servers.*.cpu.user,5')
+_ranked('lowestCurrent', lowest, 'current', 'servers.*.disk.free,3')
+_ranked('lowestAverage', lowest, 'average', 'servers.*.requests,5')
 
 
 @render_function('limit', FILTER, N_INT, traits=Traits(keeps_values=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import datetime, UTC
 from typing import Any, Optional
@@ -10,7 +11,8 @@ from matplotlib.dates import DateFormatter, date2num
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter
+from matplotlib.ticker import (AutoMinorLocator, FixedLocator, FuncFormatter, NullFormatter,
+                               NullLocator)
 
 from webapp.graphs.axis import axis_label, linear_scale, parse_divisors, tick_values
 from webapp.graphs.legend import place_legend, text_width
@@ -22,7 +24,8 @@ from webapp.storage import packed
 DEFAULT_LINE_WIDTH = 1.2
 
 
-def _tz(options: GraphOptions) -> Any:
+def graph_tz(options: GraphOptions) -> Any:
+    """The graph's time zone (``tz``), UTC when unset or unknown."""
     name = options.str('tz')
     if name:
         try:
@@ -37,65 +40,92 @@ def _consolidate(series_list: list, plot_width: int, min_x_step: float) -> None:
     """Merge points so drawn points lie at least ``min_x_step`` pixels apart (graphite's
     minXStep, default 1: never more points than the plot has pixels)."""
     drawable = max(1, int(plot_width / min_x_step)) if min_x_step > 0 else plot_width
+    merging = []
     for series in series_list:
         count = len(series)
         if drawable > 0 and count > drawable:
             series.consolidate(math.ceil(count / float(drawable)))
-            _merge_points(series)
+            merging.append(series)
+    _merge_points(merging)
 
 
+@functools.lru_cache(maxsize=1024)
 def _date_num(stamp: float) -> float:
-    """matplotlib's date number (days since its epoch) of a Unix time."""
+    """matplotlib's date number (days since its epoch) of a Unix time (kept: a graph's
+    series mostly start at the same time, and graphs at the same times)."""
     return date2num(datetime.fromtimestamp(stamp, UTC))
 
 
-def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[list, list]:
-    """(date numbers, values) of a series; numbers, not datetimes, for speed."""
+def _date_nums(moments: list) -> list[float]:
+    """matplotlib's date numbers of datetimes, converted together (the same arithmetic
+    on each element as one at a time)."""
+    return [float(v) for v in date2num(moments)] if moments else []
+
+
+def _points(series: Any, options: GraphOptions, tz: Any) -> tuple[Any, list]:
+    """(date numbers, values) of a series; numbers, not datetimes, for speed (a numpy
+    array of them when numpy is there)."""
     step = series.step * series.valuesPerPoint
     values = list(series)
     if options.bool('drawNullAsZero'):
         values = [0 if v is None else v for v in values]
     first, per_step = _date_num(series.start), step / 86400.0
-    return [first + i * per_step for i in range(len(values))], values
+    np = packed.np
+    if np is None:
+        return [first + i * per_step for i in range(len(values))], values
+    # the same two roundings a point as first + i * per_step, for all points at once
+    return first + np.arange(len(values), dtype=np.float64) * per_step, values
 
 
 _FLOATS_OR_NONE = frozenset([float, type(None)])
 
 
-def _merge_points(series: Any) -> None:
-    """Apply a series' valuesPerPoint now, with numpy when its values are floats/None and
-    its consolidation is average/sum/min/max (what the drawing shows is the same)."""
-    vpp = series.valuesPerPoint
-    raw = list.__iter__(series)
-    values = list(raw)
-    func = series.consolidationFunc
+def _merge_points(series_list: list) -> None:
+    """Apply each series' valuesPerPoint now, with numpy when its values are floats/None
+    and its consolidation is average/sum/min/max (what the drawing shows is the same);
+    series of the same length, valuesPerPoint and function are merged as one array."""
     np = packed.np
-    if vpp <= 1 or np is None or func not in ('average', 'avg', 'sum', 'min', 'max') or \
-            not frozenset(map(type, values)) <= _FLOATS_OR_NONE:
+    if np is None:
         return
-    count = len(values)
-    groups = -(-count // vpp)
-    grid = np.full(groups * vpp, np.nan)
-    grid[:count] = np.array(values, dtype=np.float64)        # None -> NaN
-    grid = grid.reshape(groups, vpp)
-    known = (~np.isnan(grid)).sum(axis=1)
-    with np.errstate(all='ignore'):
-        if func in ('average', 'avg'):
-            merged = np.nansum(grid, axis=1) / np.maximum(known, 1)
-        elif func == 'sum':
-            merged = np.nansum(grid, axis=1)
-        else:
-            merged = (np.nanmin if func == 'min' else np.nanmax)(
-                np.where(known[:, None] > 0, grid, 0.0), axis=1)
-    ok = (known > 0) & (known / float(vpp) >= (series.xFilesFactor or 0.0))
-    cells = merged.astype(object)
-    cells[~ok] = None
-    series[:] = cells.tolist()
-    series.step = series.step * vpp
-    series.valuesPerPoint = 1
+    groups: dict[tuple[int, int, str], list[tuple[Any, list]]] = {}
+    for series in series_list:
+        vpp = series.valuesPerPoint
+        func = series.consolidationFunc
+        if vpp <= 1 or func not in ('average', 'avg', 'sum', 'min', 'max'):
+            continue
+        values = list(list.__iter__(series))
+        if frozenset(map(type, values)) <= _FLOATS_OR_NONE:
+            groups.setdefault((len(values), vpp, func), []).append((series, values))
+    for (count, vpp, func), members in groups.items():
+        cells = -(-count // vpp)
+        grid = np.full((len(members), cells * vpp), np.nan)
+        grid[:, :count] = np.array([values for _series, values in members],
+                                   dtype=np.float64)                 # None -> NaN
+        grid = grid.reshape(len(members), cells, vpp)
+        known = (~np.isnan(grid)).sum(axis=2)
+        with np.errstate(all='ignore'):
+            if func in ('average', 'avg'):
+                merged = np.nansum(grid, axis=2) / np.maximum(known, 1)
+            elif func == 'sum':
+                merged = np.nansum(grid, axis=2)
+            else:
+                merged = (np.nanmin if func == 'min' else np.nanmax)(
+                    np.where(known[:, :, None] > 0, grid, 0.0), axis=2)
+        for row, (series, _values) in enumerate(members):
+            ok = (known[row] > 0) & (known[row] / float(vpp) >= (series.xFilesFactor or 0.0))
+            out = merged[row].tolist()
+            for index in np.flatnonzero(~ok).tolist():
+                out[index] = None
+            series[:] = out
+            series.step = series.step * vpp
+            series.valuesPerPoint = 1
 
 
-def _nan(values: list) -> list:
+def _nan(values: list) -> Any:
+    """The values as floats, None as NaN (a numpy array when numpy is there)."""
+    np = packed.np
+    if np is not None:
+        return np.array(values, dtype=np.float64)
     return [float('nan') if v is None else float(v) for v in values]
 
 
@@ -239,9 +269,31 @@ def _add_lines(ax: Any, lines: list) -> None:
     ax.autoscale_view()
 
 
-def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> None:
-    """Draw the series onto ``fig`` honouring graph and per-series options."""
-    tz = _tz(options)
+def reusable(series_list: list, options: GraphOptions) -> bool:
+    """Whether this graph may be drawn on a prepared, reused Axes (agg.PreparedFigure):
+    a graph with data on one linear y axis, both axes shown where they always are, no
+    axis titles. Decided from the options alone; anything else gets a new Figure."""
+    if not series_list or any(s.options.get('secondYAxis') for s in series_list):
+        return False
+    if options.has('logBase') or options.has('vtitle') or options.has('vtitleRight'):
+        return False
+    if any(options.bool(key) for key in ('hideAxes', 'graphOnly', 'hideXAxis', 'hideYAxis')):
+        return False
+    return options.str('yAxisSide') != 'right'
+
+
+def look(options: GraphOptions) -> tuple[Any, ...]:
+    """What a line graph sets once on its Axes (fonts, tick colour and size, time zone):
+    a prepared Axes is kept per look."""
+    return (options.str('fontName'), options.bool('fontBold'), options.bool('fontItalic'),
+            options.str('fgcolor'), options.float('fontSize'), options.str('tz'))
+
+
+def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
+                    ax: Any = None, styled: bool = False) -> None:
+    """Draw the series onto ``fig`` honouring graph and per-series options; onto ``ax``,
+    a prepared Axes of ``fig`` (already ``styled``: tick colour and size set), if given."""
+    tz = graph_tz(options)
     fg = parse_color(options.str('fgcolor'))
     font_size = options.float('fontSize')
     graph_only = options.bool('graphOnly')
@@ -249,8 +301,9 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     width = options.int('width')
     height = options.int('height')
     colors = color_list(options)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.xaxis_date(tz)
+    if ax is None:
+        ax = fig.add_subplot(1, 1, 1)
+        ax.xaxis_date(tz)
     ax.set_facecolor(parse_color(options.str('bgcolor')))
     if not series_list:
         draw_no_data(ax, fg, font_size)
@@ -268,7 +321,8 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
     if right:
         ax2 = ax.twinx()
         handles += _draw_series(ax2, right, options, tz, colors, positions)
-    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes)
+    _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes,
+                    styled)
     if hide_axes:
         ax.set_axis_off()
         if ax2 is not None:
@@ -282,14 +336,16 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions) -> No
 
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
-                    fg: tuple, font_size: float, frame: _Frame, hide_axes: bool) -> None:
+                    fg: tuple, font_size: float, frame: _Frame, hide_axes: bool,
+                    styled: bool = False) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
     ax.set_xlim(_date_num(start), _date_num(end))
     for axis in (ax, ax2):
         if axis is None:
             continue
-        axis.tick_params(colors=fg, labelsize=font_size)
+        if not styled:
+            axis.tick_params(colors=fg, labelsize=font_size)
         for spine in axis.spines.values():
             spine.set_color(fg)
         log_base = _log_base(options)
@@ -320,9 +376,9 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
     row = choose_row(end - start, frame.plot_width)
     first, last = datetime.fromtimestamp(start, tz), datetime.fromtimestamp(end, tz)
     x_format = options.str('xFormat') or row.format
-    ax.xaxis.set_major_locator(FixedLocator(
-        [float(date2num(t)) for t in times(first, last, *row.label)
-         if frame.label_fits(t.timestamp(), start, end, t.strftime(x_format), font_size)]))
+    ax.xaxis.set_major_locator(FixedLocator(_date_nums(
+        [t for t in times(first, last, *row.label)
+         if frame.label_fits(t.timestamp(), start, end, t.strftime(x_format), font_size)])))
     ax.xaxis.set_major_formatter(DateFormatter(x_format, tz=tz))
     if options.bool('hideXAxis'):
         ax.xaxis.set_visible(False)
@@ -330,24 +386,45 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
         ax.set_axisbelow(True)   # under the series, as graphite-web draws it first
         major = parse_color(options.str('majorGridLineColor'))
         # line widths are graphite-web's (px): 0.4 / 0.3 across, 0.25 / 0.33 down
-        ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
         xs, colors, widths = [], [], []
         for (unit, step), color, width in ((row.minor, 'minorGridLineColor', 0.25),
                                            (row.major, 'majorGridLineColor', 0.33)):
-            at = [float(date2num(t)) for t in times(first, last, unit, step)]
+            at = _date_nums(times(first, last, unit, step))
             xs += at
             colors += [parse_color(options.str(color))] * len(at)
             widths += [width] * len(at)
         ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors,
                   linewidths=widths, zorder=0.6)   # minor first: majors paint over them
         minor = options.int('minorY', 1) or 0
-        if minor > 0 and ax.get_yscale() == 'linear':
-            ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
-            ax.grid(True, which='minor', axis='y',
-                    color=parse_color(options.str('minorGridLineColor')), linewidth=0.3)
-            ax.tick_params(which='minor', left=False, right=False, bottom=False)
+        if ax.get_yscale() != 'linear':     # a log axis keeps matplotlib's own grid lines
+            ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
+        else:
+            minors: list = []
+            if minor > 0:
+                ax.yaxis.set_minor_locator(AutoMinorLocator(minor + 1))
+                minors = list(ax.yaxis.get_minorticklocs())
+            ax.yaxis.set_minor_locator(NullLocator())   # the lines only: no Tick objects
+            if not options.bool('hideYAxis'):
+                _y_grid(ax, major, parse_color(options.str('minorGridLineColor')), minors)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
+
+
+def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list) -> None:
+    """The horizontal grid as one collection: a line at each major y tick (0.4 px), then
+    at each minor one (0.3 px), within the axis range, drawn as the ticks' grid lines were
+    (same order, caps and clip) but without a Tick object (two lines and two texts) each."""
+    low, high = sorted(ax.get_ylim())
+
+    def inside(values: Any) -> list:   # matplotlib's _interval_contains_close, rtol 1e-10
+        slack = (high - low) * 1e-10
+        return [float(v) for v in values if low - slack <= v <= high + slack]
+    majors, minors = inside(ax.yaxis.get_majorticklocs()), inside(minors)
+    if majors or minors:
+        ax.hlines(majors + minors, 0, 1, transform=ax.get_yaxis_transform(),
+                  colors=[major] * len(majors) + [minor] * len(minors),
+                  linewidths=[0.4] * len(majors) + [0.3] * len(minors),
+                  capstyle='projecting', zorder=0.5)  # before the axes, as their ticks
 
 
 def _log_base(options: GraphOptions) -> Optional[float]:

@@ -1,0 +1,134 @@
+"""What makes a PNG answer cheaper without changing a pixel: a fast zlib level, and one
+Agg renderer a thread and image size, reused (so matplotlib's text metrics cache, one per
+renderer, stays warm across requests)."""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+import threading
+import zlib
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from webapp.graphs import PNG_COMPRESS_LEVEL, PNG_COMPRESS_STRATEGY, render_graph
+from webapp.graphs.agg import thread_renderer as _thread_renderer
+from webapp.render.series import TimeSeries
+
+START = 1_700_000_000
+
+
+def wave(name: str, phase: int, points: int = 1000) -> TimeSeries:
+    values = [float((i * 7 + phase) % 97) if (i + phase) % 31 else None for i in range(points)]
+    return TimeSeries(name, START, START + 60 * points, 60, values)
+
+
+def idat(data: bytes) -> bytes:
+    """The concatenated IDAT payload (the zlib stream) of a PNG."""
+    at, out = 8, b''
+    while at < len(data):
+        (length,) = struct.unpack('>I', data[at:at + 4])
+        if data[at + 4:at + 8] == b'IDAT':
+            out += data[at + 8:at + 8 + length]
+        at += 12 + length
+    return out
+
+
+def pixels(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert('RGBA'))
+
+
+def test_png_is_written_at_the_fast_zlib_level_and_strategy_and_decodes_the_same() -> None:
+    data, _ = render_graph([wave('a.%d' % i, i) for i in range(36)], {}, 'png')
+    stream = idat(data)
+    # the zlib header names the level class: 0 is "fastest" (level 1), 2 is the default
+    assert PNG_COMPRESS_LEVEL == 1 and stream[1] >> 6 == 0
+    raw = zlib.decompress(stream)
+    assert len(raw) == 250 * (1 + 330 * 4)          # RGBA rows, each with its filter byte
+    # run-length matches only: the very stream zlib's Z_RLE strategy makes (Pillow asks
+    # zlib for window 15, memLevel 9), smaller than level 1's default strategy
+    assert PNG_COMPRESS_STRATEGY == zlib.Z_RLE
+    for strategy in (zlib.Z_RLE, zlib.Z_DEFAULT_STRATEGY):
+        packer = zlib.compressobj(1, zlib.DEFLATED, 15, 9, strategy)
+        assert (packer.compress(raw) + packer.flush() == stream) is (strategy == zlib.Z_RLE)
+    assert Image.open(io.BytesIO(data)).mode == 'RGBA'
+
+
+def test_a_thread_reuses_its_renderer_and_leaves_nothing_behind() -> None:
+    many = [wave('a.%d' % i, i) for i in range(36)]
+    one = [wave('b.only', 5)]
+    first = render_graph(one, {'bgcolor': '000000'}, 'png')[0]
+    before = _thread_renderer.cache_info()
+    render_graph(many, {}, 'png')                     # the same size: the same renderer
+    again = render_graph([wave('b.only', 5)], {'bgcolor': '000000'}, 'png')[0]
+    assert _thread_renderer.cache_info().hits >= before.hits + 2
+    assert np.array_equal(pixels(first), pixels(again))   # cleared: no line of the others
+
+    seen: list = []
+
+    def other() -> None:
+        render_graph([wave('c', 1)], {}, 'png')
+        seen.append(_thread_renderer(threading.get_ident(), 330, 250, 72.0))
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    mine = _thread_renderer(threading.get_ident(), 330, 250, 72.0)
+    assert seen and seen[0] is not mine              # never shared between threads
+
+
+def test_big_images_get_a_renderer_of_their_own() -> None:
+    before = _thread_renderer.cache_info()
+    data = render_graph([wave('a', 1)], {'width': 1200, 'height': 900}, 'png')[0]
+    assert Image.open(io.BytesIO(data)).size == (1200, 900)
+    assert _thread_renderer.cache_info().misses == before.misses    # not kept
+
+
+def test_y_grid_is_one_collection_with_every_line() -> None:
+    rising = TimeSeries('r', START, START + 60 * 100, 60, [float(i) for i in range(100)])
+    svg = render_graph([rising], {'hideLegend': 'true', 'majorGridLineColor': 'ff0000',
+                                  'minorGridLineColor': '0000ff'}, 'svg')[0].decode()
+    labels = ['0', '20', '40', '60', '80', '100']       # 0..99: majors every 20
+    assert re.findall(r'<!-- (\d+\.?\d*) -->', svg) == [v + '.0' if v != '0' else v
+                                                       for v in labels]
+    # one Tick (two lines, two texts) a labelled value only: minor values have none
+    assert svg.count('id="ytick_') == len(labels)
+    # still a line at each major value and each minor one between them
+    assert svg.count('stroke: #ff0000; stroke-width: 0.4') == len(labels)
+    assert svg.count('stroke: #0000ff; stroke-width: 0.3') == len(labels) - 1
+
+
+def test_cached_glyphs_draw_the_pixels_matplotlib_draws() -> None:
+    """The twin check of webapp.graphs.agg: the same texts at the same places (whole and
+    fractional pixels, turned for vtitles, two sizes, twice so the second pass comes
+    from the caches) on a CachingRenderer and on matplotlib's RendererAgg."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    from webapp.graphs.agg import CachingRenderer, glyph_api
+
+    texts = ['Sat 00:00', '100.0', '1.0 M', 'servers.web1.cpu.user', 'gjpqy ÄÖ %', '']
+    places = [(10.0, 20.0), (10.25, 20.5), (33.7, 41.3), (100.015625, 77.9)]
+
+    def draw(renderer: Any, passes: int) -> np.ndarray:
+        for _ in range(passes):
+            renderer.clear()
+            gc = renderer.new_gc()
+            gc.set_foreground((0.2, 0.1, 0.6))
+            for size in (8.0, 11.0):
+                prop = FontProperties(family='DejaVu Sans', size=size)
+                for i, text in enumerate(texts):
+                    for j, (x, y) in enumerate(places):
+                        angle = (0.0, 90.0, 270.0)[(i + j) % 3]
+                        renderer.draw_text(gc, x + 60 * (i % 3), y + 40 * j + size, text,
+                                           prop, angle)
+            gc.restore()
+        return np.asarray(renderer.buffer_rgba()).copy()
+
+    cached = CachingRenderer(330, 250, 72.0)
+    mine = draw(cached, 2)
+    assert glyph_api() is False or cached.glyphs          # the caches were used
+    assert np.array_equal(mine, draw(RendererAgg(330, 250, 72.0), 1))
+    assert mine[..., 3].any()
