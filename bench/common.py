@@ -8,7 +8,7 @@ Every reference peer is installed and found here, the same way on any machine:
   both interpreters are found by ``carbon.playground.reference_peer.find_python``;
 * ``crelay_binary()``: carbon-c-relay, if installed (a system package; None when absent);
 * ``victoria_metrics_binary()``: VictoriaMetrics single-node, built with ``go install``
-  (None when Go is absent).
+  (None when Go is absent); ``start_vm``, ``vm_query``, ``vm_flush`` run and ask it.
 
 Venvs are made on first use under ``CARBON_BENCH_CACHE`` (default ``~/.cache/carbon-bench``).
 Comparisons run in A B B A order (``abba``) and keep every run's folder until the end
@@ -18,12 +18,16 @@ penalise whichever side runs second.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Sequence, TypeVar
 
@@ -86,6 +90,54 @@ def victoria_metrics_binary() -> str | None:
                    env=env, cwd="/")
     marker.write_text(VM_VERSION + "\n")
     return str(binary)
+
+
+def start_vm(binary: str, base: Path, *flags: str) -> tuple[subprocess.Popen, int, int]:
+    """VictoriaMetrics on loopback with its data in ``base / "data"`` and its log in
+    ``base / "vm.log"``: (process, HTTP port, Graphite plaintext port), once both listen.
+    ``-search.disableCache`` (a cached answer could hide points still missing) and
+    ``-search.latencyOffset=0s`` (by default it hides the last 30 s); ``flags`` more."""
+    http, graphite = free_port(), free_port()
+    with open(base / "vm.log", "a") as log:
+        proc = subprocess.Popen(
+            [binary, "-httpListenAddr=127.0.0.1:%d" % http,
+             "-graphiteListenAddr=127.0.0.1:%d" % graphite,
+             "-storageDataPath=%s" % (base / "data"), "-search.disableCache",
+             "-search.latencyOffset=0s", "-loggerLevel=WARN", *flags],
+            stdout=log, stderr=subprocess.STDOUT, cwd=str(base))
+    try:
+        wait_port(http, proc)
+        wait_port(graphite, proc)
+    except RuntimeError:
+        stop(proc)
+        print((base / "vm.log").read_text()[-3000:])
+        raise
+    return proc, http, graphite
+
+
+def vm_query(port: int, query: str, at: int) -> float:
+    """The first value of a PromQL instant query at ``at`` (0.0 for an empty answer)."""
+    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode(
+        {"query": query, "time": str(at)}))
+    with urllib.request.urlopen(url, timeout=30) as response:
+        body = json.load(response)
+    result = body["data"]["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def vm_flush(port: int) -> None:
+    """``/internal/force_flush``: VictoriaMetrics' in-memory parts written to files (then
+    searchable, and kept over kill -9)."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/internal/force_flush" % port,
+                                timeout=60) as response:
+        response.read()
+
+
+def loadavg(fields: int = 1) -> str:
+    """The load average (/proc/loadavg: 1 minute, or the 1/5/15-minute figures joined
+    by "/" for ``fields`` 3), noted beside every number."""
+    with open("/proc/loadavg") as handle:
+        return "/".join(handle.read().split()[:fields])
 
 
 def abba(first: T, second: T, rounds: int = 2) -> list[T]:
@@ -178,6 +230,18 @@ def rss_kb(pid: int, key: str = "VmRSS") -> int:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def stop_gracefully(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGINT (a server's clean shutdown: VictoriaMetrics writes its in-memory parts),
+    then SIGKILL if it has not exited within ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    stop(proc)
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -32,7 +32,22 @@ VmHWM. Runs go A B B A (``--rounds``), every run folder kept until the end (see
 bench/common.py's RunDirs). VictoriaMetrics is built with ``go install`` on first use
 (bench/common.py's ``victoria_metrics_binary``); without Go it is skipped with a message.
 
+``--floor`` times bench/cache_bench.py's C create floor (bench/create_floor.c: the same
+files created by a C loop, nothing written into them) before the first and after the last
+run and prints both servers' points/s over the floor's; ``--fresh-fs`` gives every run its
+own new ext4 (cache_bench's; root), which the 100,000-metric load needs (10 GB of files a
+run, and no run paying for the inodes an earlier one freed).
+
+``--steady --rate-search``: the largest rate each sustains (``rate_search``): 100,000
+existing metrics, points round-robin over them at a fixed rate for 120 s a step, rising
+rates until one falls behind, then once between; "falling behind" is defined in
+``rate_step`` (the sender could not keep the rate, or the backlog of points sent but not
+yet durable and queryable grew by more than 5% of the points offered over the step's
+second half).
+
     python bench/ingest_bench.py [--metrics 10000 --per-metric 360 --rounds 2]
+    python bench/ingest_bench.py --metrics 100000 --per-metric 36 --floor --fresh-fs
+    python bench/ingest_bench.py --steady --rate-search --fresh-fs
     python bench/ingest_bench.py --only ours --rounds 1      # e.g. under perf
     python bench/ingest_bench.py --settings-ab --ours-setting WRITER_MIN_PASS_SECONDS=1
     python bench/ingest_bench.py --ours-setting WRITER_MIN_PASS_SECONDS=1   # against VM
@@ -41,32 +56,32 @@ bench/common.py's RunDirs). VictoriaMetrics is built with ``go install`` on firs
 from __future__ import annotations
 
 import argparse
-import json
+import bisect
+import contextlib
 import os
 import random
+import resource
+import socket
 import subprocess
 import sys
+import threading
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
+from typing import Iterator
+
+import whisper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cache_bench  # noqa: E402
-from cache_bench import (LOAD, Busy, count_points, make_root, payload, send_all,  # noqa: E402
-                         settle, start, whisper_path)
-from common import (RunDirs, abba, cpu_seconds, free_port, rss_kb, stop,  # noqa: E402
-                    victoria_metrics_binary, wait_port)
+from cache_bench import (LOAD, Busy, count_points, finish, make_root, new_run,  # noqa: E402
+                         payload, run_floor, send_all, settle, start, whisper_path)
+from common import (RunDirs, abba, cpu_seconds, loadavg, rss_kb, start_vm,  # noqa: E402
+                    stop, victoria_metrics_binary, vm_flush, vm_query, wait_port)
 
 VM_NAME = "VictoriaMetrics"
 OURS_NAME = "ours (carbon-cache, journal on)"
 POLL_SECONDS = 0.05
 FORCE_FLUSH = {"value": True}
-
-
-def loadavg() -> str:
-    with open("/proc/loadavg") as handle:
-        return handle.read().split()[0]
 
 
 def retimed(shares: list[bytes], built_at: int, now: int) -> list[bytes]:
@@ -114,14 +129,7 @@ def thread_cpu(pid: int) -> dict[int, float]:
 
 def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
              dirs: RunDirs, timeout: float, settings: tuple[str, ...] = ()) -> dict:
-    base = dirs.new("ingestbench-ours-")
-    ports = make_root(base, "sorted", "inf")
-    if settings:
-        with open(base / "conf" / "carbon.conf", "a") as conf:
-            conf.write("".join(line + "\n" for line in settings))
-    proc = start("ours", base)
-    try:
-        wait_port(ports["line"], proc)
+    with served("ours", dirs, len(names), None, settings) as (base, proc, port, _):
         time.sleep(0.5)
         cpu_before = cpu_seconds(proc.pid)
         threads_before = thread_cpu(proc.pid)
@@ -129,7 +137,7 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
         load = loadavg()
         wall_started = time.time()
         started = time.monotonic()
-        send_all(ports["line"], shares)
+        send_all(port, shares)
         sent = time.monotonic() - started
         pending = {n: whisper_path(base, n) for n in names}
         busy = Busy(proc.pid)
@@ -153,60 +161,61 @@ def run_ours(shares: list[bytes], names: list[str], per_metric: int, now: int,
         peak = rss_kb(proc.pid, "VmHWM") / 1024
         seconds = None if pending else \
             max(os.stat(whisper_path(base, n)).st_mtime for n in names) - wall_started
-    except BaseException:
-        print((base / "daemon.log").read_text()[-3000:])
-        raise
-    finally:
-        stop(proc)
-    name = OURS_NAME + (" + " + ", ".join(settings) if settings else "")
-    return {"impl": name, "seconds": seconds, "send_s": sent, "cpu_s": cpu,
+    return {"impl": ours_name(settings), "seconds": seconds, "send_s": sent, "cpu_s": cpu,
             "peak_rss_mb": peak, "missing": len(pending), "load": load,
             "read_calls": calls[0], "write_calls": calls[1],
             "reactor_cpu_s": threads.pop(proc.pid, 0.0),
             "other_threads_cpu_s": sorted(threads.values(), reverse=True)}
 
 
-def vm_query(port: int, query: str, at: int) -> float:
-    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode(
-        {"query": query, "time": str(at)}))
-    with urllib.request.urlopen(url, timeout=30) as response:
-        body = json.load(response)
-    result = body["data"]["result"]
-    return float(result[0]["value"][1]) if result else 0.0
+def ours_name(settings: tuple[str, ...]) -> str:
+    return OURS_NAME + (" + " + ", ".join(settings) if settings else "")
 
 
-def vm_flush(port: int) -> None:
-    with urllib.request.urlopen("http://127.0.0.1:%d/internal/force_flush" % port,
-                                timeout=60) as response:
-        response.read()
-
-
-def start_vm(binary: str, base: Path) -> tuple[subprocess.Popen, int, int]:
-    """VictoriaMetrics on loopback with its data in ``base``: (process, HTTP port,
-    Graphite port), once both listen."""
-    http, graphite = free_port(), free_port()
-    log = open(base / "vm.log", "w")
-    proc = subprocess.Popen(
-        [binary, "-httpListenAddr=127.0.0.1:%d" % http,
-         "-graphiteListenAddr=127.0.0.1:%d" % graphite,
-         "-storageDataPath=%s" % (base / "data"), "-search.disableCache",
-         "-search.latencyOffset=0s", "-loggerLevel=WARN"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=str(base))
+def start_server(impl: str, base: Path, binary: str | None, settings: tuple[str, ...] = ()
+                 ) -> tuple[subprocess.Popen, int, int]:
+    """Ours (cache_bench's settings and ``settings`` lines) or VictoriaMetrics in
+    ``base``, listening: (process, plaintext port, VictoriaMetrics' HTTP port or 0)."""
+    if impl == "vm":
+        assert binary is not None
+        proc, http, port = start_vm(binary, base)
+        return proc, port, http
+    ports = make_root(base, "sorted", "inf")
+    if settings:
+        with open(base / "conf" / "carbon.conf", "a") as conf:
+            conf.write("".join(line + "\n" for line in settings))
+    proc = start("ours", base)
     try:
-        wait_port(http, proc)
-        wait_port(graphite, proc)
+        wait_port(ports["line"], proc)
     except RuntimeError:
-        stop(proc)
-        print((base / "vm.log").read_text()[-3000:])
+        print((base / "daemon.log").read_text()[-3000:])
         raise
-    return proc, http, graphite
+    return proc, ports["line"], 0
 
 
-def run_vm(binary: str, shares: list[bytes], total: int, now: int, dirs: RunDirs,
-           timeout: float) -> dict:
-    base = dirs.new("ingestbench-vm-")
-    proc, http, graphite = start_vm(binary, base)
+@contextlib.contextmanager
+def served(impl: str, dirs: RunDirs, metrics: int, binary: str | None,
+           settings: tuple[str, ...] = (), kind: str = ""
+           ) -> Iterator[tuple[Path, subprocess.Popen, int, int]]:
+    """A run of ``impl`` (``start_server``) in a new run folder (``new_run``: with
+    --fresh-fs its own file system, sized for ``metrics`` files): (folder, process,
+    plaintext port, VictoriaMetrics' HTTP port or 0). The server's log tail is printed
+    if the run fails; the server is stopped and the folder finished either way."""
+    base, fs = new_run(dirs, "ingestbench-%s%s-" % (kind, impl), metrics)
+    proc, port, http = start_server(impl, base, binary, settings)
     try:
+        yield base, proc, port, http
+    except BaseException:
+        print((base / ("vm.log" if impl == "vm" else "daemon.log")).read_text()[-3000:])
+        raise
+    finally:
+        stop(proc)
+        finish(base, dirs, fs)
+
+
+def run_vm(binary: str, shares: list[bytes], total: int, metrics: int, now: int,
+           dirs: RunDirs, timeout: float) -> dict:
+    with served("vm", dirs, metrics, binary) as (_, proc, graphite, http):
         time.sleep(0.5)
         cpu_before = cpu_seconds(proc.pid)
         load = loadavg()
@@ -231,11 +240,6 @@ def run_vm(binary: str, shares: list[bytes], total: int, now: int, dirs: RunDirs
         seconds = time.monotonic() - started
         cpu = cpu_seconds(proc.pid) - cpu_before
         peak = rss_kb(proc.pid, "VmHWM") / 1024
-    except BaseException:
-        print((base / "vm.log").read_text()[-3000:])
-        raise
-    finally:
-        stop(proc)
     missing = max(0, int(total - seen))
     return {"impl": VM_NAME, "seconds": seconds if not missing else None, "send_s": sent,
             "queryable_s": queryable, "flushes": flushes, "cpu_s": cpu, "peak_rss_mb": peak,
@@ -259,6 +263,36 @@ def steady_load(names: list[str], stamp: int, rounds: int, burst: int, burst_rou
     return out
 
 
+def make_existing(impl: str, pid: int, port: int, http: int, base: Path, names: list[str],
+                  stamp: int, timeout: float) -> float:
+    """The metrics made before a timed window (one point each, stamped ``stamp``, over
+    LOAD["connections"] connections), waited for until every series exists (ours: its
+    file; VictoriaMetrics: its series counted by a query) and the server is idle;
+    returns the seconds that took."""
+    connections = LOAD["connections"]
+    made = time.monotonic()
+    send_all(port, ["".join("%s 1 %d\n" % (n, stamp) for n in names[i::connections])
+                    .encode() for i in range(connections)])
+    if impl == "vm":
+        series = 'count(count_over_time({__name__=~"bench[.].*"}[2h]))'
+        while vm_query(http, series, stamp + 60) < len(names):
+            vm_flush(http)
+            time.sleep(0.5)
+            if time.monotonic() - made > timeout:
+                raise RuntimeError("VictoriaMetrics did not show every series")
+    else:
+        while not all(os.path.exists(whisper_path(base, n)) for n in names):
+            time.sleep(0.5)
+            if time.monotonic() - made > timeout:
+                raise RuntimeError("files were not all made")
+    made = time.monotonic() - made
+    busy = Busy(pid)
+    while busy.check():
+        time.sleep(0.05)
+    settle()
+    return made
+
+
 def run_steady(impl: str, binary: str | None, args: argparse.Namespace, dirs: RunDirs,
                settings: tuple[str, ...] = ()) -> dict:
     """``args.metrics`` metrics made beforehand (one point each), then a point a metric
@@ -274,39 +308,10 @@ def run_steady(impl: str, binary: str | None, args: argparse.Namespace, dirs: Ru
                          connections)
     expected = args.steady_rounds + args.burst
     prefill_stamp = stamp - 10 * (args.burst + 30)
-    if impl == "vm":
-        base = dirs.new("ingestbench-steady-vm-")
-        proc, http, port = start_vm(binary, base)
-    else:
-        base = dirs.new("ingestbench-steady-ours-")
-        ports = make_root(base, "sorted", "inf")
-        if settings:
-            with open(base / "conf" / "carbon.conf", "a") as conf:
-                conf.write("".join(line + "\n" for line in settings))
-        proc = start("ours", base)
-        wait_port(ports["line"], proc)
-        port = ports["line"]
-    try:
-        made = time.monotonic()
-        send_all(port, ["".join("%s 1 %d\n" % (n, prefill_stamp) for n in names[i::connections])
-                        .encode() for i in range(connections)])
-        if impl == "vm":
-            series = 'count(count_over_time({__name__=~"bench[.].*"}[2h]))'
-            while vm_query(http, series, stamp) < args.metrics:
-                vm_flush(http)
-                time.sleep(0.5)
-                if time.monotonic() - made > args.timeout:
-                    raise RuntimeError("VictoriaMetrics did not show every series")
-        else:
-            while not all(os.path.exists(whisper_path(base, n)) for n in names):
-                time.sleep(0.5)
-                if time.monotonic() - made > args.timeout:
-                    raise RuntimeError("files were not all made")
-        made = time.monotonic() - made
-        busy = Busy(proc.pid)
-        while busy.check():
-            time.sleep(0.05)
-        settle()
+    with served(impl, dirs, args.metrics, binary, settings, "steady-") as (base, proc, port,
+                                                                          http):
+        made = make_existing(impl, proc.pid, port, http, base, names, prefill_stamp,
+                             args.timeout)
         while time.time() < stamp + 0.5:  # no round's stamp is in the future
             time.sleep(0.1)
         load = loadavg()
@@ -341,11 +346,8 @@ def run_steady(impl: str, binary: str | None, args: argparse.Namespace, dirs: Ru
                     break
                 time.sleep(0.5)
             missing = len(short)
-    finally:
-        stop(proc)
-    name = VM_NAME if impl == "vm" else OURS_NAME + (" + " + ", ".join(settings)
-                                                      if settings else "")
-    return {"impl": name, "metrics": args.metrics, "prefill_s": made, "window_s": window,
+    return {"impl": VM_NAME if impl == "vm" else ours_name(settings), "metrics": args.metrics,
+            "prefill_s": made, "window_s": window,
             "cpu_s": cpu, "core_pct": 100 * cpu / window, "peak_rss_mb": peak,
             "missing": missing, "load": load}
 
@@ -373,6 +375,274 @@ def steady_main(args: argparse.Namespace, binary: str | None, extra: tuple[str, 
         sys.exit("run(s) ended with points missing")
 
 
+STAMP = b"@@@@@@@@@@"  # a round's timestamp in the templates (10 digits once filled in)
+TEMPLATES = 8  # value sets the rounds cycle through
+
+
+def line_offsets(text: bytes) -> list[int]:
+    """Where each line of ``text`` starts, and its end (lines end with a newline)."""
+    offsets = [0]
+    for line in text.split(b"\n")[:-1]:
+        offsets.append(offsets[-1] + len(line) + 1)
+    return offsets
+
+
+def push(sock: socket.socket, body: bytes, offsets: list[int], first: int, end: int,
+         stop_at: float) -> int:
+    """Lines ``first`` to ``end`` of ``body`` (``offsets``: where each starts) sent on
+    ``sock``, as many as the server takes by ``stop_at`` (a line begun is finished, so the
+    stream stays whole); returns how many were sent."""
+    view = memoryview(body)
+    sent, stop = offsets[first], offsets[end]
+    while sent < stop:
+        left = stop_at - time.monotonic()
+        whole = offsets[bisect.bisect_right(offsets, sent) - 1] == sent
+        if left <= 0 and whole:
+            break
+        sock.settimeout(left if left > 0 and whole else 5.0)
+        try:
+            sent += sock.send(view[sent:stop])
+        except TimeoutError:
+            continue
+    return bisect.bisect_right(offsets, sent) - 1 - first
+
+
+class RateSender:
+    """Points at ``rate`` a second over LOAD["connections"] connections, each its share
+    of the metrics (``names[i::connections]``) round after round, a metric's k-th point
+    stamped ``stamp + 10 * k`` (so stamps never repeat or go back), paced every 20 ms
+    against the clock. A connection's ``sendall`` blocks when the server reads too
+    slowly: what it has not taken by the end of the step (50 ms of grace) is never sent, so
+    ``sent`` falls short of ``rate`` x seconds. Rounds and positions carry
+    over from one ``run`` to the next (the same connections, the stamps go on)."""
+
+    def __init__(self, port: int, names: list[str], stamp: int) -> None:
+        connections = LOAD["connections"]
+        rng = random.Random(29)
+        self.shares = [names[i::connections] for i in range(connections)]
+        self.templates = [[("".join("%s %r " % (n, rng.random() * 100) + "%s\n"
+                                    for n in share) % ((STAMP.decode(),) * len(share)))
+                           .encode() for _ in range(TEMPLATES)] for share in self.shares]
+        self.offsets = [[line_offsets(template) for template in templates]
+                        for templates in self.templates]
+        self.stamp = stamp
+        self.lines = [0] * connections  # sent on each connection, all runs
+        self.socks = [socket.create_connection(("127.0.0.1", port))
+                      for _ in range(connections)]
+
+    def metric_points(self, connection: int, position: int) -> int:
+        """Points sent so far to the metric at ``position`` of a connection's share."""
+        rounds, partial = divmod(self.lines[connection], len(self.shares[connection]))
+        return rounds + (position < partial)
+
+    def last_stamp(self) -> int:
+        return self.stamp + 10 * max(lines // len(share) for lines, share in
+                                     zip(self.lines, self.shares, strict=True))
+
+    def run(self, rate: float, seconds: float) -> None:
+        """Send for ``seconds`` at ``rate`` points/s (in threads; returns once done)."""
+        started = time.monotonic()
+        per = rate / len(self.socks)
+        threads = [threading.Thread(target=self._send, args=(i, per, started, seconds))
+                   for i in range(len(self.socks))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _send(self, i: int, per: float, started: float, seconds: float) -> None:
+        size = len(self.shares[i])
+        first = self.lines[i]
+        round_no, body, offsets = -1, b"", [0]
+        chunk = max(1, int(per * 0.05))  # lines a sendall: 50 ms of the rate at most
+        stop_at = started + seconds + 0.05  # what is not sent by then is not sent
+        while True:
+            elapsed = time.monotonic() - started
+            want = first + int(per * min(elapsed, seconds))
+            while self.lines[i] < want and time.monotonic() < stop_at:
+                number, position = divmod(self.lines[i], size)
+                if number != round_no:
+                    round_no = number
+                    body = self.templates[i][number % TEMPLATES].replace(
+                        STAMP, b"%d" % (self.stamp + 10 * number))
+                    offsets = self.offsets[i][number % TEMPLATES]
+                end = min(size, position + want - self.lines[i], position + chunk)
+                sent = push(self.socks[i], body, offsets, position, end, stop_at)
+                self.lines[i] += sent
+                if sent < end - position:
+                    return
+            if elapsed >= seconds:
+                return
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+class Durable:
+    """Points of a fixed sample of metrics (the ``bench.host000`` directory: every 100th
+    metric) that are durable and queryable: ours, in their whisper files; VictoriaMetrics,
+    counted by a query after ``/internal/force_flush`` (its in-memory parts in files).
+    ``backlog`` scales the sample's sent-but-not-durable points to all metrics."""
+
+    def __init__(self, impl: str, base: Path, http: int, sender: RateSender,
+                 metrics: int) -> None:
+        self.impl, self.base, self.http, self.sender = impl, base, http, sender
+        self.sample = [(c, p, name) for c, share in enumerate(sender.shares)
+                       for p, name in enumerate(share) if ".host000." in name]
+        self.scale = metrics / len(self.sample)
+
+    def found(self) -> int:
+        first, last = self.sender.stamp, self.sender.last_stamp()
+        if self.impl == "vm":
+            vm_flush(self.http)
+            query = 'sum(count_over_time({__name__=~"bench[.]host000[.].*"}[%ds]))' % (
+                last - first + 1)
+            return int(vm_query(self.http, query, last))
+        total = 0
+        for _, _, name in self.sample:
+            try:
+                _, values = whisper.fetch(whisper_path(self.base, name), first - 1, last)
+            except (OSError, whisper.WhisperException):
+                continue
+            total += sum(1 for v in values if v is not None)
+        return total
+
+    def backlog(self) -> float:
+        """Points sent but not yet durable, estimated over all metrics."""
+        sent = sum(self.sender.metric_points(c, p) for c, p, _ in self.sample)
+        return (sent - self.found()) * self.scale
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process (the sender and the backlog samples)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rate_step(proc: subprocess.Popen, sender: RateSender, durable: Durable, rate: float,
+              seconds: float) -> dict:
+    """``rate`` points/s for ``seconds``, the backlog sampled every 10 s meanwhile.
+    Falling behind, either: the sender could not keep the rate (it sent less than 99% of
+    rate x seconds: the server did not read fast enough), or the backlog (points sent
+    but not durable and queryable) grew between the step's second quarter and its last
+    by more than 5% of the points offered in between (the server made points durable
+    at less than ~95% of the rate)."""
+    before = sum(sender.lines)
+    cpu_before = cpu_seconds(proc.pid)
+    own_before = own_cpu()
+    load = loadavg()
+    started = time.monotonic()
+    thread = threading.Thread(target=sender.run, args=(rate, seconds))
+    thread.start()
+    samples = []
+    while thread.is_alive():
+        thread.join(max(0.0, 10 - (time.monotonic() - started) % 10))
+        at = time.monotonic() - started
+        samples.append((at, durable.backlog()))
+    elapsed = time.monotonic() - started
+    sent = sum(sender.lines) - before
+    cpu = cpu_seconds(proc.pid) - cpu_before
+    own = own_cpu() - own_before
+    early = [b for at, b in samples if seconds * 0.25 <= at <= seconds * 0.5 + 5]
+    late = [b for at, b in samples if at >= seconds * 0.8]
+    growth = (sum(late) / len(late) - sum(early) / len(early)) if early and late else 0.0
+    kept = sent >= 0.99 * rate * seconds
+    offered = rate * seconds * 0.4
+    ok = kept and growth <= 0.05 * offered
+    why = ("" if ok else "sender short: %s of %s points" % (format(sent, ","),
+                                                            format(int(rate * seconds), ","))
+           if not kept else "backlog grew by %s points (%.0f%% of the points offered "
+           "meanwhile)" % (format(int(growth), ","), 100 * growth / offered))
+    return {"rate": rate, "sustained": ok, "why": why, "sent": sent, "elapsed_s": elapsed,
+            "cpu_s": cpu, "core_pct": 100 * cpu / elapsed, "load": load,
+            "bench_core_pct": 100 * own / elapsed,
+            "backlog_end": samples[-1][1] if samples else 0.0,
+            "backlog_s": [(round(at), int(b)) for at, b in samples]}
+
+
+def drain(durable: Durable, rate: float, timeout: float = 90.0) -> float:
+    """Wait (at most ``timeout`` s) until the backlog is under a second of ``rate``;
+    returns the backlog left."""
+    deadline = time.monotonic() + timeout
+    backlog = durable.backlog()
+    while backlog > rate and time.monotonic() < deadline:
+        time.sleep(2.0)
+        backlog = durable.backlog()
+    return backlog
+
+
+def rate_search(impl: str, binary: str | None, args: argparse.Namespace, dirs: RunDirs,
+                settings: tuple[str, ...] = ()) -> dict:
+    """The largest rate ``impl`` sustains for ``args.rate_seconds`` without falling
+    behind (``rate_step``) over ``args.metrics`` existing metrics: the rates of
+    ``args.rates`` in rising order until one fails, then once the geometric mean of the
+    last that held and the first that failed; each step after the last one drained; no
+    step starts after ``args.search_minutes``."""
+    names = cache_bench.metric_names(args.metrics)
+    stamp = int(time.time()) // 10 * 10 - 86400 + 3600  # a day's archive holds the search
+    steps: list[dict] = []
+    with served(impl, dirs, args.metrics, binary, settings, "rate-") as (base, proc, port,
+                                                                         http):
+        made = make_existing(impl, proc.pid, port, http, base, names, stamp - 600,
+                             args.timeout)
+        sender = RateSender(port, names, stamp)
+        durable = Durable(impl, base, http, sender, args.metrics)
+        rates = [float(r) for r in args.rates.split(",")]
+        limit = time.monotonic() + 60 * args.search_minutes
+        held, bisected = 0.0, False
+        while rates and time.monotonic() + args.rate_seconds < limit:
+            rate = rates.pop(0)
+            steps.append(rate_step(proc, sender, durable, rate, args.rate_seconds))
+            steps[-1]["left_after_drain"] = int(drain(durable, rate))
+            print(impl, steps[-1], flush=True)
+            if steps[-1]["sustained"]:
+                held = rate
+                continue
+            middle = round((held * rate) ** 0.5, -4)
+            if bisected or not held < middle < rate:
+                break
+            bisected, rates = True, [middle]
+        sender.close()
+    passed = [s["rate"] for s in steps if s["sustained"]]
+    return {"impl": VM_NAME if impl == "vm" else ours_name(settings), "prefill_s": made,
+            "largest": max(passed) if passed else 0.0,
+            "smallest_failed": min((s["rate"] for s in steps if not s["sustained"]),
+                                   default=None), "steps": steps}
+
+
+def rate_main(args: argparse.Namespace, binary: str | None, extra: tuple[str, ...]) -> None:
+    """``rate_search`` for VictoriaMetrics, then ours; the table of every step."""
+    order = ["vm"] if args.only == "vm" else ["ours"] if binary is None else ["vm", "ours"]
+    results = []
+    with RunDirs() as dirs:
+        for impl in order:
+            settle()
+            results.append(rate_search(impl, binary, args, dirs,
+                                       extra if impl == "ours" else ()))
+    print("\n%s existing metrics, points round-robin over them (a metric's points 10 s "
+          "apart), each rate held for %.0f s:\n" % (format(args.metrics, ","),
+                                                     args.rate_seconds))
+    print("| implementation | points/s offered | sustained | sent | server CPU % of a core "
+          "| bench (sender) CPU % | backlog at the end (points) | backlog every 10 s "
+          "| load avg | why not |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for s in r["steps"]:
+            print("| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s | %s |" % (
+                r["impl"], format(int(s["rate"]), ","), "yes" if s["sustained"] else "no",
+                format(s["sent"], ","), s["core_pct"], s["bench_core_pct"],
+                format(int(s["backlog_end"]), ","),
+                " ".join(format(b, ",") for _, b in s["backlog_s"]), s["load"], s["why"]))
+    print()
+    for r in results:
+        print("%s: largest rate sustained %s points/s%s (existing metrics made in %.0f s)"
+              % (r["impl"], format(int(r["largest"]), ","),
+                 "; %s points/s fell behind" % format(int(r["smallest_failed"]), ",")
+                 if r["smallest_failed"] else "; every rate tried held", r["prefill_s"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metrics", type=int, default=10_000)
@@ -393,6 +663,25 @@ def main() -> None:
     parser.add_argument("--steady", action="store_true",
                         help="the steady state instead: --metrics (default here 100,000) "
                              "existing metrics, a point each every 10 s, one burst")
+    parser.add_argument("--rate-search", action="store_true",
+                        help="with --steady: the largest rate each sustains for "
+                             "--rate-seconds without falling behind (see rate_search)")
+    parser.add_argument("--rates", default="100000,200000,400000,800000,1600000",
+                        help="with --rate-search: the rates tried, rising (points/s)")
+    parser.add_argument("--rate-seconds", type=float, default=120.0)
+    parser.add_argument("--search-minutes", type=float, default=14.0,
+                        help="with --rate-search: no new step starts after this")
+    parser.add_argument("--floor", action="store_true",
+                        help="time bench/create_floor.c (cache_bench's C create floor) on "
+                             "the load's files before the first and after the last run")
+    parser.add_argument("--floor-threads", type=int, default=1,
+                        help="with --floor: threads of the C loop (ours creates on 2)")
+    parser.add_argument("--fresh-fs", action="store_true",
+                        help="each run (the floors too) on its own new ext4 (cache_bench's "
+                             "--fresh-fs; root): for loads of 100,000 files")
+    parser.add_argument("--delete-runs", action="store_true",
+                        help="remove each run's folder once measured (then wait --settle s)")
+    parser.add_argument("--settle", type=float, default=65.0)
     parser.add_argument("--steady-rounds", type=int, default=6)
     parser.add_argument("--burst", type=int, default=5,
                         help="with --steady: backfilled points a metric in the middle round")
@@ -400,9 +689,9 @@ def main() -> None:
     if args.steady and "--metrics" not in sys.argv:
         args.metrics = 100_000
     FORCE_FLUSH["value"] = not args.no_force_flush
-    LOAD["connections"] = args.connections
+    LOAD.update(connections=args.connections, fresh_fs=args.fresh_fs,
+                delete_runs=args.delete_runs, settle=args.settle)
     cache_bench.SCHEMA["retentions"] = "10s:1d"
-    total = args.metrics * args.per_metric
     binary = None
     extra = tuple(line.replace("=", " = ", 1) for line in args.ours_setting)
     if args.settings_ab:
@@ -412,9 +701,21 @@ def main() -> None:
         if binary is None:
             print("VictoriaMetrics skipped: Go is not installed (the bench builds it with "
                   "`go install`)", flush=True)
-    if args.steady:
-        steady_main(args, binary, extra)
-        return
+    try:
+        if args.steady and args.rate_search:
+            rate_main(args, binary, extra)
+        elif args.steady:
+            steady_main(args, binary, extra)
+        else:
+            ingest_main(args, binary, extra)
+    finally:
+        for fs in LOAD["mounted"]:
+            fs.remove()
+
+
+def ingest_main(args: argparse.Namespace, binary: str | None, extra: tuple[str, ...]) -> None:
+    """The ingest load A B B A (with --floor the C create floor before and after)."""
+    total = args.metrics * args.per_metric
     impls = ["ours"] if binary is None else ["vm"] if args.only == "vm" else None
     order = impls * args.rounds if impls else abba("vm", "ours", args.rounds)
     if args.settings_ab:
@@ -428,13 +729,20 @@ def main() -> None:
         len(shares)), flush=True)
     rows = []
     with RunDirs() as dirs:
-        for impl in order:
+        floors = ["floor"] if args.floor else []
+        for impl in floors + order + floors:
             settle()
             now = int(time.time()) // 10 * 10
             load = retimed(shares, built_at, now)
-            row = (run_vm(binary, load, total, now, dirs, args.timeout) if impl == "vm"
-                   else run_ours(load, names, args.per_metric, now, dirs, args.timeout,
-                                 extra if impl == "ours+" else ()))
+            started_load = loadavg()
+            if impl == "floor":
+                row = dict(run_floor(total, args.metrics, dirs, threads=args.floor_threads),
+                           send_s=0.0, load=started_load)
+            elif impl == "vm":
+                row = run_vm(binary, load, total, args.metrics, now, dirs, args.timeout)
+            else:
+                row = run_ours(load, names, args.per_metric, now, dirs, args.timeout,
+                               extra if impl == "ours+" else ())
             row["points_s"] = total / row["seconds"] if row["seconds"] else None
             rows.append(row)
             print(row, flush=True)
@@ -476,6 +784,13 @@ def print_table(rows: list[dict], total: int, extra: tuple[str, ...]) -> None:
     print("| peak RSS MB | %.0f | %.0f | %.2fx |" % (vm["peak_rss_mb"], ours["peak_rss_mb"],
                                                     ours["peak_rss_mb"] / vm["peak_rss_mb"]))
     print("| load average at the runs' starts | %s | %s | |" % (vm["load"], ours["load"]))
+    floors = [r for r in rows if r["impl"].startswith("floor")]
+    if floors:
+        floor = sum(r["points_s"] for r in floors) / len(floors)
+        print("| points/s / the C create floor's (%s: %s points/s, mean of %d; %s) | "
+              "%.2fx | %.2fx | |" % (floors[0]["impl"], format(int(floor), ","), len(floors),
+                                     "/".join("%.2f s" % r["seconds"] for r in floors),
+                                     vm["points_s"] / floor, ours["points_s"] / floor))
 
 
 if __name__ == "__main__":

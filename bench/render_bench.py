@@ -4,6 +4,7 @@
                                  [--only json,sum,movavg,png,mix] [--workdir DIR]
                                  [--few-digits] [--with-twisted] [--memory]
     python bench/render_bench.py --series 10000 [--requests 2] [--timeout 180]
+                                 [--peers graphite-web,vm]
 
 One command builds everything outside the repository (under --workdir, default
 ~/.cache/render-bench): a whisper tree of 301 series written every 10 s for a day with
@@ -30,7 +31,13 @@ written every 10 s for a day (``scale.gGGG.hHHHHH.value``, 100 hosts a group; ar
 10s:1d,1m:2d, so from=-1d reads 8,640 points a file; the files are written directly, not
 through whisper's Python): ``sumSeries`` and ``groupByNode(...,1,"sumSeries")`` of
 ``scale.*.*.value``, and the bare wildcard as json with maxDataPoints=720 (a whole day of
-10 s points for 10,000 series would be a 2 GB body). Each row: A B B A runs of
+10 s points for 10,000 series would be a 2 GB body), and ``movingAverage(...,10)`` with
+maxDataPoints=720. VictoriaMetrics (``--peers``, default ``graphite-web,vm``) answers the
+same rows through its Graphite render API: the tree's 10 s points are sent once through
+its Graphite plaintext listener into a data folder beside the tree (reused while the tree
+is), its point count checked at every start, and its answers checked against ours before
+timing (the same series, none with holes; its values are rounded, so not compared).
+Each row: A B B A (A B C C B A with both peers) runs of
 ``--requests`` sequential requests (graphite-web's bounded by ``--timeout`` seconds a
 request), beside the page-cache floor: the same files' needed bytes read in a tight loop
 (open, pread of the header, pread of the range, close; best of 3, warm cache, measured
@@ -70,8 +77,9 @@ from typing import Any, Optional
 from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, cpu_seconds, free_port, graphite_web_venv, mirrored, rss_kb,  # noqa: E402
-                    stop, wait_port)
+from common import (ROOT, cpu_seconds, free_port, graphite_web_venv, loadavg,  # noqa: E402
+                    mirrored, rss_kb, start_vm, stop, stop_gracefully,
+                    victoria_metrics_binary, vm_flush, vm_query, wait_port)
 from render_load import fetch, load  # noqa: E402
 
 STEP = 10
@@ -252,6 +260,8 @@ def scale_rows(now: int) -> list[tuple[str, str, str]]:
          path('groupByNode(scale.*.*.value,1,"sumSeries")')),
         ('raw', '`scale.*.*.value` (maxDataPoints=720)',
          path('scale.*.*.value', maxDataPoints=720)),
+        ('movavg', '`movingAverage(scale.*.*.value,10)` (maxDataPoints=720)',
+         path('movingAverage(scale.*.*.value,10)', maxDataPoints=720)),
     ]
 
 
@@ -278,13 +288,138 @@ def timed_requests(server: Server, path: str, count: int, timeout: float) -> dic
     return {'times': times, 'status': status}
 
 
+GW_NAME = 'graphite-web 1.1.10'
+OURS_NAME = 'ours (gunicorn)'
+VM_NAME = 'VictoriaMetrics'
+VM_SCALE_COUNT = 'sum(count_over_time({__name__=~"scale[.].*"}[1d]))'  # the tree's points
+
+
+def scale_series(storage: Path) -> list[tuple[str, Path]]:
+    """(Graphite name, file) of each series of the scale tree."""
+    whisper_dir = storage / 'whisper'
+    return [('.'.join(path.relative_to(whisper_dir).with_suffix('').parts), path)
+            for path in scale_paths(storage)]
+
+
+def scale_lines(name: str, path: Path) -> bytes:
+    """A series' 10 s archive as Graphite plaintext lines: every point, its value written
+    with every digit (``repr``), so VictoriaMetrics stores the same floats."""
+    import numpy as np
+    step, points = SCALE_ARCHIVES[0]
+    record = np.dtype([('t', '>u4'), ('v', '>f8')])
+    data = np.fromfile(path, record, count=points, offset=16 + 12 * len(SCALE_ARCHIVES))
+    prefix = name + ' '
+    return ''.join(['%s%r %d\n' % (prefix, value, stamp) for stamp, value in
+                    zip(data['t'].tolist(), data['v'].tolist(), strict=True)]).encode()
+
+
+def vm_scale_store(binary: str, workdir: Path, storage: Path, now: int,
+                   timeout: float) -> Path:
+    """VictoriaMetrics' data folder holding the scale tree's points (its 10 s archive:
+    every point of the day), sent through its Graphite plaintext listener over 2
+    connections and counted back with a query (every point queryable, then flushed to
+    its files); reused while the tree it was loaded from is (same build time)."""
+    series = scale_series(storage)
+    base = workdir / ('vm-scale-%d' % len(series))
+    stamp = base / 'loaded-from'
+    if stamp.exists() and stamp.read_text() == str(now):
+        return base
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    log('loading %d series x %d points into VictoriaMetrics (once per tree)' % (
+        len(series), SCALE_ARCHIVES[0][1]))
+    proc, http, graphite = start_vm(binary, base)
+    expected = len(series) * SCALE_ARCHIVES[0][1]
+    query = VM_SCALE_COUNT
+    try:
+        socks = [socket.create_connection(('127.0.0.1', graphite)) for _ in range(2)]
+        try:
+            for i, (name, path) in enumerate(series):
+                socks[i % 2].sendall(scale_lines(name, path))
+        finally:
+            for sock in socks:
+                sock.close()
+        deadline = time.monotonic() + timeout
+        seen = 0.0
+        while time.monotonic() < deadline:
+            vm_flush(http)
+            seen = vm_query(http, query, now + 1)
+            if seen >= expected:
+                break
+            time.sleep(1.0)
+        if seen != expected:
+            raise SystemExit('VictoriaMetrics holds %d of the %d points sent, see %s'
+                             % (seen, expected, base / 'vm.log'))
+        vm_flush(http)
+    finally:
+        stop_gracefully(proc)
+    stamp.write_text(str(now))
+    return base
+
+
+class VMServer:
+    """VictoriaMetrics over a loaded data folder, answering its Graphite render API on
+    ``port``; stopped by its PID."""
+
+    def __init__(self, binary: str, base: Path, timeout: float, now: int,
+                 expected: int) -> None:
+        self.name = VM_NAME
+        self.proc, self.port, _ = start_vm(
+            binary, base, '-search.maxQueryDuration=%ds' % int(timeout),
+            '-search.maxUniqueTimeseries=1000000')
+        held = vm_query(self.port, VM_SCALE_COUNT, now + 1)
+        if held != expected:
+            self.stop()
+            raise SystemExit('VictoriaMetrics holds %d of the tree\'s %d points (remove %s '
+                             'to load it again)' % (held, expected, base))
+
+    def stop(self) -> None:
+        stop_gracefully(self.proc)
+
+
+def same_series(a: bytes, b: bytes) -> tuple[Optional[str], str]:
+    """(why not, note) for two answers to one request from different stores: why not is
+    None when both have the same series (targets) and no series of either lacks more
+    than one point (a store that shifts its window by a step leaves one null at an end);
+    values are not compared (VictoriaMetrics rounds them). The note gives the points and
+    non-null points of each answer."""
+    def shape(body: bytes) -> dict[str, tuple[int, int]]:
+        return {s['target']: (len(s['datapoints']),
+                              sum(1 for v, _ in s['datapoints'] if v is not None))
+                for s in json.loads(body)}
+    left, right = shape(a), shape(b)
+    note = 'points, non-null: %r vs %r' % (
+        [sum(c) for c in zip(*left.values(), strict=True)],
+        [sum(c) for c in zip(*right.values(), strict=True)])
+    if sorted(left) != sorted(right):
+        return '%d series vs %d, or other names' % (len(left), len(right)), note
+    for side in (left, right):
+        holes = [(target, n) for target, n in side.items() if n[0] - n[1] > 1]
+        if holes:
+            return '%d series have holes, e.g. %s (points, non-null) %r' % (
+                len(holes), *holes[0]), note
+    return None, note
+
+
+def worker_pids(server: Any) -> list[int]:
+    """The processes that answer: gunicorn's workers, else the server process."""
+    return children(server.proc.pid) or [server.proc.pid]
+
+
 def scale_check(args: argparse.Namespace, workdir: Path, run_dir: Path) -> int:
     """The cost-as-the-work-grows rows at ``args.series`` series (see the module doc)."""
     storage, now = build_scale_tree(workdir, args.series)
     rows = scale_rows(now)
+    peers = set() if args.ours_only else set(filter(None, args.peers.split(',')))
+    binary = victoria_metrics_binary() if 'vm' in peers else None
+    if 'vm' in peers and binary is None:
+        log('VictoriaMetrics skipped: Go is not installed (the bench builds it with '
+            '`go install`)')
+    vm_base = vm_scale_store(binary, workdir, storage, now, args.timeout * 10) \
+        if binary else None
     # graphite-web gives up a fetch after FETCH_TIMEOUT (6 s by default) and answers 500;
     # here it gets as long as a request may take
-    if not args.ours_only:
+    if 'graphite-web' in peers:
         gw, gw_env = setup_graphite(workdir, storage, 'bench_gw_settings_scale',
                                     'FETCH_TIMEOUT = %d\n' % args.timeout)
     conf = workdir / 'ours_settings_scale.py'
@@ -297,110 +432,130 @@ def scale_check(args: argparse.Namespace, workdir: Path, run_dir: Path) -> int:
                 str(int(args.timeout) + 60)]
     floor = page_cache_floor(storage, now)
     log('page-cache floor: %r' % floor)
-    load_before = open('/proc/loadavg').read().split()[:3]
-    servers = [] if args.ours_only else [
-        Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
-               ['graphite.wsgi:application'], gw_env, str(workdir), run_dir)]
-    servers.append(Server('ours (gunicorn)', [sys.executable, '-m', 'gunicorn'] + gunicorn +
-                          ['webapp.wsgi:application'],
-                          dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, lib),
-                               GRAPHITE_SETTINGS=str(conf)), str(ROOT), run_dir))
-    results: dict[tuple[str, str], list] = {}
-    problems = []
+    load_before = loadavg(3)
+    servers: list[Any] = []
     try:
-        for key, label, path in rows:
-            answers = [fetch(server.port, path) for server in servers]
-            if not all(status == 200 for status, _ in answers):
-                problems.append('%s: statuses %s' % (label, [a[0] for a in answers]))
-            elif len(answers) == 2:
-                why = same_json(answers[0][1], answers[1][1])
-                if why:
-                    problems.append('%s: %s' % (label, why))
-            del answers
-            for server in mirrored(servers) if len(servers) == 2 else servers * 2:
-                run = timed_requests(server, path, args.requests, args.timeout)
-                results.setdefault((key, server.name), []).append(run)
-                log('%s, %s: %s' % (label, server.name, run))
+        if 'graphite-web' in peers:
+            servers.append(Server(GW_NAME, [str(gw / 'bin/gunicorn')] + gunicorn +
+                                  ['graphite.wsgi:application'], gw_env, str(workdir),
+                                  run_dir))
+        servers.append(Server(OURS_NAME, [sys.executable, '-m', 'gunicorn'] + gunicorn +
+                              ['webapp.wsgi:application'],
+                              dict(os.environ, PYTHONPATH='%s:%s' % (ROOT, lib),
+                                   GRAPHITE_SETTINGS=str(conf)), str(ROOT), run_dir))
+        if vm_base is not None:
+            servers.append(VMServer(str(binary), vm_base, args.timeout, now,
+                                    args.series * SCALE_ARCHIVES[0][1]))
+        results, problems = scale_runs(args, rows, servers)
         later = page_cache_floor(storage, now)
         log('page-cache floor after the rows: %r' % later)
         floor = dict(floor, read_loop_s=min(floor['read_loop_s'], later['read_loop_s']),
                      cat_s=min(floor['cat_s'], later['cat_s']),
                      read_loop_runs=(floor['read_loop_s'], later['read_loop_s']))
-        peaks = {s.name: max([rss_kb(pid, 'VmHWM') for pid in children(s.proc.pid)] or
-                             [rss_kb(s.proc.pid, 'VmHWM')]) / 1024 for s in servers}
-        cpu = {s.name: sum(cpu_seconds(pid) for pid in children(s.proc.pid)) for s in servers}
+        peaks = {s.name: max(rss_kb(pid, 'VmHWM') for pid in worker_pids(s)) / 1024
+                 for s in servers}
+        cpu = {s.name: sum(cpu_seconds(pid) for pid in worker_pids(s)) for s in servers}
     finally:
         for server in servers:
             server.stop()
-    load_after = open('/proc/loadavg').read().split()[:3]
+    load_after = loadavg(3)
     return scale_report(args, rows, servers, results, floor, peaks, cpu, problems,
                         (load_before, load_after), run_dir)
+
+
+def scale_runs(args: argparse.Namespace, rows: list, servers: list
+               ) -> tuple[dict[tuple[str, str], list], list[str]]:
+    """Each row: the answers compared (graphite-web's and ours: the same floats, names
+    and tags; VictoriaMetrics' and ours: the same series and non-null point counts),
+    then the servers' runs in mirrored order (A B B A, A B C C B A)."""
+    results: dict[tuple[str, str], list] = {}
+    problems = []
+    for key, label, path in rows:
+        answers = {s.name: fetch(s.port, path) for s in servers}
+        if not all(status == 200 for status, _ in answers.values()):
+            problems.append('%s: statuses %s' % (label, {n: a[0] for n, a in answers.items()}))
+        else:
+            if GW_NAME in answers:
+                why = same_json(answers[GW_NAME][1], answers[OURS_NAME][1])
+                if why:
+                    problems.append('%s: %s' % (label, why))
+            if VM_NAME in answers:
+                why, note = same_series(answers[OURS_NAME][1], answers[VM_NAME][1])
+                log('%s, ours vs VictoriaMetrics: %s' % (label, note))
+                if why:
+                    problems.append('%s, ours vs VictoriaMetrics: %s' % (label, why))
+        del answers
+        for server in mirrored(servers) if len(servers) > 1 else servers * 2:
+            run = timed_requests(server, path, args.requests, args.timeout)
+            results.setdefault((key, server.name), []).append(run)
+            log('%s, %s: %s' % (label, server.name, run))
+    return results, problems
 
 
 def scale_report(args: argparse.Namespace, rows: list, servers: list, results: dict,
                  floor: dict, peaks: dict, cpu: dict, problems: list, loads: tuple,
                  run_dir: Path) -> int:
-    """Print the table, append the growth rows; 1 when answers differed."""
-    load = 'load avg %s -> %s' % ('/'.join(loads[0]), '/'.join(loads[1]))
+    """Print the table (each server's seconds a request, ours against the floor, each
+    peer's time over ours), append the growth rows; 1 when answers differed."""
+    load = 'load avg %s -> %s' % loads
+    names = [s.name for s in servers]
+    peers = [n for n in names if n != OURS_NAME]
     lines = ['', '%d series x 1 day at 10 s (%d files, %.0f MB); page-cache floor: read '
              'loop %.3f s (best of 3 before the rows %.3f s, after %.3f s; %.0f MB needed), '
              'cat %.3f s; %s; run folder %s' % (
                  args.series, args.series, floor['bytes_files'] / 1e6, floor['read_loop_s'],
                  *floor['read_loop_runs'], floor['bytes_needed'] / 1e6, floor['cat_s'], load,
                  run_dir), '',
-             '| request (from=-1d) | graphite-web s/request | ours s/request | ours / floor '
-             '| ratio |', '| --- | ---: | ---: | ---: | ---: |']
+             '| request (from=-1d) | ' + ' | '.join('%s s/request' % n for n in names) +
+             ' | ours / floor | ' + ' | '.join('%s / ours' % n for n in peers) + ' |',
+             '| --- |' + ' ---: |' * (len(names) + 1 + len(peers))]
     growth = []
     command = 'python bench/render_bench.py --series %d --requests %d' % (args.series,
                                                                           args.requests)
     for key, label, _path in rows:
-        mean = {}
-        for server in servers:
-            runs = results.get((key, server.name), [])
+        mean, texts = {}, {}
+        for name in names:
+            runs = results.get((key, name), [])
             times = [t for run in runs for t in run['times']]
-            mean[server.name] = None if not times or None in times else \
-                sum(times) / len(times)
-        ours = mean[servers[-1].name]
-        ours_runs = [t for run in results.get((key, servers[-1].name), [])
-                     for t in run['times']]
-        ours_text = 'failed' if ours is None else '%.3f (%s)' % (
-            ours, ' / '.join('%.3f' % t for t in ours_runs))
-        if len(servers) == 1:    # --ours-only
-            lines.append('| %s | - | %s | %s | - |' % (
-                label, ours_text, '%.1fx' % (ours / floor['read_loop_s']) if ours else '-'))
-            continue
-        gw = mean[servers[0].name]
-        failed = [run['status'] for run in results.get((key, servers[0].name), [])
-                  if None in run['times']]
-        gw_text = 'failed (HTTP %s, or > %g s)' % (failed[0], args.timeout) if gw is None \
-            else '%.3f' % gw
-        ratio = '%.1fx' % (gw / ours) if gw and ours else '-'
+            mean[name] = None if not times or None in times else sum(times) / len(times)
+            failed = [run['status'] for run in runs if None in run['times']]
+            texts[name] = ('failed (HTTP %s, or > %g s)' % (failed[0] if failed else '-',
+                                                             args.timeout)
+                           if mean[name] is None else '%.3f' % mean[name])
+        ours = mean[OURS_NAME]
+        if ours is not None:
+            texts[OURS_NAME] += ' (%s)' % ' / '.join(
+                '%.3f' % t for run in results.get((key, OURS_NAME), []) for t in run['times'])
+        ratios = ['%.1fx' % (mean[n] / ours) if mean[n] and ours else '-' for n in peers]
         vs_floor = '%.1fx' % (ours / floor['read_loop_s']) if ours else '-'
-        lines.append('| %s | %s | %s | %s | %s |' % (label, gw_text, ours_text, vs_floor,
-                                                     ratio))
-        for server, seconds in ((servers[0], gw), (servers[1], ours)):
+        lines.append('| %s | %s | %s | %s |' % (label, ' | '.join(texts[n] for n in names),
+                                                vs_floor, ' | '.join(ratios)))
+        for name in (GW_NAME, OURS_NAME) if GW_NAME in names else ():
+            seconds = mean[name]
             growth.append({
-                'daemon': 'render', 'impl': 'ours' if server is servers[1] else
-                'graphite-web 1.1.10', 'names': args.series,
+                'daemon': 'render', 'impl': 'ours' if name == OURS_NAME else name,
+                'names': args.series,
                 'load': '%s json, 1 client, %s%s' % (
                     label.replace('`', ''), load, '' if seconds else ', FAILED (no answer)'),
                 'throughput': round(1 / seconds, 4) if seconds else 0.0,
-                'unit': 'requests/s', 'cpu_s': round(cpu[server.name], 2),
-                'peak_rss_mb': round(peaks[server.name], 1),
+                'unit': 'requests/s', 'cpu_s': round(cpu[name], 2),
+                'peak_rss_mb': round(peaks[name], 1),
                 'measured': time.strftime('%Y-%m-%d', time.gmtime()),
                 'command': command})
     lines.append('')
-    lines.append('Peak RSS (largest worker, over all rows): ' + ', '.join(
-        '%s %.0f MB' % item for item in peaks.items()) + '; CPU s of the workers: ' +
-        ', '.join('%s %.1f' % item for item in cpu.items()))
-    lines.append('Answers: ' + ('not compared (--ours-only)' if len(servers) == 1 and
-                                not problems else
-                                'json answers parse to the same floats, names and tags'
-                                if not problems else 'MISMATCHES: ' + '; '.join(problems)))
+    lines.append('Peak RSS (largest answering process, over all rows): ' + ', '.join(
+        '%s %.0f MB' % item for item in peaks.items()) + '; CPU s of the answering '
+        'processes: ' + ', '.join('%s %.1f' % item for item in cpu.items()))
+    checked = (['graphite-web and ours: json answers parse to the same floats, names and '
+                'tags'] if GW_NAME in names else []) + (
+        ['VictoriaMetrics and ours: the same series, none with more than one null point '
+         '(values not compared)'] if VM_NAME in names else [])
+    lines.append('Answers: ' + ('MISMATCHES: ' + '; '.join(problems) if problems else
+                                '; '.join(checked) or 'not compared (--ours-only)'))
     text = '\n'.join(lines)
     print(text)
     (run_dir / 'scale.md').write_text(text + '\n')
-    if args.record and len(servers) == 2:
+    if args.record and growth:
         existing = json.loads(GROWTH_FILE.read_text()) if GROWTH_FILE.exists() else []
         GROWTH_FILE.parent.mkdir(parents=True, exist_ok=True)
         GROWTH_FILE.write_text(json.dumps(existing + growth, indent=1) + '\n')
@@ -664,6 +819,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help='--series: sequential requests a run')
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='--series: seconds one request may take')
+    parser.add_argument('--peers', default='graphite-web,vm',
+                        help='--series: the peers beside ours (graphite-web, vm: '
+                        'VictoriaMetrics, built with go install; skipped without Go)')
     parser.add_argument('--ours-only', action='store_true',
                         help='--series: only this app against the page-cache floor (no '
                         'graphite-web, answers not compared, nothing recorded)')
@@ -709,7 +867,7 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
     gw, gw_env = setup_graphite(workdir, storage, carbonlink=(carbonlink,))
     gw_errors = workdir / 'gw-log' / 'exception.log'
     errors_before = gw_errors.stat().st_size if gw_errors.exists() else 0
-    load_before = open('/proc/loadavg').read().split()[:3]
+    load_before = loadavg(3)
     gunicorn = ['--workers', str(args.workers), '--threads', str(args.threads),
                 '--worker-class', 'gthread', '--log-level', 'warning', '--timeout', '120']
     servers = [Server('graphite-web 1.1.10', [str(gw / 'bin/gunicorn')] + gunicorn +
@@ -739,7 +897,7 @@ def run_rows(args: argparse.Namespace, workdir: Path, storage: Path, now: int, r
         for server in servers:
             server.stop()
     notes = ['load average %s before, %s after' % (
-        '/'.join(load_before), '/'.join(open('/proc/loadavg').read().split()[:3])),
+        load_before, loadavg(3)),
         "CarbonLink: both apps ask an idle carbon-cache at %s; graphite-web's "
         'exception.log grew by %d bytes during the run' % (
             carbonlink, (gw_errors.stat().st_size if gw_errors.exists() else 0)
