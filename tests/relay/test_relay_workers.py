@@ -17,7 +17,7 @@ from pathlib import Path
 from twisted.internet import defer
 
 from tests.relay.countsink import CountingSink
-from tests.relay.harness import run_reactor, sleep, wait_for
+from tests.relay.harness import alive, children, run_reactor, run_relays, unread, wait_for
 from tests.relay.relayutil import free_port, relay_settings
 from tests.relay.test_relay_daemon import _accepting, _send_lines, _start
 
@@ -38,27 +38,6 @@ def _write_conf(base: Path, line_port: int, dest_port: int, pickle_port: int) ->
         "CARBON_METRIC_INTERVAL = 0", "SHUTDOWN_FLUSH_TIMEOUT = 2", ""]))
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as handle:
-                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, ValueError):
-                continue
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _batches(prefix: str, senders: int, lines: int) -> list[list[str]]:
     return [["%s.c%d.m%d %d %d\n" % (prefix, c, i % 50, i, 1_700_000_000 + i)
              for i in range(lines)] for c in range(senders)]
@@ -76,7 +55,7 @@ def test_workers_share_connections_and_lose_nothing(tmp_path):
         relay = _start(tmp_path)
         procs.append(relay)
         yield wait_for(reactor, lambda: _accepting(line_port), timeout=20, what="line port")
-        workers = _children(relay.pid)
+        workers = children(relay.pid)
         assert len(workers) == 1
         batches = _batches("w", 4, 3000)
         senders = [_send_lines(line_port, batch) for batch in batches]
@@ -103,13 +82,17 @@ def test_workers_share_connections_and_lose_nothing(tmp_path):
         later = _batches("later", 4, 2000)
         senders = [_send_lines(line_port, batch) for batch in later]
         for sender in senders:
-            sender.join(5)
-        yield sleep(reactor, 1.0)
+            sender.join(10)
+            assert not sender.is_alive()
+        # What the senders wrote is in the relay's hands only once it has read it (a
+        # loaded machine can keep it in the socket buffers for longer than a fixed wait).
+        yield wait_for(reactor, lambda: unread(line_port) == 0, timeout=20,
+                       what="the relay to read every byte sent")
         os.kill(relay.pid, signal.SIGTERM)
         yield wait_for(reactor, lambda: relay.poll() is not None, timeout=30,
                        what="master shutdown")
         assert relay.returncode == 0
-        yield wait_for(reactor, lambda: not any(map(_alive, workers)), timeout=10,
+        yield wait_for(reactor, lambda: not any(map(alive, workers)), timeout=10,
                        what="worker shutdown")
         spools = tmp_path / "storage" / "relay-spool"
         assert list((spools / "carbon-relay-a").rglob("*.spool"))
@@ -134,26 +117,15 @@ def test_workers_share_connections_and_lose_nothing(tmp_path):
         assert all(p in before for p in back.points if not p[0].startswith("later."))
 
         # A master that dies without warning takes its worker with it.
-        orphans = _children(again.pid)
+        orphans = children(again.pid)
         assert len(orphans) == 1
         again.kill()
         again.wait(10)
-        yield wait_for(reactor, lambda: not any(map(_alive, orphans)), timeout=15,
+        yield wait_for(reactor, lambda: not any(map(alive, orphans)), timeout=15,
                        what="the orphaned worker to stop")
         yield back.stop()
 
-    try:
-        run_reactor(body, timeout=120)
-    finally:
-        for proc in procs:
-            for child in _children(proc.pid):
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except OSError:
-                    pass
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+    run_relays(body, procs, timeout=120)
 
 
 def test_sighup_while_a_worker_starts_is_one_reload(tmp_path):
