@@ -179,7 +179,9 @@ def test_connections_dealt_to_a_stopping_relay_worker_are_not_lost(tmp_path):
     relay = CarbonInstance(tmp_path, program="carbon-relay", section="relay",
                            DESTINATIONS="127.0.0.1:%d" % sink_port, DESTINATION_PROTOCOL="line",
                            RELAY_METHOD="consistent-hashing", RELAY_WORKERS=2,
-                           SHUTDOWN_FLUSH_TIMEOUT=5)
+                           SHUTDOWN_FLUSH_TIMEOUT=5,
+                           # the worker's drain outlasts the burst on a loaded machine
+                           RECEIVER_SHUTDOWN_DRAIN_SECONDS=20)
     trickles: list[_Trickle] = []
     senders: list[socket.socket] = []
     try:
