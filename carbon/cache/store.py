@@ -114,6 +114,9 @@ class MetricCache:
         self.add_points_encoded = _native_add_encoded or add_encoded_py
         self.name_table = _Names(NAME_TABLE_SIZE) if _Names is not None else None
         self.size = 0
+        # Points ever added by the receivers (add_batch, add_encoded; not put back): the
+        # writer's pacing sees from it whether points are still coming in.
+        self.received = 0
         # Points taken by a writer thread and not yet on disk (as they were cached):
         # still answered by carbonlink (``get``) so a reader never sees them in neither
         # place.
@@ -134,6 +137,7 @@ class MetricCache:
         with self.lock:
             added = self.add_points(self.data, batch)
             self.size += added
+            self.received += added
         return added
 
     def add_encoded(self, payload: bytes, count: int) -> int:
@@ -142,6 +146,7 @@ class MetricCache:
         with self.lock:
             added = self.add_points_encoded(self.data, payload, count, self.name_table)
             self.size += added
+            self.received += added
         return added
 
     def restore(self, metric: str, points: Points) -> None:

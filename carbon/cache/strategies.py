@@ -163,18 +163,22 @@ class MaxStrategy(Strategy):
 
     def choose(self) -> str | None:
         cache = self.cache
-        data, heappop = cache.data, heapq.heappop
+        data, heappop, skip = cache.data, heapq.heappop, self.skip
         for _attempt in range(2):
             heap, names = self.heap, self.names
             while heap:
                 metric = names[heappop(heap)[1]]
-                if metric in data:
+                if metric in data and metric not in skip:
                     return metric
             if not data or self.too_soon():
                 return None
             with cache.lock:
-                self.names = list(cache.data)
-                sizes = list(map(len, cache.data.values()))
+                if skip:  # a pass holds only what it can write (as Strategy._refill)
+                    self.names = [metric for metric in cache.data if metric not in skip]
+                    sizes = [len(data[metric]) for metric in self.names]
+                else:
+                    self.names = list(cache.data)
+                    sizes = list(map(len, cache.data.values()))
             # integer pairs compare at C speed; the points count is len >> 4 but the
             # byte length orders metrics the same way
             self.heap = list(zip(map(neg, sizes), range(len(sizes)), strict=True))

@@ -32,6 +32,9 @@ BATCH_SIZE = 64  # metrics a write batch at most
 # writer waits DISK_RETRY_SECONDS before it tries again.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 DISK_RETRY_SECONDS = 1.0
+# WRITER_MIN_PASS_SECONDS gathers points only while they come in: after this long without
+# a new point the cache is written at once.
+PACE_QUIET_SECONDS = 0.2
 MAX_TORN_HEADER = 65536  # a file shorter than a header this long is an interrupted create
 
 
@@ -150,11 +153,13 @@ class Writer:
         strategy.skip = _Unavailable(self.creator.busy, self.in_flight, self.paused)
         # WRITER_MIN_PASS_SECONDS: a pass over the cache starts at most this often, so
         # while points pour in a metric is written with more of them at a time (fewer
-        # whisper updates a point); off (0) by default, and never while draining or with
-        # the cache half full.
+        # whisper updates a point); 1 s by default (0: off), never while draining, with
+        # the cache half full, or once the input has gone quiet (``_paced``).
         self.min_pass = config.min_pass_seconds
         self.pace_below = config.max_cache_size / 2
         self.pacing = self.min_pass > 0
+        self.seen_received = -1  # cache.received when _paced last saw it change
+        self.received_at = 0.0
 
     @property
     def journal(self) -> Journal | None:
@@ -340,6 +345,19 @@ class Writer:
         self.retry_at = time.monotonic() + DISK_RETRY_SECONDS
         self.disk_errors.record(message)
 
+    def _paced(self) -> bool:
+        """Whether passes wait WRITER_MIN_PASS_SECONDS now: while points come in. Not
+        with the cache at half its bound, nor once no point has come in for
+        PACE_QUIET_SECONDS (nothing more to gather: what is cached is written now, so a
+        burst is on disk as soon as it ends). A drain turns pacing off."""
+        if self.cache.size >= self.pace_below:
+            return False
+        received, now = self.cache.received, time.monotonic()
+        if received != self.seen_received:
+            self.seen_received, self.received_at = received, now
+            return True
+        return now - self.received_at < PACE_QUIET_SECONDS
+
     def write_some(self, limit: int = BATCH_SIZE) -> bool:
         """Write up to ``limit`` metrics, as one batch where the backend takes batches.
         Returns False when there was nothing to do."""
@@ -347,9 +365,7 @@ class Writer:
         if self.retry_at and time.monotonic() < self.retry_at:
             return False  # the disk refused writes a moment ago
         if self.pacing:
-            # no wait with the cache at half its bound (or draining: pacing is off)
-            self.strategy.min_pass = self.min_pass if self.cache.size < self.pace_below \
-                else 0.0
+            self.strategy.min_pass = self.min_pass if self._paced() else 0.0
         if not creator.ready and not self.returned:
             if not self.cache:
                 return False

@@ -18,7 +18,7 @@ from carbon.instrumentation.stats import Stats
 from carbon.logs import CarbonLog
 from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 from carbon.writer.creator import Written
-from carbon.writer.writer import Writer, WriterConfig
+from carbon.writer.writer import PACE_QUIET_SECONDS, Writer, WriterConfig
 from tests.support import read_whisper, wait_for
 
 NOW = int(time.time()) // 60 * 60
@@ -656,3 +656,27 @@ def test_writer_min_pass_seconds_waits_between_passes(harness, strategy: str) ->
         h.add(metrics, count=2, value=7.0)  # within 1.5 s of that pass: a drain writes
         assert h.writer.write_some() is False and h.writer.drain(timeout=5)
         assert all(h.stored(metric)[NOW - 60] == 8.0 for metric in metrics)
+
+
+def test_writer_min_pass_seconds_writes_a_burst_once_the_input_is_quiet(harness) -> None:
+    """Pacing gathers points only while they come in: a pass waits while points keep
+    arriving, and once none has come for PACE_QUIET_SECONDS the cache is written even
+    though WRITER_MIN_PASS_SECONDS (here 60 s) has not passed."""
+    metrics = ["quiet.m%d" % i for i in range(5)]
+    h = harness(WRITER_MIN_PASS_SECONDS=60)
+    for metric in metrics:
+        h.database.create(metric, [(60, 1440)], None, None)
+    h.writer.known.update(metrics)
+    h.add(metrics, count=1)
+    assert h.writer.write_some() and not h.cache  # the first pass: nothing to wait for
+    step = PACE_QUIET_SECONDS / 4
+    for _ in range(8):  # points keep coming for 2x the quiet time: the pass waits
+        h.add(metrics, count=1)
+        assert h.writer.write_some() is False
+        time.sleep(step)
+    assert h.cache.size == 8 * len(metrics)
+    time.sleep(PACE_QUIET_SECONDS + 0.05)  # no point since: write now
+    while h.writer.write_some():
+        pass
+    assert not h.cache
+    assert all(h.stored(metric) == expected(1) for metric in metrics)
