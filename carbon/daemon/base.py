@@ -18,10 +18,10 @@ from carbon.logs import CarbonLog
 from carbon.pipeline import Pipeline, Processor, Sink
 from carbon.processors.filters import ListFilter
 from carbon.receivers.context import ReceiverConfig, ReceiverContext
-from carbon.receivers.drain import drain_connections
+from carbon.receivers.drain import accept_waiting, drain_connections
 from carbon.flow import FlowControl
 from carbon.receivers.limits import release_reserved_descriptor
-from carbon.receivers.listeners import ReceiverSpec, listen, metric_listeners
+from carbon.receivers.listeners import TCP_PROTOCOLS, ReceiverSpec, listen, metric_listeners
 
 Opener = Callable[[ReceiverSpec], Any]
 # Listeners that serve the sink rather than feed it (carbonlink): listed first, opened by
@@ -67,6 +67,9 @@ class Daemon:
         self.flow = FlowControl(bool(settings.USE_FLOW_CONTROL))
         self.loops: list[task.LoopingCall] = []
         self.ports: list[Any] = []
+        # what senders connect to with metrics (line and pickle TCP ports, a RELAY_WORKERS
+        # worker's hand-off channel): accepted until empty before the ports close
+        self.accepting: list[Any] = []
         self.list_filter = self._make_list_filter()
         self.composition = self.stages()
         self.sink = self.composition.sink
@@ -164,6 +167,8 @@ class Daemon:
                 port = openers[spec.kind](spec)
                 if port is not None:
                     self.ports.append(port)
+                    if spec.kind in TCP_PROTOCOLS:
+                        self.accepting.append(port)
 
     def start_sink(self) -> None:
         """Start whatever the sink needs (writer thread, destination clients)."""
@@ -177,12 +182,21 @@ class Daemon:
         self.receivers.flush_logs()
 
     def stop_input(self) -> defer.Deferred[Any]:
-        """Stop accepting and reading: pause live connections, close listening ports."""
+        """Stop accepting and reading: pause live connections, accept the connections
+        waiting in the TCP ports' listen backlogs (closing a port would reset them, and
+        lose what their senders wrote), close listening ports, read what every connection
+        holds."""
         self.flow.enabled = True
         self.flow.pause("shutdown")
         for loop in self.loops:
             if loop.running:
                 loop.stop()
+        opened = self.receivers.opened
+        for port in self.accepting:
+            accept_waiting(port)
+        if self.receivers.opened > opened:
+            self.log.msg("Accepted %d connections waiting in the listen backlog at shutdown; "
+                         "reading them before exit" % (self.receivers.opened - opened))
         closing = [defer.maybeDeferred(port.stopListening) for port in self.ports]
         # Twisted's EMFILE reserve (/dev/null) goes once no port listens any more
         closed = defer.DeferredList(closing)

@@ -143,6 +143,11 @@ class RelayDaemon(Daemon):
         """A connection and two spool files per destination."""
         return 3 * len(self.relay.clients)
 
+    def stop_input(self) -> defer.Deferred[Any]:
+        if self.pool is not None:
+            self.pool.hold()  # the backlog accepted at shutdown is drained here
+        return super().stop_input()
+
     def stop_sink(self) -> Any:
         waits = [self.relay.stop()]
         if self.pool is not None:

@@ -9,6 +9,7 @@ import socket
 import sys
 from typing import Any
 
+from twisted.internet.error import ReactorNotRunning
 from twisted.internet.interfaces import IReadDescriptor
 from zope.interface import implementer
 
@@ -48,9 +49,12 @@ class ChannelReader:
             except OSError:
                 message, fds = b"", []
             if not message and not fds:  # the master is gone: stop like on SIGTERM
-                self.reactor.removeReader(self)
+                self.stopListening()
                 self.log.msg("relay master went away; shutting down")
-                self.reactor.stop()
+                try:
+                    self.reactor.stop()
+                except ReactorNotRunning:  # (already shutting down)
+                    pass
                 return
             for fd in fds:
                 try:
@@ -63,6 +67,13 @@ class ChannelReader:
 
     def connectionLost(self, reason: Any = None) -> None:  # noqa: N802
         self.channel.close()
+
+    def stopListening(self) -> None:  # noqa: N802
+        """At shutdown, once the connections waiting here are adopted (the daemon's
+        ``stop_input``): take no more."""
+        if self.channel.fileno() >= 0:
+            self.reactor.removeReader(self)
+            self.channel.close()
 
 
 def install_sighup(reactor: Any, daemon: Any, log: Any, index: int) -> None:
@@ -100,9 +111,14 @@ def worker_main(argv: list[str] | None = None) -> None:
     install_sighup(reactor, daemon, log, index)
     daemon.start()
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=channel_fd)
-    reactor.addReader(ChannelReader(reactor, channel, {
+    reader = ChannelReader(reactor, channel, {
         kind: ReceiverFactory(protocol, daemon.receivers)
-        for kind, protocol in TCP_PROTOCOLS.items()}, log))
+        for kind, protocol in TCP_PROTOCOLS.items()}, log)
+    reactor.addReader(reader)
+    # at shutdown, connections the master passed and we have not adopted yet are
+    # adopted and drained like the others (their last lines would go with the channel)
+    daemon.ports.append(reader)
+    daemon.accepting.append(reader)
     log.msg("carbon-relay worker %d started" % index)
     channel.send(READY)
     reactor.run()

@@ -74,6 +74,7 @@ class WorkerPool:
         self.workers: dict[int, tuple[subprocess.Popen[bytes], socket.socket]] = {}
         self.turn = 0
         self.stopping = False
+        self.holding = False  # (shutdown) connections accepted now stay in the master
         self._loop: task.LoopingCall | None = None
 
     def start(self, timeout: float = 30.0) -> None:
@@ -130,7 +131,8 @@ class WorkerPool:
         """Give an accepted connection to the next process in turn (ourselves at 0)."""
         self.turn = (self.turn + 1) % self.count
         worker = self.workers.get(self.turn)
-        if worker is not None and worker[0].poll() is None and not self.stopping:
+        if worker is not None and worker[0].poll() is None and not (self.stopping
+                                                                     or self.holding):
             message = kind[0].encode() + (b"6" if conn.family == socket.AF_INET6 else b"4")
             try:
                 socket.send_fds(worker[1], [message], [conn.fileno()])
@@ -139,6 +141,11 @@ class WorkerPool:
                 self.log.msg("cannot hand a connection to relay worker %d: %s"
                              % (self.turn, exc))
         adopt(self.reactor, conn, factory)
+
+    def hold(self) -> None:
+        """Shutdown: connections accepted from now on (those waiting in the listen
+        backlog) are drained by the master, which stops its workers only afterwards."""
+        self.holding = True
 
     def stop(self) -> defer.Deferred[None]:
         """SIGTERM every worker; fires once all have exited (SIGKILL after the deadline)."""

@@ -86,6 +86,7 @@ class ReceiverContext:
         # Bytes a TCP receiver asks for in one read (0 keeps Twisted's 64 KiB); a daemon
         # whose stages take whole reads may ask for more: fewer calls a line.
         self.read_size = 0
+        self.opened = 0  # receiver connections opened so far
 
     def admit(self) -> bool:
         """May one more receiver connection open? (counted and logged when not)."""
@@ -93,6 +94,7 @@ class ReceiverContext:
 
     def connection_opened(self, protocol: Any) -> None:
         self.connections.add(protocol)
+        self.opened += 1
         self.flow.register(protocol.transport)
 
     def connection_closed(self, protocol: Any) -> None:

@@ -77,6 +77,8 @@ class HandOffPort:
                     if self.limit is not None:
                         self.limit.descriptors_exhausted(self, exc)
                     self._stop_reading()
+                    if self._backoff is not None and self._backoff.active():
+                        self._backoff.cancel()  # (accept_waiting at shutdown retries)
                     self._backoff = self.reactor.callLater(BACKOFF_SECONDS, self._retry)
                     return
                 if exc.errno in (errno.ECONNABORTED, errno.EPERM, errno.EPROTO):
