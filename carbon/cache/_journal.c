@@ -228,21 +228,9 @@ scan_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, double n
             return -1;
         const unsigned char *field[3];
         Py_ssize_t flen[3];
-        int fields = 0;
-        Py_ssize_t j = start;
-        while (j < end) {
-            while (j < end && is_space(s[j]))
-                j++;
-            if (j >= end)
-                break;
-            Py_ssize_t begin = j;
-            j = find_space(s, j, end, n);
-            if (fields == 3)
-                return -1;
-            field[fields] = s + begin;
-            flen[fields] = j - begin;
-            fields++;
-        }
+        int fields = line_fields(s, start, end, n, field, flen);
+        if (fields < 0)
+            return -1;
         start = end + 1;
         if (fields == 0)
             continue; /* parse_lines skips a blank line */

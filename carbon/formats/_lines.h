@@ -43,4 +43,29 @@ find_space(const unsigned char *s, Py_ssize_t j, Py_ssize_t end, Py_ssize_t n)
     return j;
 }
 
+/* The whitespace-separated fields of the line s[start:end] (s[end] is its '\n', the
+ * buffer holds n bytes) into field/flen: how many (0 for a blank line), or -1 when
+ * there are more than three (not a plaintext point). */
+static inline int
+line_fields(const unsigned char *s, Py_ssize_t start, Py_ssize_t end, Py_ssize_t n,
+            const unsigned char *field[3], Py_ssize_t flen[3])
+{
+    int fields = 0;
+    Py_ssize_t j = start;
+    while (j < end) {
+        while (j < end && is_space(s[j]))
+            j++;
+        if (j >= end)
+            break;
+        Py_ssize_t begin = j;
+        j = find_space(s, j, end, n);
+        if (fields == 3)
+            return -1;
+        field[fields] = s + begin;
+        flen[fields] = j - begin;
+        fields++;
+    }
+    return fields;
+}
+
 #endif
