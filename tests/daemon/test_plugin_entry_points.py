@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -66,19 +67,31 @@ def test_broken_entry_point_does_not_hide_the_others(site):
     assert "unknown write strategy 'fastest' (known: alphabetical)" in str(err.value)
 
 
-def test_cache_uses_a_write_strategy_from_an_entry_point(tmp_path, site):
-    mark = tmp_path / "passes.txt"
-    instance = CarbonInstance(tmp_path / "root", CACHE_WRITE_STRATEGY="alphabetical")
-    # the daemon sees the installed distributions through its PYTHONPATH
-    env = dict(os.environ, GRAPHITE_ROOT=str(instance.root), STRATEGY_MARK=str(mark),
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
+
+def _start_seeing(instance: CarbonInstance, site: Path, **env: str) -> IO[str]:
+    """Start ``instance`` in the foreground seeing the distributions installed in
+    ``site`` (through its PYTHONPATH) and wait until it listens; its stdout log."""
+    environ = dict(os.environ, GRAPHITE_ROOT=str(instance.root),
+                   PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]), **env)
     log = open(instance.root / "stdout.log", "w")
-    instance.proc = subprocess.Popen(instance.script + ["--nodaemon", "start"], env=env,
+    instance.proc = subprocess.Popen(instance.script + ["--nodaemon", "start"], env=environ,
                                      stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: instance.proc.poll() is not None or port_open(instance.line_port),
                  what="daemon to listen")
         assert instance.proc.poll() is None, instance.output()
+    except BaseException:
+        instance.kill()
+        log.close()
+        raise
+    return log
+
+def test_cache_uses_a_write_strategy_from_an_entry_point(tmp_path, site):
+    mark = tmp_path / "passes.txt"
+    instance = CarbonInstance(tmp_path / "root", CACHE_WRITE_STRATEGY="alphabetical")
+    # the daemon sees the installed distributions through its PYTHONPATH
+    log = _start_seeing(instance, site, STRATEGY_MARK=str(mark))
+    try:
         now = int(time.time()) // 60 * 60
         send_tcp(instance.line_port, b"b.metric 2 %d\na.metric 1 %d\n" % (now, now))
         for name, value in (("a.metric", 1.0), ("b.metric", 2.0)):
@@ -158,15 +171,8 @@ def test_cache_stores_through_a_storage_backend_from_an_entry_point(tmp_path):
     instance = CarbonInstance(tmp_path / "root", DATABASE="textfile")
     data = instance.storage / "whisper"
     data.mkdir(parents=True)
-    env = dict(os.environ, GRAPHITE_ROOT=str(instance.root),
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
-    log = open(instance.root / "stdout.log", "w")
-    instance.proc = subprocess.Popen(instance.script + ["--nodaemon", "start"], env=env,
-                                     stdout=log, stderr=subprocess.STDOUT)
+    log = _start_seeing(instance, site)
     try:
-        wait_for(lambda: instance.proc.poll() is not None or port_open(instance.line_port),
-                 what="daemon to listen")
-        assert instance.proc.poll() is None, instance.output()
         now = int(time.time()) // 60 * 60
         send_tcp(instance.line_port, b"t.one 1 %d\nt.two 2 %d\n" % (now, now))
         points = data / "points.txt"
