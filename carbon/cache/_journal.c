@@ -220,18 +220,11 @@ scan_lines(const unsigned char *s, Py_ssize_t n, Py_ssize_t max_length, double n
     Py_ssize_t count = 0, start = 0;
     char *cursor = out;
     while (start < n) {
-        const unsigned char *nl = memchr(s + start, '\n', (size_t)(n - start));
-        if (!nl)
-            return -1; /* not newline-terminated */
-        Py_ssize_t end = nl - s;
-        if (max_length > 0 && end - start > max_length)
-            return -1;
         const unsigned char *field[3];
         Py_ssize_t flen[3];
-        int fields = line_fields(s, start, end, n, field, flen);
+        int fields = next_line_fields(s, n, &start, max_length, field, flen);
         if (fields < 0)
-            return -1;
-        start = end + 1;
+            return -1; /* no final '\n', overlong, or over three fields */
         if (fields == 0)
             continue; /* parse_lines skips a blank line */
         if (fields != 3 || flen[0] > (Py_ssize_t)UINT32_MAX)

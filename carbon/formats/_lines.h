@@ -68,4 +68,23 @@ line_fields(const unsigned char *s, Py_ssize_t start, Py_ssize_t end, Py_ssize_t
     return fields;
 }
 
+/* The fields of the line that starts at s[*start] (as line_fields gives them), moving
+ * *start past its '\n': how many, or -1 when the read must take the general path (no
+ * '\n' ends the line, the line is over max_length when that is > 0, or it has more
+ * than three fields). */
+static inline int
+next_line_fields(const unsigned char *s, Py_ssize_t n, Py_ssize_t *start,
+                 Py_ssize_t max_length, const unsigned char *field[3], Py_ssize_t flen[3])
+{
+    const unsigned char *nl = memchr(s + *start, '\n', (size_t)(n - *start));
+    if (!nl)
+        return -1;
+    Py_ssize_t end = nl - s;
+    if (max_length > 0 && end - *start > max_length)
+        return -1;
+    int fields = line_fields(s, *start, end, n, field, flen);
+    *start = end + 1;
+    return fields;
+}
+
 #endif
