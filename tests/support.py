@@ -152,3 +152,32 @@ def read_whisper(path: Path, start: int, end: int) -> dict:
     except (OSError, whisper.WhisperException, ValueError, IndexError, struct.error):
         return {}
     return {first + i * step: v for i, v in enumerate(values) if v is not None}
+
+
+class MemoryBackend:
+    """A duck-typed storage backend plugin in memory, with the base calls only and
+    ``write`` without ``now`` (as carbon 1.1.10's TimeSeriesDatabase.write); it keeps
+    no files."""
+
+    def __init__(self, settings: object) -> None:
+        self.files: dict[str, dict[float, float]] = {}
+        self.creates = 0
+
+    def exists(self, metric: str) -> bool:
+        return metric in self.files
+
+    def create(self, metric, retentions, xfilesfactor, aggregation_method) -> None:
+        if metric in self.files:
+            raise FileExistsError(metric)
+        self.creates += 1
+        self.files[metric] = {}
+
+    def write(self, metric, datapoints) -> int:
+        self.files[metric].update(datapoints)
+        return 0
+
+    def get_metadata(self, metric, key):
+        return "average"
+
+    def set_metadata(self, metric, key, value):
+        return "average"

@@ -24,7 +24,7 @@ from carbon.storage.backend import Capabilities, PluginBackend
 from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 from carbon.writer.tagfeed import TagFeedConfig
 from carbon.writer.writer import WriterConfig
-from tests.support import CarbonInstance
+from tests.support import CarbonInstance, MemoryBackend
 
 
 def assemble(root: Path, daemon: type[CacheDaemon] = CacheDaemon, program: str = "carbon-cache",
@@ -71,32 +71,9 @@ def test_every_part_holds_its_config_from_the_settings(tmp_path, daemon, program
         cache.database.close()
 
 
-class NoFiles:
-    """A duck-typed backend plugin that keeps no files."""
-
-    def __init__(self, settings: object) -> None:
-        self.files: dict[str, dict[float, float]] = {}
-
-    def exists(self, metric: str) -> bool:
-        return metric in self.files
-
-    def create(self, metric, retentions, xfilesfactor, aggregation_method) -> None:
-        self.files[metric] = {}
-
-    def write(self, metric, datapoints) -> int:
-        self.files[metric].update(datapoints)
-        return 0
-
-    def get_metadata(self, metric, key):
-        return "average"
-
-    def set_metadata(self, metric, key, value):
-        return "average"
-
-
 @pytest.fixture
 def no_files():
-    STORAGE_BACKENDS.add("test-no-files", NoFiles)
+    STORAGE_BACKENDS.add("test-no-files", MemoryBackend)
     yield
     STORAGE_BACKENDS.discard("test-no-files")
 

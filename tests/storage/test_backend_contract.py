@@ -25,36 +25,9 @@ from carbon.storage.emulated_disk import EmulatedDiskDatabase
 from carbon.storage.whisper_backend import WhisperConfig, WhisperDatabase
 from carbon.writer.ratelimit import CreateTokens, PluginLimiter, TokenBucket, make_limiter
 from carbon.writer.writer import Writer, WriterConfig
+from tests.support import MemoryBackend
 
 NOW = int(time.time()) // 60 * 60
-
-
-class MemoryBackend:
-    """A backend plugin with the base calls only, and ``write`` without ``now`` (as
-    carbon 1.1.10's TimeSeriesDatabase.write)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.files: dict[str, dict[float, float]] = {}
-        self.creates = 0
-
-    def exists(self, metric: str) -> bool:
-        return metric in self.files
-
-    def create(self, metric, retentions, xfilesfactor, aggregation_method) -> None:
-        if metric in self.files:
-            raise FileExistsError(metric)
-        self.creates += 1
-        self.files[metric] = {}
-
-    def write(self, metric, datapoints) -> int:
-        self.files[metric].update(datapoints)
-        return 0
-
-    def get_metadata(self, metric, key):
-        return "average"
-
-    def set_metadata(self, metric, key, value):
-        return "average"
 
 
 def _writer(root: Path, database: StorageBackend, **overrides: object) -> tuple[Writer,
