@@ -73,7 +73,7 @@ def drain_connections(connections: set[Any], reactor: Any, quiet: float = 0.5,
 
     def begin() -> None:
         for protocol in list(connections):
-            if getattr(protocol, "draining", None) is not None:
+            if protocol.draining is not None:  # begun in an earlier poll
                 continue
             transport = protocol.transport
             protocol.draining = ConnectionDrain(protocol, reactor, quiet)
