@@ -100,6 +100,43 @@ class Strategy:
             self._refill()
         return None
 
+    def choose_many(self, limit: int) -> list[str]:
+        """Up to ``limit`` metrics, in the order ``choose`` gives them, none twice: a
+        new pass is begun only when nothing is left of this one. The writer takes a
+        batch at a time this way. Strategies that override ``choose`` (no ``queue``)
+        get it from their ``choose``, one pick at a time."""
+        if type(self).choose is not Strategy.choose:
+            return self._choose_each(limit)
+        data, skip = self.cache.data, self.skip
+        picked: list[str] = []
+        for _attempt in range(2):
+            queue = self.queue
+            while queue and len(picked) < limit:
+                cut = max(0, len(queue) - (limit - len(picked)))
+                batch = queue[cut:]
+                del queue[cut:]
+                batch.reverse()  # the queue's last is next
+                picked.extend([metric for metric in batch
+                               if metric in data and metric not in skip] if skip else
+                              [metric for metric in batch if metric in data])
+            if picked or not data or self.too_soon():
+                return picked
+            self._refill()
+        return picked
+
+    def _choose_each(self, limit: int) -> list[str]:
+        """``choose_many`` by ``choose``. A metric given again (a new pass began) ends
+        the answer: it is in it already, and its points are taken when it is written."""
+        picked: list[str] = []
+        seen: set[str] = set()
+        while len(picked) < limit:
+            metric = self.choose()
+            if metric is None or metric in seen:
+                break
+            picked.append(metric)
+            seen.add(metric)
+        return picked
+
 
 @WRITE_STRATEGIES.register("naive")
 class NaiveStrategy(Strategy):

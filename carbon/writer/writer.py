@@ -269,6 +269,8 @@ class Writer:
         update rate."""
         limiter = self.update_limiter
         limited = not limiter.unlimited
+        if not limited and not self.held and not self.returned and not self.creator.ready:
+            return self._take_many(limit)
         taken: list[str] = []
         did = False
         with self.choose_lock:
@@ -295,6 +297,47 @@ class Writer:
                 self.spare += tokens
                 self._submit()  # what this call claimed for the creator
             return taken, did
+
+    def _take_many(self, limit: int) -> tuple[list[str], bool]:
+        """``_take`` without an update limit and with no creator outcome to handle: the
+        strategy's next metrics in one call (``choose_many``), those without a known
+        file claimed for the creator, the rest taken, as ``_choose`` one at a time
+        would."""
+        creator = self.creator
+        busy, in_flight, paused, known = creator.busy, self.in_flight, self.paused, self.known
+        with self.choose_lock:
+            if self.held or self.returned or creator.ready:  # another thread's, meanwhile
+                return [], True
+            if len(self.cache.data) <= len(busy):
+                return [], False  # every metric left is with the creator
+            taken: list[str] = []
+            submitted = False
+            # a strategy leaves out what the writer cannot take (``skip``); one that
+            # does not gets this many more rounds that take and claim nothing
+            idle = 2 + (len(in_flight) + len(busy) + len(paused)) // limit
+            try:
+                while len(taken) < limit and idle:
+                    chosen = self.strategy.choose_many(limit - len(taken))
+                    if not chosen:
+                        break
+                    free = [metric for metric in chosen if metric not in in_flight and
+                            metric not in busy and metric not in paused]
+                    got = [metric for metric in free if metric in known]
+                    if len(got) < len(free):
+                        for metric in free:
+                            if metric not in known:
+                                creator.claim(metric)
+                                self.unsubmitted.append(metric)
+                                if len(self.unsubmitted) >= creator.batch_size:
+                                    self._submit()
+                        submitted = True
+                    elif not got:
+                        idle -= 1
+                    in_flight.update(got)
+                    taken.extend(got)
+            finally:
+                self._submit()  # what this call claimed for the creator
+            return taken, submitted
 
     def _spare_token(self) -> bool:
         """Use a token an earlier call paid for and did not use."""
@@ -410,6 +453,9 @@ class Writer:
             self.errors.record("batch write: %s" % exc)
         committed = 0
         kept: set[str] = set()
+        # without a tag feed or LOG_UPDATES a write is only counted: at once, below
+        plain = self.tag_feed is None and not self.config.log_updates
+        update_times: list[float] = []
         for metric, raw, took in zip(metrics, taken, times, strict=True):
             if took is None:
                 if self.retry_at and time.monotonic() < self.retry_at and len(raw):
@@ -426,10 +472,15 @@ class Writer:
             if not count:
                 continue
             committed += count
-            self._committed(metric, count, took, waited)
+            if plain:
+                update_times.append(took)
+            else:
+                self._committed(metric, count, took, waited)
             waited = 0.0
         if committed:
             self.stats.increment("committedPoints", committed)
+        if update_times:
+            self.stats.append_many("updateTimes", update_times)
         return kept
 
     def _committed(self, metric: str, count: int, took: float, waited: float) -> None:

@@ -50,6 +50,45 @@ def test_each_strategy_visits_every_metric_once_per_pass(name):
         assert seen[0] == "m49"  # the oldest point first
 
 
+@pytest.mark.parametrize("name", ["sorted", "max", "naive", "timesorted", "bucketmax"])
+def test_choose_many_gives_what_choose_gives_none_twice(name):
+    """The writer's batch of picks: the same metrics in the same order as ``choose`` one
+    at a time, what ``skip`` holds left out, and no metric twice in one answer when a
+    new pass begins."""
+    def filled() -> MetricCache:
+        cache = MetricCache()
+        cache.add_batch([("m%d" % i, 1000 - i, 1.0) for i in range(50)])
+        cache.add_batch([("m%d" % (i * 3), t, 1.0)
+                         for i in range(10) for t in range(2000, 2000 + i)])
+        return cache
+    config = StrategyConfig.from_settings(Settings())
+    one, many = filled(), filled()
+    first, second = make_strategy(name, one, config), make_strategy(name, many, config)
+    first.skip = second.skip = {"m5", "m11"}
+    singles = []
+    while (metric := first.choose()) is not None:
+        singles.append(metric)
+        one.pop(metric)
+    batches = []
+    while batch := second.choose_many(7):
+        assert len(batch) <= 7 and len(set(batch)) == len(batch)
+        batches.append(batch)
+        for metric in batch:
+            many.pop(metric)
+    assert [metric for batch in batches for metric in batch] == singles
+    assert set(singles) == {"m%d" % i for i in range(50)} - {"m5", "m11"}
+    # a pass that ends inside an answer: the answer ends there; the metrics still cached
+    # come again from the next pass, in a later answer
+    cache = MetricCache()
+    cache.add_batch([("n%d" % i, 1, 1.0) for i in range(5)])
+    strategy = make_strategy(name, cache, config)
+    assert len(strategy.choose_many(3)) == 3
+    rest = strategy.choose_many(3)
+    assert len(rest) == len(set(rest)) <= 3
+    again = strategy.choose_many(10)
+    assert len(again) == len(set(again)) and set(again) <= {"n%d" % i for i in range(5)}
+
+
 def test_max_strategy_does_not_rescan_per_pick():
     cache = MetricCache()
     n = 100_000

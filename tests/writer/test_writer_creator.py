@@ -375,11 +375,16 @@ def test_new_metrics_go_to_the_creator_a_batch_at_a_time(harness) -> None:
     assert h.stats.get("creates") == 200
 
 
-def test_metrics_claimed_for_the_creator_are_handed_over_when_a_pick_fails(harness) -> None:
-    h = harness(strategy="naive", LOG_CREATES=False)
+@pytest.mark.parametrize("limited", [False, True])
+def test_metrics_claimed_for_the_creator_are_handed_over_when_a_pick_fails(harness, limited
+                                                                           ) -> None:
+    """Without an update limit the writer takes a batch of picks at a time
+    (``choose_many``), with one a pick at a time (``choose``)."""
+    overrides = {"MAX_UPDATES_PER_SECOND": 1000.0} if limited else {}
+    h = harness(strategy="naive", LOG_CREATES=False, **overrides)
     metrics = ["claim.m%d" % i for i in range(5)]
     h.add(metrics)
-    choose = h.writer.strategy.choose
+    choose, choose_many = h.writer.strategy.choose, h.writer.strategy.choose_many
     picks = []
 
     def failing() -> str | None:
@@ -388,12 +393,21 @@ def test_metrics_claimed_for_the_creator_are_handed_over_when_a_pick_fails(harne
             raise RuntimeError("broken strategy")
         return choose()
 
-    h.writer.strategy.choose = failing
+    def failing_many(limit: int) -> list[str]:
+        picks.append(1)
+        if len(picks) == 2:
+            raise RuntimeError("broken strategy")
+        return choose_many(2)
+
+    if limited:
+        h.writer.strategy.choose = failing
+    else:
+        h.writer.strategy.choose_many = failing_many
     with pytest.raises(RuntimeError):
         h.writer.write_some()
     creator = h.writer.creator
     assert list(creator.pending) == metrics[:2] == sorted(creator.busy)  # not stranded
-    h.writer.strategy.choose = choose
+    h.writer.strategy.choose, h.writer.strategy.choose_many = choose, choose_many
     for _ in range(40):
         if not h.cache and not creator.busy:
             break
