@@ -19,7 +19,8 @@ from carbon.carbonlink.server import CarbonLinkConfig, CarbonLinkFactory, Carbon
 from carbon.config.errors import ConfigError
 from carbon.config.schemas import SchemaFiles
 from carbon.config.loader import load_settings
-from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, Opener, log_lines
+from carbon.daemon.base import (WHOLE_READ_BYTES, Composition, Daemon, Opener, collect_rarely,
+                                log_lines)
 from carbon.daemon.notify import notify
 from carbon.instrumentation.reporter import Reporter, cache_extra
 from carbon.pipeline import Batch, Processor
@@ -154,6 +155,7 @@ class CacheDaemon(Daemon):
         }, extra=cache_extra)
 
     def start_sink(self) -> None:
+        collect_rarely()
         journal = self.journal
         if journal is not None:
             journal.open()  # replays what an earlier run left, before anything listens

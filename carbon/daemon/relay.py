@@ -3,14 +3,14 @@ destinations; its SIGHUP reload (a new ring, the relay rules, the lists) beside 
 
 from __future__ import annotations
 
-import gc
 import signal
 from typing import Any, Callable
 
 from twisted.internet import defer
 
 from carbon.config.errors import ConfigError
-from carbon.daemon.base import WHOLE_READ_BYTES, Composition, Daemon, log_lines
+from carbon.daemon.base import (WHOLE_READ_BYTES, Composition, Daemon, collect_rarely,
+                                log_lines)
 from carbon.daemon.relay_workers import WorkerPool, worker_count
 from carbon.instrumentation.reporter import Reporter
 from carbon.pipeline import Processor
@@ -23,7 +23,6 @@ from carbon.relay.rules import RelayRule, load_relay_rules
 from carbon.relay.sink import RelaySink, relay_extra
 
 
-GC_THRESHOLD = 20000  # the relay's young-generation collection threshold
 READ_BYTES = WHOLE_READ_BYTES  # a receiver's read: one C routing call per read
 
 
@@ -65,12 +64,7 @@ class RelayDaemon(Daemon):
                         gauges=gauges, extra=relay_extra)
 
     def start_sink(self) -> None:
-        # Points in flight are short-lived tuples (pickle messages, tuple batches): at
-        # CPython's default of 700 net allocations a young-generation collection runs
-        # every few hundred points and scans what is still queued (~12% of the CPU of
-        # pickle relaying). The relay holds few long-lived objects, so collect rarely.
-        threshold = gc.get_threshold()
-        gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
+        collect_rarely()
         self.relay.start()
         if self.workers > 1:
             self.pool = WorkerPool(self.settings, self.workers, self.log, self.reactor,
