@@ -64,7 +64,7 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[byt
             from webapp.graphs.line import draw_line_graph, graph_tz
             ax = prepared.begin(parse_color(options.str('bgcolor')), graph_tz(options))
             fig = prepared.figure
-            draw_line_graph(fig, series_list, options, ax, prepared.styled)
+            draw_line_graph(fig, series_list, options, ax, prepared.styled, prepared.kept)
         if fmt == 'png':    # drawn on the Agg canvas, written by webapp.graphs.png
             from webapp.graphs.png import encode_rgba
             canvas: Any = fig.canvas

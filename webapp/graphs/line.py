@@ -209,7 +209,7 @@ def _stack_area_mode(series_list: list, options: GraphOptions) -> None:
 
 
 def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
-                 colors: list, positions: dict[int, int]) -> list:
+                 colors: list, positions: dict[int, int], kept: Optional[dict] = None) -> list:
     """Plot each series on ``ax``; returns legend handles/labels pairs."""
     line_mode = options.str('lineMode')
     alpha_area = options.float('areaAlpha')
@@ -251,22 +251,47 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
             plain.append((times, ys, style))
             handles.append((style, series))   # a legend proxy is made only if shown
     if plain:
-        _add_lines(ax, plain)
+        _add_lines(ax, plain, kept)
     return handles
 
 
-def _add_lines(ax: Any, lines: list) -> None:
+def _add_lines(ax: Any, lines: list, kept: Optional[dict] = None) -> None:
     """Plain lines as one LineCollection (NaN breaks a line, as in a plotted one)."""
     np = packed.np
     segments = [np.column_stack((np.asarray(times, dtype=float), np.asarray(ys, dtype=float)))
                 for times, ys, _style in lines]
-    collection = LineCollection(
-        segments, colors=[style['color'] for _t, _y, style in lines],
-        linewidths=[style['linewidth'] for _t, _y, style in lines],
-        linestyles=[style.get('linestyle', 'solid') for _t, _y, style in lines],
-        capstyle='projecting', joinstyle='round')
-    ax.add_collection(collection, autolim=True)
-    ax.autoscale_view()
+    props = {'colors': [style['color'] for _t, _y, style in lines],
+             'linewidths': [style['linewidth'] for _t, _y, style in lines],
+             'linestyles': [style.get('linestyle', 'solid') for _t, _y, style in lines]}
+
+    def make() -> LineCollection:
+        collection = LineCollection(segments, capstyle='projecting', joinstyle='round',
+                                    **props)
+        ax.add_collection(collection, autolim=True)
+        ax.autoscale_view()
+        return collection
+    _collection(ax, kept, 'lines', make, segments, props)
+
+
+def _collection(ax: Any, kept: Optional[dict], key: str, make: Any, segments: Any,
+                props: dict) -> None:
+    """A LineCollection of ``segments`` with ``props``: made by ``make`` (which adds it
+    to ``ax``), or, on a prepared Axes (``kept``: agg.PreparedFigure.kept), the one an
+    earlier graph made, given these and put last among the Axes' artists, where a new
+    one would be (the same drawing order). Its view limits are the graph's own (set
+    later), so the data limits a new one adds are not needed."""
+    collection = None if kept is None else kept.get(key)
+    if collection is None:
+        collection = make()
+        if kept is not None:
+            kept[key] = collection
+        return
+    collection.set_segments(segments)
+    collection.set(**props)
+    collection.set_visible(True)
+    children = ax._children
+    children.remove(collection)
+    children.append(collection)
 
 
 def reusable(series_list: list, options: GraphOptions) -> bool:
@@ -290,9 +315,10 @@ def look(options: GraphOptions) -> tuple[Any, ...]:
 
 
 def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
-                    ax: Any = None, styled: bool = False) -> None:
+                    ax: Any = None, styled: bool = False, kept: Optional[dict] = None) -> None:
     """Draw the series onto ``fig`` honouring graph and per-series options; onto ``ax``,
-    a prepared Axes of ``fig`` (already ``styled``: tick colour and size set), if given."""
+    a prepared Axes of ``fig`` (already ``styled``: tick colour and size set), if given,
+    reusing the collections in ``kept`` (agg.PreparedFigure.kept) if given."""
     tz = graph_tz(options)
     fg = parse_color(options.str('fgcolor'))
     font_size = options.float('fontSize')
@@ -316,13 +342,13 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
     _stack_area_mode(left, options)
     _stack_area_mode(right, options)
     positions = auto_colors(series_list, options)
-    handles = _draw_series(ax, left, options, tz, colors, positions)
+    handles = _draw_series(ax, left, options, tz, colors, positions, kept)
     ax2 = None
     if right:
         ax2 = ax.twinx()
         handles += _draw_series(ax2, right, options, tz, colors, positions)
     _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes,
-                    styled)
+                    styled, kept)
     if hide_axes:
         ax.set_axis_off()
         if ax2 is not None:
@@ -337,7 +363,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
                     fg: tuple, font_size: float, frame: _Frame, hide_axes: bool,
-                    styled: bool = False) -> None:
+                    styled: bool = False, kept: Optional[dict] = None) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
     ax.set_xlim(_date_num(start), _date_num(end))
@@ -393,8 +419,11 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
             xs += at
             colors += [parse_color(options.str(color))] * len(at)
             widths += [width] * len(at)
-        ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors,
-                  linewidths=widths, zorder=0.6)   # minor first: majors paint over them
+        # minor first: majors paint over them
+        _collection(ax, kept, 'x grid', lambda: ax.vlines(
+            xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors, linewidths=widths,
+            zorder=0.6), [((x, 0.0), (x, 1.0)) for x in xs],
+            {'colors': colors, 'linewidths': widths})
         minor = options.int('minorY', 1) or 0
         if ax.get_yscale() != 'linear':     # a log axis keeps matplotlib's own grid lines
             ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
@@ -405,12 +434,14 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
                 minors = list(ax.yaxis.get_minorticklocs())
             ax.yaxis.set_minor_locator(NullLocator())   # the lines only: no Tick objects
             if not options.bool('hideYAxis'):
-                _y_grid(ax, major, parse_color(options.str('minorGridLineColor')), minors)
+                _y_grid(ax, major, parse_color(options.str('minorGridLineColor')), minors,
+                        kept)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
 
 
-def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list) -> None:
+def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list,
+            kept: Optional[dict] = None) -> None:
     """The horizontal grid as one collection: a line at each major y tick (0.4 px), then
     at each minor one (0.3 px), within the axis range, drawn as the ticks' grid lines were
     (same order, caps and clip) but without a Tick object (two lines and two texts) each."""
@@ -421,10 +452,12 @@ def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list) -> None:
         return [float(v) for v in values if low - slack <= v <= high + slack]
     majors, minors = inside(ax.yaxis.get_majorticklocs()), inside(minors)
     if majors or minors:
-        ax.hlines(majors + minors, 0, 1, transform=ax.get_yaxis_transform(),
-                  colors=[major] * len(majors) + [minor] * len(minors),
-                  linewidths=[0.4] * len(majors) + [0.3] * len(minors),
-                  capstyle='projecting', zorder=0.5)  # before the axes, as their ticks
+        props = {'colors': [major] * len(majors) + [minor] * len(minors),
+                 'linewidths': [0.4] * len(majors) + [0.3] * len(minors)}
+        _collection(ax, kept, 'y grid', lambda: ax.hlines(
+            majors + minors, 0, 1, transform=ax.get_yaxis_transform(), capstyle='projecting',
+            zorder=0.5, **props),   # before the axes, as their ticks
+            [((0.0, y), (1.0, y)) for y in majors + minors], props)
 
 
 def _log_base(options: GraphOptions) -> Optional[float]:
