@@ -56,6 +56,8 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[byt
                                 'svg.hashsalt': 'graphite', 'path.simplify': True}):
         if not line:
             from webapp.graphs.pie import draw_pie_graph
+            from webapp.render.series import materialize_all
+            materialize_all(series_list)    # a line graph takes packed rows as they are
             draw_pie_graph(fig, series_list, options)
         elif prepared is None:
             from webapp.graphs.line import draw_line_graph

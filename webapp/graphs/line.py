@@ -19,6 +19,7 @@ from webapp.graphs.legend import place_legend, text_width
 from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
                                     title_height, title_size)
 from webapp.graphs.time_axis import choose_row, times
+from webapp.render.series import PackedSeries
 from webapp.storage import packed
 
 DEFAULT_LINE_WIDTH = 1.2
@@ -42,11 +43,30 @@ def _consolidate(series_list: list, plot_width: int, min_x_step: float) -> None:
     drawable = max(1, int(plot_width / min_x_step)) if min_x_step > 0 else plot_width
     merging = []
     for series in series_list:
-        count = len(series)
+        count = _length(series)
         if drawable > 0 and count > drawable:
             series.consolidate(math.ceil(count / float(drawable)))
             merging.append(series)
+        else:
+            _materialize(series)
     _merge_points(merging)
+
+
+def _packed_row(series: Any) -> Any:
+    """The packed whisper row of a series not made into a list yet (see
+    webapp.render.series.PackedSeries: a graph's bare path targets come as those), or
+    None."""
+    return series.packed if type(series) is PackedSeries else None
+
+
+def _length(series: Any) -> int:
+    row = _packed_row(series)
+    return len(series) if row is None else max(0, len(row) - series.drop)
+
+
+def _materialize(series: Any) -> None:
+    if _packed_row(series) is not None:
+        series.materialize()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -85,13 +105,15 @@ def _merge_points(series_list: list) -> None:
     and its consolidation is average/sum/min/max (what the drawing shows is the same);
     series of the same length, valuesPerPoint and function are merged as one array."""
     np = packed.np
-    if np is None:
-        return
-    groups: dict[tuple[int, int, str], list[tuple[Any, list]]] = {}
+    groups: dict[tuple[int, int, str], list[tuple[Any, Optional[list]]]] = {}
     for series in series_list:
         vpp = series.valuesPerPoint
         func = series.consolidationFunc
-        if vpp <= 1 or func not in ('average', 'avg', 'sum', 'min', 'max'):
+        if np is None or vpp <= 1 or func not in ('average', 'avg', 'sum', 'min', 'max'):
+            _materialize(series)
+            continue
+        if _packed_row(series) is not None:     # float64 values and a mask already
+            groups.setdefault((_length(series), vpp, func), []).append((series, None))
             continue
         values = list(list.__iter__(series))
         if frozenset(map(type, values)) <= _FLOATS_OR_NONE:
@@ -99,8 +121,7 @@ def _merge_points(series_list: list) -> None:
     for (count, vpp, func), members in groups.items():
         cells = -(-count // vpp)
         grid = np.full((len(members), cells * vpp), np.nan)
-        grid[:, :count] = np.array([values for _series, values in members],
-                                   dtype=np.float64)                 # None -> NaN
+        grid[:, :count] = _value_grid(members, count)
         grid = grid.reshape(len(members), cells, vpp)
         known = (~np.isnan(grid)).sum(axis=2)
         with np.errstate(all='ignore'):
@@ -116,9 +137,30 @@ def _merge_points(series_list: list) -> None:
             out = merged[row].tolist()
             for index in np.flatnonzero(~ok).tolist():
                 out[index] = None
+            if _packed_row(series) is not None:
+                series.packed, series.drop = None, 0     # its list is the merged values
             series[:] = out
             series.step = series.step * vpp
             series.valuesPerPoint = 1
+
+
+def _value_grid(members: list[tuple[Any, Optional[list]]], count: int) -> Any:
+    """The values of ``members`` ((series, value list or None for a packed row), each
+    ``count`` long) as one float64 array, NaN where no value is (None, an empty slot)
+    or the value is NaN (as the list conversion gives)."""
+    np = packed.np
+    if all(values is None and series.drop == 0 for series, values in members):
+        stacked = packed.stack_rows([series.packed for series, _values in members])
+        if stacked is not None:
+            return np.where(stacked[1], stacked[0], np.nan)
+    rows = []
+    for series, values in members:
+        if values is None:
+            row, drop = series.packed, series.drop
+            rows.append(np.where(row.valid[drop:], row.values[drop:], np.nan))
+        else:
+            rows.append(np.array(values, dtype=np.float64))        # None -> NaN
+    return np.array(rows) if rows else np.empty((0, count))
 
 
 def _nan(values: list) -> Any:

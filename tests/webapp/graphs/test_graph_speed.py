@@ -171,3 +171,42 @@ def test_cached_glyphs_draw_the_pixels_matplotlib_draws() -> None:
     assert glyph_api() is False or cached.glyphs          # the caches were used
     assert np.array_equal(mine, draw(RendererAgg(330, 250, 72.0), 1))
     assert mine[..., 3].any()
+
+
+def _packed_and_lists() -> tuple[list, list]:
+    """The same series twice: as packed whisper rows (what a graph's bare path targets
+    bring) and as value lists: gaps, NaN values, a row too short to be merged, other
+    consolidation functions (one merged in numpy, one not), two blocks of one width."""
+    from webapp.render.series import PackedSeries
+    from webapp.storage.packed import Block, PackedValues
+    rng = np.random.default_rng(3)
+    values = rng.normal(50.0, 20.0, (5, 1000))
+    valid = rng.random((5, 1000)) > 0.05
+    values[2, 100:140] = np.nan                   # stored NaN: drawn as a gap
+    valid[3, :] = True
+    first = Block(values[:4].copy(), valid[:4].copy(), (START, START + 60000, 60))
+    second = Block(values[4:].copy(), valid[4:].copy(), (START, START + 60000, 60))
+    short = Block(values[:1, :200].copy(), valid[:1, :200].copy(), (START, START + 12000, 60))
+    rows = [(first, r) for r in range(4)] + [(second, 0), (short, 0)]
+    functions = ['average', 'max', 'sum', 'last', 'min', 'average']
+    packed, lists = [], []
+    for i, ((block, row), func) in enumerate(zip(rows, functions, strict=True)):
+        end = START + 60 * block.points
+        one = PackedSeries('p.%d' % i, START, end, 60, PackedValues(block, row))
+        other = TimeSeries('p.%d' % i, START, end, 60, PackedValues(block, row).tolist())
+        one.consolidationFunc = other.consolidationFunc = func
+        packed.append(one)
+        lists.append(other)
+    return packed, lists
+
+
+def test_packed_rows_draw_the_pixels_of_their_value_lists() -> None:
+    for params in ({}, {'width': '1200', 'height': '300'}, {'hideLegend': 'false'},
+                   {'minXStep': '3', 'areaMode': 'first'}):
+        packed, lists = _packed_and_lists()
+        image = pixels(render_graph(packed, dict(params), 'png')[0])
+        assert all(s.packed is None for s in packed)              # all drawn from rows
+        assert np.array_equal(image, pixels(render_graph(lists, dict(params), 'png')[0]))
+        packed, lists = _packed_and_lists()
+        assert render_graph(packed, dict(params), 'svg')[0] == \
+            render_graph(lists, dict(params), 'svg')[0]
