@@ -23,10 +23,13 @@ def _canvas(fig: Any, fmt: str) -> Any:
     return ReusingCanvas(fig)
 
 
-def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[bytes, str]:
+def render_graph(series_list: list, params: dict, fmt: str = 'png',
+                 prepared_figure: bool = True) -> tuple[bytes, str]:
     """Draw ``series_list`` with graphite render ``params``; returns (image bytes, MIME type).
 
     ``fmt`` is png, svg or pdf; ``params['graphType'] == 'pie'`` draws a pie chart.
+    A common line graph PNG is drawn on this thread's prepared figure (agg.thread_figure)
+    unless ``prepared_figure`` is False (tests draw both ways and compare).
     """
     from matplotlib.figure import Figure
 
@@ -38,7 +41,7 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png') -> tuple[byt
     height = max(1, options.int('height'))
     line = options.str('graphType') != 'pie'
     prepared = None
-    if fmt == 'png' and line:
+    if fmt == 'png' and line and prepared_figure:
         from webapp.graphs.line import look, reusable
         if reusable(series_list, options):
             from webapp.graphs.agg import thread_figure

@@ -315,6 +315,10 @@ def _add_lines(ax: Any, lines: list, kept: Optional[dict] = None) -> None:
     _collection(ax, kept, 'lines', make, segments, props)
 
 
+def _no_units() -> bool:
+    return False
+
+
 def _collection(ax: Any, kept: Optional[dict], key: str, make: Any, segments: Any,
                 props: dict) -> None:
     """A LineCollection of ``segments`` with ``props``: made by ``make`` (which adds it
@@ -327,6 +331,10 @@ def _collection(ax: Any, kept: Optional[dict], key: str, make: Any, segments: An
         collection = make()
         if kept is not None:
             kept[key] = collection
+            # its x values are date numbers already: with the date axis' units set,
+            # matplotlib would pass every path through the (no-op) unit conversion
+            # into a new Path on each draw (~1 ms for 36 lines)
+            collection.have_units = _no_units
         return
     collection.set_segments(segments)
     collection.set(**props)
