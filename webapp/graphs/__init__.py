@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 from webapp.graphs.options import GraphOptions, parse_color
 
@@ -21,6 +22,21 @@ def _canvas(fig: Any, fmt: str) -> Any:
         return FigureCanvasPdf(fig)
     from webapp.graphs.agg import ReusingCanvas
     return ReusingCanvas(fig)
+
+
+@contextlib.contextmanager
+def _rc(settings: dict[str, Any]) -> Iterator[None]:
+    """matplotlib's rcParams ``settings`` while drawing, put back after: what
+    ``matplotlib.rc_context`` does for these keys, without copying all ~300 settings
+    twice (~0.4 ms a graph); nothing while drawing changes other settings."""
+    import matplotlib
+    rcParams: Any = matplotlib.rcParams     # its stubs index it by literal keys only
+    before = {key: rcParams[key] for key in settings}
+    try:
+        rcParams.update(settings)
+        yield
+    finally:
+        rcParams.update(before)
 
 
 def render_graph(series_list: list, params: dict, fmt: str = 'png',
@@ -51,12 +67,10 @@ def render_graph(series_list: list, params: dict, fmt: str = 'png',
         fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI,
                      facecolor=parse_color(options.str('bgcolor')))
         _canvas(fig, fmt)
-    import matplotlib
-    with matplotlib.rc_context({'font.family': options.str('fontName'),
-                                'font.weight': 'bold' if options.bool('fontBold') else 'normal',
-                                'font.style': 'italic' if options.bool('fontItalic')
-                                else 'normal',
-                                'svg.hashsalt': 'graphite', 'path.simplify': True}):
+    with _rc({'font.family': options.str('fontName'),
+              'font.weight': 'bold' if options.bool('fontBold') else 'normal',
+              'font.style': 'italic' if options.bool('fontItalic') else 'normal',
+              'svg.hashsalt': 'graphite', 'path.simplify': True}):
         if not line:
             from webapp.graphs.pie import draw_pie_graph
             from webapp.render.series import materialize_all

@@ -55,13 +55,17 @@ class CachingRenderer(RendererAgg):
             _AGG.draw_text(self, gc, x, y, s, prop, angle, ismath, mtext)
             return
         flags = _HINTING()
-        font = _AGG._prepare_font(self, prop)
         size = prop.get_size_in_points()
-        key = (id(font), size, self.dpi, s, features, language, flags)
+        # what picks the font (FontProperties' own hash fields, taken now: a prop may be
+        # changed later); the font is looked up and sized only to lay out a new text
+        key = (tuple(prop.get_family()), prop.get_slant(), prop.get_variant(),
+               prop.get_weight(), prop.get_stretch(), size, prop.get_file(),
+               prop.get_math_fontfamily(), self.dpi, s, features, language, flags)
         cached = self.layouts.get(key)
-        if cached is None or cached[0] is not font:
+        if cached is None:
             if len(self.layouts) >= MAX_LAYOUTS:
                 self.layouts.clear()
+            font = _AGG._prepare_font(self, prop)
             items = [(item.ft_object, item.glyph_index, item.x, item.y)
                      for item in font._layout(s, flags=flags, features=features,
                                               language=language)]
