@@ -23,6 +23,9 @@ ZLIB_LEVEL = 1
 ZLIB_STRATEGY = zlib.Z_RLE
 UP_FILTER = 2
 METERS_PER_INCH = 0.0254
+# rows are filtered and deflated this many bytes at a time (a graph's own size or less:
+# a 4096x4096 one is not copied whole)
+BLOCK_BYTES = 1 << 20
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -42,12 +45,19 @@ def encode_rgba(pixels: Any, dpi: float) -> bytes:
     rgba = np.asarray(pixels, dtype=np.uint8)
     height, width = int(rgba.shape[0]), int(rgba.shape[1])
     rows = rgba.reshape(height, width * 4)
-    filtered = np.empty((height, width * 4 + 1), dtype=np.uint8)
-    filtered[:, 0] = UP_FILTER
-    filtered[0, 1:] = rows[0]                   # the row above the first is zeros
-    np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])    # modulo 256, as PNG's Up
     deflate = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, 15, 9, ZLIB_STRATEGY)
-    data = deflate.compress(filtered.data) + deflate.flush()
+    parts = []
+    step = max(1, BLOCK_BYTES // (width * 4 + 1))     # rows filtered at a time
+    for first in range(0, height, step):
+        block = rows[first:first + step]
+        filtered = np.empty((len(block), width * 4 + 1), dtype=np.uint8)
+        filtered[:, 0] = UP_FILTER
+        # each byte minus the one above it, modulo 256 (above the first row: zeros)
+        filtered[0, 1:] = block[0] - rows[first - 1] if first else block[0]
+        np.subtract(block[1:], block[:-1], out=filtered[1:, 1:])
+        parts.append(deflate.compress(filtered.data))
+    parts.append(deflate.flush())
+    data = b''.join(parts)
     per_meter = int(dpi / METERS_PER_INCH + 0.5)
     return b''.join((
         SIGNATURE,

@@ -210,3 +210,17 @@ def test_packed_rows_draw_the_pixels_of_their_value_lists() -> None:
         packed, lists = _packed_and_lists()
         assert render_graph(packed, dict(params), 'svg')[0] == \
             render_graph(lists, dict(params), 'svg')[0]
+
+
+def test_a_big_png_is_written_in_blocks_of_rows_and_decodes_the_same(
+        monkeypatch: Any) -> None:
+    from webapp.graphs import png
+    rng = np.random.default_rng(11)
+    image = rng.integers(0, 256, (37, 23, 4), dtype=np.uint8)
+    image[10:20] = image[9]                       # repeated rows: zero rows once filtered
+    whole = png.encode_rgba(image, 72.0)
+    monkeypatch.setattr(png, 'BLOCK_BYTES', 3 * (23 * 4 + 1))     # 3 rows a block
+    blocks = png.encode_rgba(image, 72.0)
+    assert np.array_equal(pixels(whole), image)
+    assert np.array_equal(pixels(blocks), image)
+    assert zlib.decompress(idat(blocks)) == zlib.decompress(idat(whole))
