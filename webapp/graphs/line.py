@@ -19,6 +19,7 @@ from webapp.graphs.legend import place_legend, text_width
 from webapp.graphs.options import (GraphOptions, color_list, draw_no_data, parse_color,
                                     title_height, title_size)
 from webapp.graphs.time_axis import choose_row, times
+from webapp.render.series import PackedSeries
 from webapp.storage import packed
 
 DEFAULT_LINE_WIDTH = 1.2
@@ -42,11 +43,30 @@ def _consolidate(series_list: list, plot_width: int, min_x_step: float) -> None:
     drawable = max(1, int(plot_width / min_x_step)) if min_x_step > 0 else plot_width
     merging = []
     for series in series_list:
-        count = len(series)
+        count = _length(series)
         if drawable > 0 and count > drawable:
             series.consolidate(math.ceil(count / float(drawable)))
             merging.append(series)
+        else:
+            _materialize(series)
     _merge_points(merging)
+
+
+def _packed_row(series: Any) -> Any:
+    """The packed whisper row of a series not made into a list yet (see
+    webapp.render.series.PackedSeries: a graph's bare path targets come as those), or
+    None."""
+    return series.packed if type(series) is PackedSeries else None
+
+
+def _length(series: Any) -> int:
+    row = _packed_row(series)
+    return len(series) if row is None else max(0, len(row) - series.drop)
+
+
+def _materialize(series: Any) -> None:
+    if _packed_row(series) is not None:
+        series.materialize()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -85,13 +105,15 @@ def _merge_points(series_list: list) -> None:
     and its consolidation is average/sum/min/max (what the drawing shows is the same);
     series of the same length, valuesPerPoint and function are merged as one array."""
     np = packed.np
-    if np is None:
-        return
-    groups: dict[tuple[int, int, str], list[tuple[Any, list]]] = {}
+    groups: dict[tuple[int, int, str], list[tuple[Any, Optional[list]]]] = {}
     for series in series_list:
         vpp = series.valuesPerPoint
         func = series.consolidationFunc
-        if vpp <= 1 or func not in ('average', 'avg', 'sum', 'min', 'max'):
+        if np is None or vpp <= 1 or func not in ('average', 'avg', 'sum', 'min', 'max'):
+            _materialize(series)
+            continue
+        if _packed_row(series) is not None:     # float64 values and a mask already
+            groups.setdefault((_length(series), vpp, func), []).append((series, None))
             continue
         values = list(list.__iter__(series))
         if frozenset(map(type, values)) <= _FLOATS_OR_NONE:
@@ -99,8 +121,7 @@ def _merge_points(series_list: list) -> None:
     for (count, vpp, func), members in groups.items():
         cells = -(-count // vpp)
         grid = np.full((len(members), cells * vpp), np.nan)
-        grid[:, :count] = np.array([values for _series, values in members],
-                                   dtype=np.float64)                 # None -> NaN
+        grid[:, :count] = _value_grid(members, count)
         grid = grid.reshape(len(members), cells, vpp)
         known = (~np.isnan(grid)).sum(axis=2)
         with np.errstate(all='ignore'):
@@ -116,9 +137,30 @@ def _merge_points(series_list: list) -> None:
             out = merged[row].tolist()
             for index in np.flatnonzero(~ok).tolist():
                 out[index] = None
+            if _packed_row(series) is not None:
+                series.packed, series.drop = None, 0     # its list is the merged values
             series[:] = out
             series.step = series.step * vpp
             series.valuesPerPoint = 1
+
+
+def _value_grid(members: list[tuple[Any, Optional[list]]], count: int) -> Any:
+    """The values of ``members`` ((series, value list or None for a packed row), each
+    ``count`` long) as one float64 array, NaN where no value is (None, an empty slot)
+    or the value is NaN (as the list conversion gives)."""
+    np = packed.np
+    if all(values is None and series.drop == 0 for series, values in members):
+        stacked = packed.stack_rows([series.packed for series, _values in members])
+        if stacked is not None:
+            return np.where(stacked[1], stacked[0], np.nan)
+    rows = []
+    for series, values in members:
+        if values is None:
+            row, drop = series.packed, series.drop
+            rows.append(np.where(row.valid[drop:], row.values[drop:], np.nan))
+        else:
+            rows.append(np.array(values, dtype=np.float64))        # None -> NaN
+    return np.array(rows) if rows else np.empty((0, count))
 
 
 def _nan(values: list) -> Any:
@@ -209,7 +251,7 @@ def _stack_area_mode(series_list: list, options: GraphOptions) -> None:
 
 
 def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
-                 colors: list, positions: dict[int, int]) -> list:
+                 colors: list, positions: dict[int, int], kept: Optional[dict] = None) -> list:
     """Plot each series on ``ax``; returns legend handles/labels pairs."""
     line_mode = options.str('lineMode')
     alpha_area = options.float('areaAlpha')
@@ -251,22 +293,55 @@ def _draw_series(ax: Any, series_list: list, options: GraphOptions, tz: Any,
             plain.append((times, ys, style))
             handles.append((style, series))   # a legend proxy is made only if shown
     if plain:
-        _add_lines(ax, plain)
+        _add_lines(ax, plain, kept)
     return handles
 
 
-def _add_lines(ax: Any, lines: list) -> None:
+def _add_lines(ax: Any, lines: list, kept: Optional[dict] = None) -> None:
     """Plain lines as one LineCollection (NaN breaks a line, as in a plotted one)."""
     np = packed.np
     segments = [np.column_stack((np.asarray(times, dtype=float), np.asarray(ys, dtype=float)))
                 for times, ys, _style in lines]
-    collection = LineCollection(
-        segments, colors=[style['color'] for _t, _y, style in lines],
-        linewidths=[style['linewidth'] for _t, _y, style in lines],
-        linestyles=[style.get('linestyle', 'solid') for _t, _y, style in lines],
-        capstyle='projecting', joinstyle='round')
-    ax.add_collection(collection, autolim=True)
-    ax.autoscale_view()
+    props = {'colors': [style['color'] for _t, _y, style in lines],
+             'linewidths': [style['linewidth'] for _t, _y, style in lines],
+             'linestyles': [style.get('linestyle', 'solid') for _t, _y, style in lines]}
+
+    def make() -> LineCollection:
+        collection = LineCollection(segments, capstyle='projecting', joinstyle='round',
+                                    **props)
+        ax.add_collection(collection, autolim=True)
+        ax.autoscale_view()
+        return collection
+    _collection(ax, kept, 'lines', make, segments, props)
+
+
+def _no_units() -> bool:
+    return False
+
+
+def _collection(ax: Any, kept: Optional[dict], key: str, make: Any, segments: Any,
+                props: dict) -> None:
+    """A LineCollection of ``segments`` with ``props``: made by ``make`` (which adds it
+    to ``ax``), or, on a prepared Axes (``kept``: agg.PreparedFigure.kept), the one an
+    earlier graph made, given these and put last among the Axes' artists, where a new
+    one would be (the same drawing order). Its view limits are the graph's own (set
+    later), so the data limits a new one adds are not needed."""
+    collection = None if kept is None else kept.get(key)
+    if collection is None:
+        collection = make()
+        if kept is not None:
+            kept[key] = collection
+            # its x values are date numbers already: with the date axis' units set,
+            # matplotlib would pass every path through the (no-op) unit conversion
+            # into a new Path on each draw (~1 ms for 36 lines)
+            collection.have_units = _no_units
+        return
+    collection.set_segments(segments)
+    collection.set(**props)
+    collection.set_visible(True)
+    children = ax._children
+    children.remove(collection)
+    children.append(collection)
 
 
 def reusable(series_list: list, options: GraphOptions) -> bool:
@@ -290,9 +365,10 @@ def look(options: GraphOptions) -> tuple[Any, ...]:
 
 
 def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
-                    ax: Any = None, styled: bool = False) -> None:
+                    ax: Any = None, styled: bool = False, kept: Optional[dict] = None) -> None:
     """Draw the series onto ``fig`` honouring graph and per-series options; onto ``ax``,
-    a prepared Axes of ``fig`` (already ``styled``: tick colour and size set), if given."""
+    a prepared Axes of ``fig`` (already ``styled``: tick colour and size set), if given,
+    reusing the collections in ``kept`` (agg.PreparedFigure.kept) if given."""
     tz = graph_tz(options)
     fg = parse_color(options.str('fgcolor'))
     font_size = options.float('fontSize')
@@ -316,13 +392,13 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
     _stack_area_mode(left, options)
     _stack_area_mode(right, options)
     positions = auto_colors(series_list, options)
-    handles = _draw_series(ax, left, options, tz, colors, positions)
+    handles = _draw_series(ax, left, options, tz, colors, positions, kept)
     ax2 = None
     if right:
         ax2 = ax.twinx()
         handles += _draw_series(ax2, right, options, tz, colors, positions)
     _configure_axes(ax, ax2, series_list, options, tz, fg, font_size, frame, hide_axes,
-                    styled)
+                    styled, kept)
     if hide_axes:
         ax.set_axis_off()
         if ax2 is not None:
@@ -337,7 +413,7 @@ def draw_line_graph(fig: Figure, series_list: list, options: GraphOptions,
 
 def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions, tz: Any,
                     fg: tuple, font_size: float, frame: _Frame, hide_axes: bool,
-                    styled: bool = False) -> None:
+                    styled: bool = False, kept: Optional[dict] = None) -> None:
     start = min(s.start for s in series_list)
     end = max(s.end for s in series_list)
     ax.set_xlim(_date_num(start), _date_num(end))
@@ -393,8 +469,11 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
             xs += at
             colors += [parse_color(options.str(color))] * len(at)
             widths += [width] * len(at)
-        ax.vlines(xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors,
-                  linewidths=widths, zorder=0.6)   # minor first: majors paint over them
+        # minor first: majors paint over them
+        _collection(ax, kept, 'x grid', lambda: ax.vlines(
+            xs, 0, 1, transform=ax.get_xaxis_transform(), colors=colors, linewidths=widths,
+            zorder=0.6), [((x, 0.0), (x, 1.0)) for x in xs],
+            {'colors': colors, 'linewidths': widths})
         minor = options.int('minorY', 1) or 0
         if ax.get_yscale() != 'linear':     # a log axis keeps matplotlib's own grid lines
             ax.grid(True, which='major', axis='y', color=major, linewidth=0.4)
@@ -405,12 +484,14 @@ def _configure_axes(ax: Any, ax2: Any, series_list: list, options: GraphOptions,
                 minors = list(ax.yaxis.get_minorticklocs())
             ax.yaxis.set_minor_locator(NullLocator())   # the lines only: no Tick objects
             if not options.bool('hideYAxis'):
-                _y_grid(ax, major, parse_color(options.str('minorGridLineColor')), minors)
+                _y_grid(ax, major, parse_color(options.str('minorGridLineColor')), minors,
+                        kept)
     if options.str('yAxisSide') == 'right':
         ax.yaxis.tick_right()
 
 
-def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list) -> None:
+def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list,
+            kept: Optional[dict] = None) -> None:
     """The horizontal grid as one collection: a line at each major y tick (0.4 px), then
     at each minor one (0.3 px), within the axis range, drawn as the ticks' grid lines were
     (same order, caps and clip) but without a Tick object (two lines and two texts) each."""
@@ -421,10 +502,12 @@ def _y_grid(ax: Any, major: tuple, minor: tuple, minors: list) -> None:
         return [float(v) for v in values if low - slack <= v <= high + slack]
     majors, minors = inside(ax.yaxis.get_majorticklocs()), inside(minors)
     if majors or minors:
-        ax.hlines(majors + minors, 0, 1, transform=ax.get_yaxis_transform(),
-                  colors=[major] * len(majors) + [minor] * len(minors),
-                  linewidths=[0.4] * len(majors) + [0.3] * len(minors),
-                  capstyle='projecting', zorder=0.5)  # before the axes, as their ticks
+        props = {'colors': [major] * len(majors) + [minor] * len(minors),
+                 'linewidths': [0.4] * len(majors) + [0.3] * len(minors)}
+        _collection(ax, kept, 'y grid', lambda: ax.hlines(
+            majors + minors, 0, 1, transform=ax.get_yaxis_transform(), capstyle='projecting',
+            zorder=0.5, **props),   # before the axes, as their ticks
+            [((0.0, y), (1.0, y)) for y in majors + minors], props)
 
 
 def _log_base(options: GraphOptions) -> Optional[float]:

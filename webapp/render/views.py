@@ -159,8 +159,11 @@ def render_view(request: Request, store: Any, settings: Any) -> Response:
         data.extend(_pie_data(ctx, opts))
     else:
         fmt = opts.get('format')
-        data.extend(evaluate_target(ctx, opts['targets'], packed=fmt == 'json'))
         writer = FORMATS.get(fmt or '')
+        # packed rows reach the JSON writer and the graphs (webapp.graphs.line merges a
+        # graph's points from them), not the other writers
+        data.extend(evaluate_target(ctx, opts['targets'],
+                                    packed=fmt == 'json' or writer is None))
         if ctx.get('budget') is not None:    # the answer is written in one step
             ctx['budget'].check_time()
         if writer is not None:

@@ -1,6 +1,6 @@
-"""What makes a PNG answer cheaper without changing a pixel: a fast zlib level, and one
-Agg renderer a thread and image size, reused (so matplotlib's text metrics cache, one per
-renderer, stays warm across requests)."""
+"""What makes a PNG answer cheaper without changing a pixel: our own PNG writer (one row
+filter, a fast zlib level), and one Agg renderer a thread and image size, reused (so
+matplotlib's text metrics cache, one per renderer, stays warm across requests)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from webapp.graphs import PNG_COMPRESS_LEVEL, PNG_COMPRESS_STRATEGY, render_graph
+from webapp.graphs import render_graph
 from webapp.graphs.agg import thread_renderer as _thread_renderer
 from webapp.render.series import TimeSeries
 
@@ -41,20 +41,59 @@ def pixels(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert('RGBA'))
 
 
-def test_png_is_written_at_the_fast_zlib_level_and_strategy_and_decodes_the_same() -> None:
+def chunks(data: bytes) -> list[bytes]:
+    """The chunk types of a PNG, in order."""
+    at, out = 8, []
+    while at < len(data):
+        (length,) = struct.unpack('>I', data[at:at + 4])
+        out.append(data[at + 4:at + 8])
+        at += 12 + length
+    return out
+
+
+def test_png_rows_are_up_filtered_and_deflated_at_the_fast_level_and_strategy() -> None:
     data, _ = render_graph([wave('a.%d' % i, i) for i in range(36)], {}, 'png')
     stream = idat(data)
     # the zlib header names the level class: 0 is "fastest" (level 1), 2 is the default
-    assert PNG_COMPRESS_LEVEL == 1 and stream[1] >> 6 == 0
+    assert stream[1] >> 6 == 0
     raw = zlib.decompress(stream)
     assert len(raw) == 250 * (1 + 330 * 4)          # RGBA rows, each with its filter byte
-    # run-length matches only: the very stream zlib's Z_RLE strategy makes (Pillow asks
-    # zlib for window 15, memLevel 9), smaller than level 1's default strategy
-    assert PNG_COMPRESS_STRATEGY == zlib.Z_RLE
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(250, 1 + 330 * 4)
+    assert (rows[:, 0] == 2).all()                  # PNG's "Up" filter on every row
+    # run-length matches only: the very stream zlib's Z_RLE strategy makes (window 15,
+    # memLevel 9), which differs from level 1's default strategy
     for strategy in (zlib.Z_RLE, zlib.Z_DEFAULT_STRATEGY):
         packer = zlib.compressobj(1, zlib.DEFLATED, 15, 9, strategy)
         assert (packer.compress(raw) + packer.flush() == stream) is (strategy == zlib.Z_RLE)
-    assert Image.open(io.BytesIO(data)).mode == 'RGBA'
+    image = Image.open(io.BytesIO(data))
+    assert image.mode == 'RGBA' and [round(v) for v in image.info['dpi']] == [72, 72]
+    assert image.info['Software'].startswith('Matplotlib version')
+    assert chunks(data) == [b'IHDR', b'tEXt', b'pHYs', b'IDAT', b'IEND']
+
+
+def test_png_decodes_to_the_pixels_matplotlib_and_pillow_write() -> None:
+    """The same figure saved by matplotlib's own writer (Pillow, adaptive row filters)
+    and by webapp.graphs.png decodes to the same RGBA pixels, at two sizes, opaque and
+    with transparent and half-transparent pixels (random bytes: every filter path)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from webapp.graphs.png import encode_rgba
+    rng = np.random.default_rng(7)
+    for width, height, alpha in ((330, 250, 1.0), (97, 31, 0.5), (1, 1, 0.0)):
+        fig = Figure(figsize=(width / 72.0, height / 72.0), dpi=72.0)
+        canvas = FigureCanvasAgg(fig)
+        fig.patch.set_alpha(alpha)
+        if width > 1:
+            fig.figimage(rng.integers(0, 256, (height // 2, width // 2, 4), dtype=np.uint8),
+                         3, 2)
+        fig.add_subplot(1, 1, 1).plot([0, 1, 3], [2, 0, 5], alpha=0.7)
+        saved = io.BytesIO()
+        fig.savefig(saved, format='png', dpi=72.0)
+        drawn = np.asarray(canvas.buffer_rgba()).copy()
+        ours = encode_rgba(drawn, 72.0)
+        assert np.array_equal(pixels(ours), drawn)
+        assert np.array_equal(pixels(ours), pixels(saved.getvalue()))
 
 
 def test_a_thread_reuses_its_renderer_and_leaves_nothing_behind() -> None:
@@ -132,3 +171,56 @@ def test_cached_glyphs_draw_the_pixels_matplotlib_draws() -> None:
     assert glyph_api() is False or cached.glyphs          # the caches were used
     assert np.array_equal(mine, draw(RendererAgg(330, 250, 72.0), 1))
     assert mine[..., 3].any()
+
+
+def _packed_and_lists() -> tuple[list, list]:
+    """The same series twice: as packed whisper rows (what a graph's bare path targets
+    bring) and as value lists: gaps, NaN values, a row too short to be merged, other
+    consolidation functions (one merged in numpy, one not), two blocks of one width."""
+    from webapp.render.series import PackedSeries
+    from webapp.storage.packed import Block, PackedValues
+    rng = np.random.default_rng(3)
+    values = rng.normal(50.0, 20.0, (5, 1000))
+    valid = rng.random((5, 1000)) > 0.05
+    values[2, 100:140] = np.nan                   # stored NaN: drawn as a gap
+    valid[3, :] = True
+    first = Block(values[:4].copy(), valid[:4].copy(), (START, START + 60000, 60))
+    second = Block(values[4:].copy(), valid[4:].copy(), (START, START + 60000, 60))
+    short = Block(values[:1, :200].copy(), valid[:1, :200].copy(), (START, START + 12000, 60))
+    rows = [(first, r) for r in range(4)] + [(second, 0), (short, 0)]
+    functions = ['average', 'max', 'sum', 'last', 'min', 'average']
+    packed, lists = [], []
+    for i, ((block, row), func) in enumerate(zip(rows, functions, strict=True)):
+        end = START + 60 * block.points
+        one = PackedSeries('p.%d' % i, START, end, 60, PackedValues(block, row))
+        other = TimeSeries('p.%d' % i, START, end, 60, PackedValues(block, row).tolist())
+        one.consolidationFunc = other.consolidationFunc = func
+        packed.append(one)
+        lists.append(other)
+    return packed, lists
+
+
+def test_packed_rows_draw_the_pixels_of_their_value_lists() -> None:
+    for params in ({}, {'width': '1200', 'height': '300'}, {'hideLegend': 'false'},
+                   {'minXStep': '3', 'areaMode': 'first'}):
+        packed, lists = _packed_and_lists()
+        image = pixels(render_graph(packed, dict(params), 'png')[0])
+        assert all(s.packed is None for s in packed)              # all drawn from rows
+        assert np.array_equal(image, pixels(render_graph(lists, dict(params), 'png')[0]))
+        packed, lists = _packed_and_lists()
+        assert render_graph(packed, dict(params), 'svg')[0] == \
+            render_graph(lists, dict(params), 'svg')[0]
+
+
+def test_a_big_png_is_written_in_blocks_of_rows_and_decodes_the_same(
+        monkeypatch: Any) -> None:
+    from webapp.graphs import png
+    rng = np.random.default_rng(11)
+    image = rng.integers(0, 256, (37, 23, 4), dtype=np.uint8)
+    image[10:20] = image[9]                       # repeated rows: zero rows once filtered
+    whole = png.encode_rgba(image, 72.0)
+    monkeypatch.setattr(png, 'BLOCK_BYTES', 3 * (23 * 4 + 1))     # 3 rows a block
+    blocks = png.encode_rgba(image, 72.0)
+    assert np.array_equal(pixels(whole), image)
+    assert np.array_equal(pixels(blocks), image)
+    assert zlib.decompress(idat(blocks)) == zlib.decompress(idat(whole))

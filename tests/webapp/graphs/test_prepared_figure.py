@@ -154,3 +154,62 @@ def test_a_figure_is_never_shared_between_threads_and_a_failed_graph_is_not_reus
     assert not mine.clean
     assert np.array_equal(pixels(render_graph(series, {}, 'png')[0]), mine_first)
     assert mine.figure is not before and mine.clean
+
+
+# option sets of the common line graph: sizes, fonts, colours, title, minor grid, time
+# zones, unit systems, area modes, legends
+LOOKS = [
+    {},
+    {'width': '600', 'height': '300', 'title': 'Requests', 'minorY': '3'},
+    {'width': '200', 'height': '150', 'fontSize': '7'},
+    {'fontName': 'DejaVu Serif', 'fontBold': 'true', 'fontItalic': 'true', 'fontSize': '13',
+     'title': 'Serif bold', 'hideLegend': 'false'},
+    {'bgcolor': '000000', 'fgcolor': 'ffcc00', 'majorGridLineColor': '884444',
+     'minorGridLineColor': '223322', 'minorY': '4', 'tz': 'Europe/Berlin'},
+    {'tz': 'America/New_York', 'yUnitSystem': 'binary', 'areaMode': 'stacked',
+     'lineMode': 'staircase', 'title': 'Stacked'},
+    {'tz': 'Asia/Kolkata', 'areaMode': 'first', 'yMin': '-20', 'yMax': '220',
+     'hideGrid': 'true', 'hideLegend': 'false', 'lineWidth': '2'},
+    {'from': 'week', 'yStep': '25', 'drawNullAsZero': 'true', 'fontSize': '11'},
+]
+
+
+def _look_series(params: dict) -> list[TimeSeries]:
+    if params.get('from') == 'week':        # a week of hourly points: day labels
+        return [TimeSeries('w.%d' % i, START, START + 3600 * 168, 3600,
+                           [float((j * (i + 3)) % 101) for j in range(168)])
+                for i in range(4)]
+    scale = 3.5e6 if params.get('yUnitSystem') == 'binary' else 1.0
+    return [wave('servers.web%d.cpu' % i, i, points=1000, scale=scale) for i in range(12)]
+
+
+@pytest.mark.parametrize('params', LOOKS)
+def test_directly_drawn_ticks_and_kept_collections_give_matplotlibs_own_pixels(
+        params: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prepared figure's ticks (marks and labels drawn with the renderer calls
+    matplotlib makes, agg._draw_ticks_directly) and its kept line and grid collections
+    give every pixel of the same graph drawn by matplotlib's own Figure.draw on a new
+    Figure, the first time and when reused."""
+    from matplotlib.text import Text
+    params = {k: v for k, v in params.items() if k != 'from'} if 'from' in params else \
+        dict(params)
+    own = pixels(render_graph(_look_series(params), dict(params), 'png',
+                              prepared_figure=False)[0])
+    thread_figure.cache_clear()
+    labels: list[str] = []
+    text_draw = Text.draw
+
+    def counted(text: Any, renderer: Any) -> Any:
+        if text.get_visible() and text.get_text():
+            labels.append(text.get_text())
+        return text_draw(text, renderer)
+    monkeypatch.setattr(Text, 'draw', counted)
+    first = pixels(render_graph(_look_series(params), dict(params), 'png')[0])
+    render_graph([wave('other', 5, scale=7.0)], dict(params), 'png')
+    again = pixels(render_graph(_look_series(params), dict(params), 'png')[0])
+    assert thread_figure.cache_info().hits == 2
+    assert np.array_equal(first, own)
+    assert np.array_equal(again, own)
+    # no tick label went through Text.draw (only titles and legend texts do)
+    assert set(labels) <= {params.get('title'), 'other'} | {'w.%d' % i for i in range(4)} | \
+        {'servers.web%d.cpu' % i for i in range(12)}, labels
