@@ -172,6 +172,20 @@ def ours_name(settings: tuple[str, ...]) -> str:
     return OURS_NAME + (" + " + ", ".join(settings) if settings else "")
 
 
+def set_keys(conf: Path, settings: tuple[str, ...]) -> None:
+    """Put ``KEY = VALUE`` lines in carbon.conf: in place of the bench's own line for
+    the key where it has one (a key given twice is a config error), else at the end."""
+    lines = conf.read_text().splitlines()
+    for setting in settings:
+        key = setting.split("=", 1)[0].strip()
+        where = [i for i, line in enumerate(lines) if line.split("=", 1)[0].strip() == key]
+        if where:
+            lines[where[0]] = setting
+        else:
+            lines.append(setting)
+    conf.write_text("".join(line + "\n" for line in lines))
+
+
 def start_server(impl: str, base: Path, binary: str | None, settings: tuple[str, ...] = ()
                  ) -> tuple[subprocess.Popen, int, int]:
     """Ours (cache_bench's settings and ``settings`` lines) or VictoriaMetrics in
@@ -182,8 +196,7 @@ def start_server(impl: str, base: Path, binary: str | None, settings: tuple[str,
         return proc, port, http
     ports = make_root(base, "sorted", "inf")
     if settings:
-        with open(base / "conf" / "carbon.conf", "a") as conf:
-            conf.write("".join(line + "\n" for line in settings))
+        set_keys(base / "conf" / "carbon.conf", settings)
     proc = start("ours", base)
     try:
         wait_port(ports["line"], proc)

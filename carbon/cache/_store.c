@@ -320,7 +320,7 @@ points_end(const char *buf, Py_ssize_t len, Py_ssize_t count)
 static PyObject *
 add_encoded(PyObject *module, PyObject *args)
 {
-    PyObject *data, *names_obj = Py_None;
+    PyObject *data, *names_obj = Py_None, *result = NULL;
     Py_buffer view;
     Py_ssize_t count, i, made = 0;
     uint64_t *hashes = NULL;
@@ -411,14 +411,7 @@ add_encoded(PyObject *module, PyObject *args)
             goto fail;
     }
 done:
-    for (i = 0; i < made; i++)
-        Py_DECREF(keys[i]);
-    PyMem_Free(keys);
-    PyMem_Free(found);
-    PyMem_Free(pairs);
-    PyMem_Free(hashes);
-    PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(count);
+    result = PyLong_FromSsize_t(count);
 fail:
     for (i = 0; i < made; i++)
         Py_DECREF(keys[i]);
@@ -427,7 +420,7 @@ fail:
     PyMem_Free(pairs);
     PyMem_Free(hashes);
     PyBuffer_Release(&view);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {

@@ -217,10 +217,7 @@ class Writer:
                 skipped += 1
                 continue
             if chosen not in known:
-                creator.claim(chosen)
-                self.unsubmitted.append(chosen)
-                if len(self.unsubmitted) >= creator.batch_size:
-                    self._submit()
+                self._claim(chosen)
                 submitted = True
                 continue
             return chosen, submitted
@@ -251,6 +248,14 @@ class Writer:
         if self.config.log_updates:
             for metric, outcome in written:
                 self._log_update(metric, outcome.points, outcome.seconds, 0.0)
+
+    def _claim(self, metric: str) -> None:
+        """Claim a metric with no known file for the creator, handed over a batch at a
+        time (``_submit``)."""
+        self.creator.claim(metric)
+        self.unsubmitted.append(metric)
+        if len(self.unsubmitted) >= self.creator.batch_size:
+            self._submit()
 
     def _submit(self) -> None:
         """Hand the metrics claimed for the creator over, in one call."""
@@ -326,10 +331,7 @@ class Writer:
                     if len(got) < len(free):
                         for metric in free:
                             if metric not in known:
-                                creator.claim(metric)
-                                self.unsubmitted.append(metric)
-                                if len(self.unsubmitted) >= creator.batch_size:
-                                    self._submit()
+                                self._claim(metric)
                         submitted = True
                     elif not got:
                         idle -= 1
