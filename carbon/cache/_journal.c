@@ -37,8 +37,8 @@
 
 #include "../formats/_lines.h"
 #include "../formats/_number.h"
+#include "_point_form.h"
 
-#define POINT_TAIL (2 * sizeof(double))
 
 static int
 point_parts(PyObject *item, const char **name, Py_ssize_t *name_len, double *stamp,
@@ -126,20 +126,15 @@ decode(PyObject *module, PyObject *args)
         goto fail;
     const char *cursor = view.buf, *end = cursor + view.len;
     for (i = 0; i < count; i++) {
+        const char *text;
         uint32_t length;
         double tail[2];
-        if (end - cursor < (Py_ssize_t)sizeof length)
+        if (point_form_next(&cursor, end, &text, &length))
             goto malformed;
-        memcpy(&length, cursor, sizeof length);
-        cursor += sizeof length;
-        if ((size_t)(end - cursor) < (size_t)length + POINT_TAIL)
-            goto malformed;
-        PyObject *name = PyUnicode_DecodeUTF8(cursor, (Py_ssize_t)length, "strict");
+        PyObject *name = PyUnicode_DecodeUTF8(text, (Py_ssize_t)length, "strict");
         if (name == NULL)
             goto fail;
-        cursor += length;
-        memcpy(tail, cursor, POINT_TAIL);
-        cursor += POINT_TAIL;
+        memcpy(tail, text + length, POINT_TAIL);
         PyObject *stamp = PyFloat_FromDouble(tail[0]);
         PyObject *value = PyFloat_FromDouble(tail[1]);
         PyObject *point = (stamp && value) ? PyTuple_Pack(3, name, stamp, value) : NULL;

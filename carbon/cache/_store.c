@@ -32,7 +32,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define PAIR_SIZE (2 * sizeof(double))
+#include "_point_form.h"
+
+#define PAIR_SIZE POINT_TAIL /* a point as the cache keeps it: the form's tail */
 
 /* Append one point (16 bytes: timestamp, value) to a metric's cached points. */
 static int
@@ -298,17 +300,11 @@ static PyTypeObject NamesType = {
 static const char *
 points_end(const char *buf, Py_ssize_t len, Py_ssize_t count)
 {
-    const char *cursor = buf, *end = buf + len;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint32_t length;
-        if (end - cursor < (Py_ssize_t)sizeof length)
+    const char *cursor = buf, *end = buf + len, *name;
+    uint32_t length;
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (point_form_next(&cursor, end, &name, &length))
             return NULL;
-        memcpy(&length, cursor, sizeof length);
-        cursor += sizeof length;
-        if ((size_t)(end - cursor) < (size_t)length + PAIR_SIZE)
-            return NULL;
-        cursor += length + PAIR_SIZE;
-    }
     return cursor == end ? end : NULL;
 }
 
@@ -338,11 +334,9 @@ add_encoded(PyObject *module, PyObject *args)
         }
         names = (Names *)names_obj;
     }
-    const char *cursor = view.buf;
-    if (count < 0 || points_end(cursor, view.len, count) == NULL) {
-        PyErr_SetString(PyExc_ValueError, "malformed journal payload");
-        goto fail;
-    }
+    const char *cursor = view.buf, *end = cursor + view.len;
+    if (count < 0 || points_end(cursor, view.len, count) == NULL)
+        goto malformed;
     if (count == 0)
         goto done;
     keys = PyMem_Malloc((size_t)count * sizeof(PyObject *));
@@ -360,18 +354,17 @@ add_encoded(PyObject *module, PyObject *args)
             PyErr_NoMemory();
             goto fail;
         }
-        const char *ahead = cursor;
+        const char *ahead = cursor, *text;
+        uint32_t length;
         for (i = 0; i < count; i++) {
-            uint32_t length;
-            memcpy(&length, ahead, sizeof length);
-            ahead += sizeof length;
-            if (is_ascii_name(ahead, (Py_ssize_t)length)) {
-                hashes[i] = bytes_hash(ahead, length);
+            if (point_form_next(&ahead, end, &text, &length))
+                goto malformed; /* not after points_end's check */
+            if (is_ascii_name(text, (Py_ssize_t)length)) {
+                hashes[i] = bytes_hash(text, length);
                 __builtin_prefetch(&names->slots[(size_t)hashes[i] & names->mask]);
             }
             else
                 hashes[i] = 0;
-            ahead += length + PAIR_SIZE;
         }
     }
     /* The names, then their cached points looked up in a loop of lookups only (the
@@ -379,17 +372,17 @@ add_encoded(PyObject *module, PyObject *args)
      * one a point, for the memory's sake. Nothing is removed from `data` meanwhile,
      * so a bytearray found stays its metric's (borrowed from the dict). */
     for (i = 0; i < count; i++) {
+        const char *text;
         uint32_t length;
-        memcpy(&length, cursor, sizeof length);
-        cursor += sizeof length;
+        if (point_form_next(&cursor, end, &text, &length))
+            goto malformed; /* not after points_end's check */
         PyObject *name = hashes != NULL && hashes[i] != 0
-                             ? names_get(names, cursor, (Py_ssize_t)length, hashes[i])
-                             : PyUnicode_DecodeUTF8(cursor, (Py_ssize_t)length, "strict");
+                             ? names_get(names, text, (Py_ssize_t)length, hashes[i])
+                             : PyUnicode_DecodeUTF8(text, (Py_ssize_t)length, "strict");
         if (name == NULL)
             goto fail;
         keys[made++] = name;
-        pairs[i] = cursor + length;
-        cursor += length + PAIR_SIZE;
+        pairs[i] = text + length;
     }
     for (i = 0; i < count; i++) {
         found[i] = PyDict_GetItemWithError(data, keys[i]);
@@ -412,7 +405,11 @@ add_encoded(PyObject *module, PyObject *args)
     }
 done:
     result = PyLong_FromSsize_t(count);
+    goto out;
+malformed:
+    PyErr_SetString(PyExc_ValueError, "malformed journal payload");
 fail:
+out:
     for (i = 0; i < made; i++)
         Py_DECREF(keys[i]);
     PyMem_Free(keys);
