@@ -71,6 +71,19 @@ def _backlog_then_sigterm(pid: int, port: int, kind: str, start: int) -> list[so
     return senders
 
 
+def _stop(relay: CarbonInstance, sink: subprocess.Popen) -> None:
+    """Stop the relay and the destination process this test started (if still up)."""
+    relay.kill()
+    if sink.poll() is None:
+        sink.kill()
+        sink.wait(10)
+
+
+def _arrived(out: Path) -> list[tuple[str, int, float]]:
+    """The points the destination process wrote, sorted: (metric, timestamp, value)."""
+    return sorted((m, int(t), v) for m, t, v in json.loads(out.read_text()))
+
+
 def _resets(senders: list[socket.socket]) -> int:
     """Connections the daemon reset (rather than closed after reading them)."""
     count = 0
@@ -133,12 +146,9 @@ def test_relay_forwards_lines_of_connections_in_the_backlog(tmp_path, workers):
         sink.send_signal(signal.SIGTERM)
         assert sink.wait(30) == 0
     finally:
-        relay.kill()
-        if sink.poll() is None:
-            sink.kill()
-            sink.wait(10)
+        _stop(relay, sink)
     resets = _resets(senders)
-    got = sorted((m, int(t), v) for m, t, v in json.loads(out.read_text()))
+    got = _arrived(out)
     assert (len(got), resets) == (POINTS, 0), relay.output()[-3000:]
     assert got == sorted(_points(start))
     assert "waiting in the listen backlog at shutdown" in relay.output()
@@ -213,12 +223,9 @@ def test_connections_dealt_to_a_stopping_relay_worker_are_not_lost(tmp_path):
     finally:
         for trickle in trickles:
             trickle.halt.set()
-        relay.kill()
-        if sink.poll() is None:
-            sink.kill()
-            sink.wait(10)
+        _stop(relay, sink)
     resets = _resets(senders)
-    got = sorted((m, int(t), v) for m, t, v in json.loads(out.read_text()))
+    got = _arrived(out)
     sent = sorted(points[:burst * PER_CONNECTION] + [p for t in trickles for p in t.sent])
     assert (len(got), resets) == (len(sent), 0), relay.output()[-3000:]
     assert got == sent
