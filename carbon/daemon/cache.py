@@ -316,8 +316,7 @@ class CacheDaemon(Daemon):
         cannot be used."""
         writer = self.writer
         if key == "MAX_UPDATES_PER_SECOND":
-            rate = float(value)
-            writer.update_limiter.set_rate(rate, rate)
+            writer.set_update_rate(float(value))
         elif key == "MAX_CREATES_PER_MINUTE":
             per_minute = float(value)
             writer.create_limiter.set_rate(per_minute, per_minute / 60.0 if per_minute != INF

@@ -35,6 +35,11 @@ DISK_RETRY_SECONDS = 1.0
 # WRITER_MIN_PASS_SECONDS gathers points only while they come in: after this long without
 # a new point the cache is written at once.
 PACE_QUIET_SECONDS = 0.2
+# Under MAX_UPDATES_PER_SECOND a writer waits for this long's worth of update tokens at
+# once (one at the lowest rates, at most a batch), not for one token an update: the rate
+# is the same, and a pass's fixed cost (choosing, the journal, counting) is paid once a
+# batch instead of once an update (at the default 500 a second: batches of 25).
+UPDATE_BATCH_SECONDS = 0.05
 MAX_TORN_HEADER = 65536  # a file shorter than a header this long is an interrupted create
 
 
@@ -132,6 +137,7 @@ class Writer:
         self.in_flight: set[str] = set()
         self.held: list[str] = []  # chosen (in flight) while no update token was free
         self.spare = 0  # update tokens paid for and not used yet
+        self.update_rate = config.max_updates_per_second  # the limiter's, set_update_rate
         self.threads: list[threading.Thread] = []
         # Files are looked for and made on the creator's thread, a batch at a time, so a
         # write never waits for a create; ``known`` metrics have files (no stat needed:
@@ -263,11 +269,11 @@ class Writer:
             self.creator.submit_many(self.unsubmitted)
             self.unsubmitted = []
 
-    def _take(self, limit: int, paid: bool) -> tuple[list[str], bool]:
+    def _take(self, limit: int, paid: int) -> tuple[list[str], bool]:
         """Up to ``limit`` metrics to write (now in flight), and whether something other
         than a write was done. With MAX_UPDATES_PER_SECOND every metric taken costs one
-        update token: the first one ``paid`` for (blocking) by the caller, each further
-        one a token free at once. A token buys a write only: handing metrics to the
+        update token: the first ``paid`` ones paid for by the caller (``_pay``), each
+        further one a token free at once. A token buys a write only: handing metrics to the
         creator or taking back a deferred create costs none, a metric chosen when no
         token is free is held for the next call, and a paid token left unused is kept
         (``spare``): otherwise creates waiting for tokens (shutdown) would eat the
@@ -279,7 +285,7 @@ class Writer:
         taken: list[str] = []
         did = False
         with self.choose_lock:
-            tokens = 1 if paid else 0
+            tokens = paid
             try:
                 while len(taken) < limit:
                     choice, submitted = self._choose()
@@ -341,13 +347,31 @@ class Writer:
                 self._submit()  # what this call claimed for the creator
             return taken, submitted
 
-    def _spare_token(self) -> bool:
-        """Use a token an earlier call paid for and did not use."""
+    def _spare_tokens(self, limit: int) -> int:
+        """Use up to ``limit`` tokens earlier calls paid for and did not use."""
         with self.choose_lock:
-            if self.spare:
-                self.spare -= 1
-                return True
-            return False
+            used = min(self.spare, limit)
+            self.spare -= used
+            return used
+
+    def _pay(self, limit: int) -> tuple[int, bool, float]:
+        """Update tokens for a write of up to ``limit`` metrics: (how many, whether they
+        were kept from earlier calls, seconds waited). New ones are UPDATE_BATCH_SECONDS
+        of the rate at once (at least one, at most ``limit``), waited for in one
+        ``take``."""
+        kept = self._spare_tokens(limit)
+        if kept:
+            return kept, True, 0.0
+        rate = self.update_rate
+        want = max(1, min(limit, int(rate * UPDATE_BATCH_SECONDS))) if rate != INF else 1
+        started = time.time()
+        self.update_limiter.take(want)
+        return want, False, time.time() - started
+
+    def set_update_rate(self, rate: float) -> None:
+        """MAX_UPDATES_PER_SECOND now (a reload, or the shutdown rate)."""
+        self.update_rate = rate
+        self.update_limiter.set_rate(rate, rate)
 
     def _known(self, metric: str) -> None:
         """Remember that ``metric``'s file exists (at most WRITER_KNOWN_FILES: forgotten
@@ -419,17 +443,13 @@ class Writer:
                 return True
         # Wait for the update token before taking a metric, so points waiting on the rate
         # limit stay in the cache (and visible to carbonlink) rather than in a thread.
-        waited = 0.0
-        limited = not self.update_limiter.unlimited
-        kept_token = limited and self._spare_token()
-        if limited and not kept_token:
-            started = time.time()
-            self.update_limiter.take()
-            waited = time.time() - started
-        metrics, busy = self._take(limit, limited)
+        paid, kept_tokens, waited = 0, False, 0.0
+        if not self.update_limiter.unlimited:
+            paid, kept_tokens, waited = self._pay(limit)
+        metrics, busy = self._take(limit, paid)
         if not metrics:
-            if kept_token and not busy:
-                return False  # a kept token and still nothing to write: idle
+            if kept_tokens and not busy:
+                return False  # kept tokens and still nothing to write: idle
             return busy
         journal = self.journal
         mark = journal.mark() if journal is not None else 0
@@ -624,7 +644,7 @@ class Writer:
         self.pacing = False
         self.strategy.min_pass = 0.0
         rate = self.config.max_updates_per_second_on_shutdown
-        self.update_limiter.set_rate(rate, rate)
+        self.set_update_rate(rate)
         self.create_limiter.set_rate(rate, rate)
         self.creator.wake()
         self.log.msg("Carbon shutting down.  Changed the update rate to: %s" % rate)

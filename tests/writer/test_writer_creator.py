@@ -695,3 +695,35 @@ def test_writer_min_pass_seconds_writes_a_burst_once_the_input_is_quiet(harness)
         pass
     assert not h.cache
     assert all(h.stored(metric) == expected(1) for metric in metrics)
+
+
+@pytest.mark.parametrize("rate,batch", [(400.0, 20), (10.0, 1)])
+def test_limited_updates_are_paid_for_a_batch_at_a_time(harness, rate: float, batch: int
+                                                        ) -> None:
+    """Under MAX_UPDATES_PER_SECOND the writer waits for UPDATE_BATCH_SECONDS' worth of
+    tokens at once and writes them as one batch (at the lowest rates: one), never faster
+    than the rate; every point is stored."""
+    h = harness(strategy="naive", MAX_UPDATES_PER_SECOND=rate)
+    metrics = ["rated.m%03d" % i for i in range(int(rate * 0.75))]
+    for metric in metrics:
+        h.database.create(metric, [(60, 1440)], None, None)
+    h.writer.known.update(metrics)
+    h.add(metrics)
+    sizes: list[int] = []
+    write_batch = h.database.write_batch
+
+    def counted(items):
+        sizes.append(len(items))
+        return write_batch(items)
+    h.database.write_batch = counted
+    assert h.writer.update_limiter.take(rate)  # the bucket's first second, spent
+    started = time.monotonic()
+    deadline = started + 10
+    while h.cache and time.monotonic() < deadline:
+        h.writer.write_some()
+    took = time.monotonic() - started
+    assert sum(sizes) == len(metrics) and max(sizes) == batch
+    assert len(sizes) <= len(metrics) // batch + 2
+    assert len(metrics) / took <= 1.1 * rate, "%d updates in %.2f s" % (len(metrics), took)
+    for metric in metrics:
+        assert h.stored(metric) == expected()
