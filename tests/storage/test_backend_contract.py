@@ -135,7 +135,7 @@ class DuckLimiter:
         self.taken = 0
 
     def take(self, cost: float = 1.0, blocking: bool = True) -> bool:
-        self.taken += 1
+        self.taken += cost  # tokens, not calls: the writer pays for a batch at once
         return True
 
     def set_rate(self, capacity: float, fill_rate: float) -> None:
