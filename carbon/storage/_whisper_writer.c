@@ -132,7 +132,17 @@ typedef struct {
     double *slot_values;
     char *present;
     size_t slot_capacity;
+    /* points not in time order: sorted (stable) and deduplicated here first */
+    struct Arrival *arrivals;
+    double *ordered;
+    Py_ssize_t ordered_capacity;
 } Ctx;
+
+/* A point and where it came in the cache's order (ties: the later one wins). */
+struct Arrival {
+    double t, v;
+    Py_ssize_t index;
+};
 
 /* -- small helpers --------------------------------------------------------------- */
 
@@ -636,11 +646,72 @@ propagate_all(Ctx *ctx, Py_ssize_t m)
 
 /* -- one file -------------------------------------------------------------------- */
 
+static int
+by_time_then_arrival(const void *a, const void *b)
+{
+    const struct Arrival *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+/* `raw`'s points in time order, the last one of a repeated timestamp kept: what the
+ * writer's dedupe_sorted hands whisper (sorted(dict(pairs).items())). `raw` itself
+ * when it is in order already; else ctx->ordered, with `*n` the points left. Every
+ * timestamp must be a number (NaN: PY_POINTS). */
+static int
+in_time_order(Ctx *ctx, const double **raw, Py_ssize_t *n)
+{
+    const double *given = *raw;
+    Py_ssize_t count = *n;
+    int ordered = 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (given[2 * i] != given[2 * i])
+            return PY_POINTS;
+        if (i > 0 && !(given[2 * i] > given[2 * i - 2]))
+            ordered = 0;
+    }
+    if (ordered)
+        return DONE;
+    if (count > ctx->ordered_capacity) {
+        struct Arrival *arrivals = realloc(ctx->arrivals, (size_t)count * sizeof *arrivals);
+        if (arrivals == NULL)
+            return PY_IO;
+        ctx->arrivals = arrivals;
+        double *pairs = realloc(ctx->ordered, (size_t)count * 2 * sizeof(double));
+        if (pairs == NULL)
+            return PY_IO;
+        ctx->ordered = pairs;
+        ctx->ordered_capacity = count;
+    }
+    struct Arrival *arrivals = ctx->arrivals;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        arrivals[i].t = given[2 * i];
+        arrivals[i].v = given[2 * i + 1];
+        arrivals[i].index = i;
+    }
+    qsort(arrivals, (size_t)count, sizeof *arrivals, by_time_then_arrival);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i + 1 < count && arrivals[i + 1].t == arrivals[i].t)
+            continue; /* a later point of the same timestamp follows: it wins */
+        ctx->ordered[2 * kept] = arrivals[i].t;
+        ctx->ordered[2 * kept + 1] = arrivals[i].v;
+        kept++;
+    }
+    *raw = ctx->ordered;
+    *n = kept;
+    return DONE;
+}
+
 /* Aligned intervals and values of archive 0 (the newest point of an interval wins). */
 static int
 prepare(Ctx *ctx, const double *raw, Py_ssize_t n, Py_ssize_t *m_out)
 {
     const Archive *a0 = &ctx->arch[0];
+    int sorted = in_time_order(ctx, &raw, &n);
+    if (sorted != DONE)
+        return sorted;
     if (grow_points(ctx, n))
         return PY_IO;
     double previous = -1.0;
@@ -831,6 +902,8 @@ free_scratch(Ctx *ctx)
     free(ctx->bytes);
     free(ctx->slot_values);
     free(ctx->present);
+    free(ctx->arrivals);
+    free(ctx->ordered);
 }
 
 static void

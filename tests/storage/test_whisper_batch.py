@@ -54,18 +54,23 @@ def _store(db: WhisperDatabase, items: list[tuple[str, array]], now: int) -> lis
 @st.composite
 def ordered_batches(draw, archives):
     """Batches of points mostly in time order within the first archive (the C path),
-    some shuffled, stale, fractional or duplicated (left to ``write``)."""
+    some shuffled or with a timestamp given again later (C sorts them, the last value
+    of a timestamp winning), stale or fractional (left to ``write``)."""
     step, count = archives[0]
     longest = max(s * p for s, p in archives)
     result = []
     for _ in range(draw(st.integers(1, 6))):
         advance = draw(st.integers(0, 2 * longest))
         offsets = draw(st.lists(st.integers(-3 * step, step * count), max_size=40))
-        kind = draw(st.sampled_from(["ordered"] * 6 + ["fractional", "shuffled", "stale"]))
+        kind = draw(st.sampled_from(["ordered"] * 6 + ["fractional", "shuffled", "stale",
+                                                       "repeated"]))
         stamps = sorted(set(offsets), reverse=True)  # oldest first once turned into times
         points = [(off, draw(values)) for off in stamps]
         if kind == "shuffled":
             points = draw(st.permutations(points))
+        elif kind == "repeated" and points:
+            for off in draw(st.lists(st.sampled_from(stamps), min_size=1, max_size=5)):
+                points.insert(draw(st.integers(0, len(points))), (off, draw(values)))
         elif kind == "stale" and points:
             points = [(longest + step, 1.0)] + points
         result.append((advance, points, kind == "fractional"))
@@ -159,19 +164,44 @@ def test_left_to_write(make_db) -> None:
     """What C does not take comes back as None and nothing of it was written."""
     db = make_db()
     now = BASE_NOW - BASE_NOW % 60
-    for name in ("unsorted", "stale", "dups", "fresh"):
+    for name in ("stale", "dups", "nan", "fresh"):
         db.create(name, [(60, 10), (600, 10)], 0.0, "sum")
-    before = _read(db.get_filesystem_path("unsorted"))
-    items = [("unsorted", _raw([(now - 60, 1.0), (now - 120, 2.0)])),
-             ("stale", _raw([(now - 3000, 1.0), (now - 60, 2.0)])),
+    before = _read(db.get_filesystem_path("stale"))
+    items = [("stale", _raw([(now - 3000, 1.0), (now - 60, 2.0)])),
              ("dups", _raw([(now - 60.5, 1.0), (now - 60.25, 2.0)])),
+             ("nan", _raw([(now - 60, 1.0), (float("nan"), 2.0)])),
              ("missing", _raw([(now - 60, 1.0)])),
              ("fresh", _raw([(now - 60, 1.0)]))]
     assert [t is not None for t in db.write_batch(items, now=now)] == \
         [False, False, False, False, True]
-    assert _read(db.get_filesystem_path("unsorted")) == before
+    assert _read(db.get_filesystem_path("stale")) == before
     with pytest.raises(FileNotFoundError):
         db.write("missing", [(now - 60, 1.0)], now=now)
+
+
+def test_points_out_of_time_order_take_the_c_path(make_db) -> None:
+    """Points the cache holds out of time order (a backfill, a late sender) or with a
+    timestamp given twice are sorted in C, the later arrival winning as in the cache's
+    ``dedupe_sorted``, and written as whisper writes those sorted points."""
+    db = make_db()
+    now = BASE_NOW - BASE_NOW % 600
+    given = {"late": [(now - 60, 1.0), (now - 240, 2.0), (now - 120, 3.0), (now - 600, 4.0)],
+             "again": [(now - 120, 1.0), (now - 60, 2.0), (now - 120, 5.0), (now - 60, 6.0)],
+             "reversed": [(now - 60 * k, float(k)) for k in range(1, 9)]}
+    for name in given:
+        db.create(name, [(60, 10), (600, 10)], 0.0, "sum")
+        whisper.create(db.get_filesystem_path(name) + ".ref", [(60, 10), (600, 10)], 0.0,
+                       "sum")
+    items = [(name, _raw(points)) for name, points in given.items()]
+    assert [t is not None for t in db.write_batch(items, now=now)] == [True, True, True]
+    for name, raw in items:
+        path = db.get_filesystem_path(name)
+        whisper.update_many(path + ".ref", dedupe_sorted(raw), now=now)
+        assert _read(path) == _read(path + ".ref"), name
+    (start, end, step), stored = whisper.fetch(db.get_filesystem_path("again"), now - 300,
+                                               now, now=now)
+    found = dict(zip(range(start, end, step), stored))
+    assert (found[now - 180], found[now - 120], found[now - 60]) == (None, 5.0, 6.0)
 
 
 def test_replaced_file_is_left_to_write(make_db, tmp_path) -> None:
