@@ -16,8 +16,10 @@
  *
  * Each item is written exactly as whisper 1.1.10's update_many would (and as
  * carbon.storage.whisper_writer.apply_update does) in the common case, which this
- * module handles whole: timestamps in [0, 2**32) and strictly increasing both as
- * given and truncated to integers, all of them within the first archive's retention
+ * module handles whole: timestamps in [0, 2**32), strictly increasing truncated to
+ * integers once sorted (points given out of time order are sorted first, the later
+ * arrival of a repeated timestamp winning, as the cache's dedupe_sorted hands them to
+ * whisper), all of them within the first archive's retention
  * of `now`, no aligned interval 0, no run longer than the archive, a header whisper
  * can read. Archive 0 is written run by run; each lower archive is aggregated interval
  * by interval as whisper's __propagate does (the same reads, the same float operations

@@ -348,7 +348,7 @@ class WhisperDatabase(StorageBackend):
         ``items`` are (metric, points) with points as the metric cache holds them: an
         ``array('d')`` of interleaved timestamp, value pairs, not to be resized until
         this returns. Per item the seconds its update took, or None when it was left
-        to ``write`` (points out of time order or for coarser archives, an unusual
+        to ``write`` (points for coarser archives or two in one second, an unusual
         header, a replaced or missing file, an I/O error: ``write`` then does the whole
         update, or raises, as it would have). A written item stored all its points.
         """
