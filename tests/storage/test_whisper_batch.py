@@ -200,7 +200,7 @@ def test_points_out_of_time_order_take_the_c_path(make_db) -> None:
         assert _read(path) == _read(path + ".ref"), name
     (start, end, step), stored = whisper.fetch(db.get_filesystem_path("again"), now - 300,
                                                now, now=now)
-    found = dict(zip(range(start, end, step), stored))
+    found = dict(zip(range(start, end, step), stored, strict=True))
     assert (found[now - 180], found[now - 120], found[now - 60]) == (None, 5.0, 6.0)
 
 
