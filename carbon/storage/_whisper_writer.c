@@ -660,7 +660,8 @@ by_time_then_arrival(const void *a, const void *b)
 /* `raw`'s points in time order, the last one of a repeated timestamp kept: what the
  * writer's dedupe_sorted hands whisper (sorted(dict(pairs).items())). `raw` itself
  * when it is in order already; else ctx->ordered, with `*n` the points left. Every
- * timestamp must be a number (NaN: PY_POINTS). */
+ * timestamp must be in [0, 2**32) (else, NaN included: PY_POINTS), so the timestamps
+ * handed back strictly increase. */
 static int
 in_time_order(Ctx *ctx, const double **raw, Py_ssize_t *n)
 {
@@ -668,9 +669,10 @@ in_time_order(Ctx *ctx, const double **raw, Py_ssize_t *n)
     Py_ssize_t count = *n;
     int ordered = 1;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (given[2 * i] != given[2 * i])
+        double t = given[2 * i];
+        if (!(t >= 0.0 && t < 4294967296.0))
             return PY_POINTS;
-        if (i > 0 && !(given[2 * i] > given[2 * i - 2]))
+        if (i > 0 && !(t > given[2 * i - 2]))
             ordered = 0;
     }
     if (ordered)
@@ -716,17 +718,12 @@ prepare(Ctx *ctx, const double *raw, Py_ssize_t n, Py_ssize_t *m_out)
         return sorted;
     if (grow_points(ctx, n))
         return PY_IO;
-    double previous = -1.0;
     int64_t previous_int = -1;
     Py_ssize_t m = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        double t = raw[2 * i];
-        if (!(t >= 0.0 && t < 4294967296.0) || !(t > previous))
-            return PY_POINTS;
-        int64_t stamp = (int64_t)t;
+        int64_t stamp = (int64_t)raw[2 * i]; /* in range and increasing: in_time_order */
         if (stamp <= previous_int)
-            return PY_POINTS;
-        previous = t;
+            return PY_POINTS; /* two points in one second */
         previous_int = stamp;
         int64_t interval = stamp - stamp % a0->step;
         if (m > 0 && ctx->intervals[m - 1] == interval) {
