@@ -61,6 +61,12 @@ class Harness:
         self.tags = TagRecorder()
         self.writer.tag_feed = self.tags
 
+    def existing(self, metrics: list[str]) -> None:
+        """Files for ``metrics`` (60s:1d), known to the writer as made."""
+        for metric in metrics:
+            self.database.create(metric, [(60, 1440)], None, None)
+        self.writer.known.update(metrics)
+
     def add(self, metrics: list[str], count: int = 3, value: float = 1.0) -> None:
         self.cache.add_batch([(metric, float(NOW - 60 * k), value + k)
                               for metric in metrics for k in range(count, 0, -1)])
@@ -263,9 +269,7 @@ def test_known_metrics_are_written_in_batches(harness) -> None:
     from carbon.writer.writer import BATCH_SIZE
     h = harness(LOG_UPDATES=True, LOG_CREATES=False)
     metrics = ["batch.m%03d" % i for i in range(BATCH_SIZE + 6)]
-    for metric in metrics:
-        h.database.create(metric, [(60, 1440)], None, None)
-    h.writer.known.update(metrics)
+    h.existing(metrics)
     h.add(metrics, count=4)
     calls = []
     original = h.database.write_batch
@@ -281,9 +285,7 @@ def test_known_metrics_are_written_in_batches(harness) -> None:
 def test_a_failing_batch_call_still_stores_every_point(harness) -> None:
     h = harness()
     metrics = ["fail.m%d" % i for i in range(5)]
-    for metric in metrics:
-        h.database.create(metric, [(60, 1440)], None, None)
-    h.writer.known.update(metrics)
+    h.existing(metrics)
     h.add(metrics)
 
     def broken(items, now=None):
@@ -655,9 +657,7 @@ def test_writer_min_pass_seconds_waits_between_passes(harness, strategy: str) ->
     metrics = ["paced.m%d" % i for i in range(5)]
     for paced in (False, True):
         h = harness(strategy=strategy, WRITER_MIN_PASS_SECONDS=1.5 if paced else 0)
-        for metric in metrics:
-            h.database.create(metric, [(60, 1440)], None, None)
-        h.writer.known.update(metrics)
+        h.existing(metrics)
         h.add(metrics, count=1)
         assert h.writer.write_some() and not h.cache  # the first pass
         h.add(metrics, count=3)  # arrives right after it
@@ -679,9 +679,7 @@ def test_writer_min_pass_seconds_writes_a_burst_once_the_input_is_quiet(harness)
     though WRITER_MIN_PASS_SECONDS (here 60 s) has not passed."""
     metrics = ["quiet.m%d" % i for i in range(5)]
     h = harness(WRITER_MIN_PASS_SECONDS=60)
-    for metric in metrics:
-        h.database.create(metric, [(60, 1440)], None, None)
-    h.writer.known.update(metrics)
+    h.existing(metrics)
     h.add(metrics, count=1)
     assert h.writer.write_some() and not h.cache  # the first pass: nothing to wait for
     step = PACE_QUIET_SECONDS / 4
@@ -705,9 +703,7 @@ def test_limited_updates_are_paid_for_a_batch_at_a_time(harness, rate: float, ba
     than the rate; every point is stored."""
     h = harness(strategy="naive", MAX_UPDATES_PER_SECOND=rate)
     metrics = ["rated.m%03d" % i for i in range(int(rate * 0.75))]
-    for metric in metrics:
-        h.database.create(metric, [(60, 1440)], None, None)
-    h.writer.known.update(metrics)
+    h.existing(metrics)
     h.add(metrics)
     sizes: list[int] = []
     write_batch = h.database.write_batch
